@@ -1,0 +1,28 @@
+#!/bin/sh
+# Install the Debian packages fp8lab needs to build and test, when they are missing.
+# Safe to run repeatedly: it only calls apt-get when a package is absent, and only as root.
+# Usage: .ci/deps.sh            (the Makefile calls it before building)
+set -eu
+
+PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libjansson-dev gnuplot-nox"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "fp8lab: missing Debian packages:$missing" >&2
+    echo "fp8lab: run as root:  apt-get install -y$missing" >&2
+    exit 1
+fi
+
+echo "fp8lab: installing Debian packages:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2 || true
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >&2

@@ -1,0 +1,110 @@
+# fp8lab — build, test, benchmark.
+#
+#   make            library build/libfp8lab.a and the CLI build/fp8lab
+#   make test       every test binary under tests/ (the CI command)
+#   make sanitize   the same suite built and run under AddressSanitizer + UBSan (build-asan/)
+#   make bench      benchmarks (throughput next to memcpy, measured in the same run)
+#   make check-exhaustive   all 2^32 float32 inputs through every RNE conversion vs NVIDIA's own
+#   make cuda       the CUDA kernels (when nvcc exists; otherwise says so and does nothing)
+#   make demo       the README's main job
+#
+# Conventions that let new files build without editing this file:
+#   numerics/*.c reference/*.c kernels/*.c experiments/*.c  -> build/libfp8lab.a
+#   experiments/fp8lab.c holds main() of the CLI and is the one file kept out of the library.
+#   tests/test_*.c   -> build/tests/test_*    (C, linked with the library)
+#   tests/test_*.cpp -> build/tests/test_*    (C++, for oracles from NVIDIA's host headers)
+#   bench/ lives under tests/bench_*.c        -> build/tests/bench_*  (run by make bench, not make test)
+
+BUILD    ?= build
+CC       ?= gcc
+CXX      ?= g++
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))/..),/usr/local/cuda)
+
+# No fast-math anywhere: everything here is compared with a reference.  Contraction of a*b+c into
+# an FMA is switched off so that results do not depend on what the compiler chose to fuse.
+OPT      ?= -O2 -march=native
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-function
+INC      := -I. -Inumerics -Ireference -Ikernels -Iexperiments
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
+CXXFLAGS += -std=c++17 $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
+LDLIBS   += -lmpfr -lgmp -lm
+LDFLAGS  += -fopenmp
+
+ifeq ($(SAN),1)
+CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=address,undefined
+endif
+
+# NVIDIA's host-side conversion headers (cuda_fp8.h, cuda_bf16.h) serve as an independent oracle.
+NV_HEADERS := $(wildcard $(CUDA_HOME)/include/cuda_fp8.h)
+ifneq ($(NV_HEADERS),)
+NVFLAGS := -DFL_HAVE_NV_HEADERS -isystem $(CUDA_HOME)/include
+endif
+
+LIB_SRC  := $(wildcard numerics/*.c reference/*.c kernels/*.c experiments/*.c)
+LIB_SRC  := $(filter-out experiments/fp8lab.c,$(LIB_SRC))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_C   := $(wildcard tests/test_*.c)
+TEST_CXX := $(wildcard tests/test_*.cpp)
+TESTS    := $(TEST_C:tests/%.c=$(BUILD)/tests/%) $(TEST_CXX:tests/%.cpp=$(BUILD)/tests/%)
+BENCH_C  := $(wildcard tests/bench_*.c)
+BENCHES  := $(BENCH_C:tests/%.c=$(BUILD)/tests/%)
+CLI      := $(BUILD)/fp8lab
+DEPS_OK  := $(BUILD)/.deps-ok
+
+.PHONY: all test sanitize bench check-exhaustive cuda demo deps clean
+all: $(CLI)
+
+deps: $(DEPS_OK)
+$(DEPS_OK): .ci/deps.sh
+	@mkdir -p $(BUILD)
+	@sh .ci/deps.sh
+	@touch $@
+
+$(BUILD)/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libfp8lab.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(BUILD)/experiments/fp8lab.o $(BUILD)/libfp8lab.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libfp8lab.a | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libfp8lab.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.cpp $(BUILD)/libfp8lab.a | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(NVFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libfp8lab.a $(LDLIBS)
+
+test: $(CLI) $(TESTS)
+	@sh tests/run.sh $(BUILD)
+
+sanitize:
+	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" test
+
+bench: $(CLI) $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+check-exhaustive: $(BUILD)/tests/test_nv_oracle
+	$(BUILD)/tests/test_nv_oracle --exhaustive
+
+cuda:
+ifeq ($(NVCC),)
+	@echo "make cuda: nvcc not found; skipping the CUDA build (CPU twins are built by 'make')"
+else
+	@echo "make cuda: no CUDA kernels yet (nvcc found at $(NVCC))"
+endif
+
+demo: $(CLI)
+	@sh experiments/demo.sh $(CLI)
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/experiments/fp8lab.d $(TESTS:=.d)
