@@ -23,12 +23,12 @@ CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))/..),/usr/local/cuda)
 
 # No fast-math anywhere: everything here is compared with a reference.  Contraction of a*b+c into
 # an FMA is switched off so that results do not depend on what the compiler chose to fuse.
-OPT      ?= -O2 -march=native
+OPT      ?= -O3 -march=native
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-function
 INC      := -I. -Inumerics -Ireference -Ikernels -Iexperiments
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
 CXXFLAGS += -std=c++17 $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
-LDLIBS   += -lmpfr -lgmp -lm
+LDLIBS   += -ljansson -lmpfr -lgmp -lm
 LDFLAGS  += -fopenmp
 
 ifeq ($(SAN),1)
@@ -94,11 +94,35 @@ bench: $(CLI) $(BENCHES)
 check-exhaustive: $(BUILD)/tests/test_nv_oracle
 	$(BUILD)/tests/test_nv_oracle --exhaustive
 
+# CUDA: every kernels/*.cu compiles on its own to PTX (sm_90) and to SASS for sm_89, sm_90 and
+# sm_100 when the toolkit has it, into build/libfp8lab_cuda.a.  --fmad=false: no contraction of
+# a*b+c into FMA, so the kernels' arithmetic is the CPU twins' (which build with -ffp-contract=off).
+# ptxas -v reports are kept beside the objects and checked for register spills.
+CUDA_SRC     := $(wildcard kernels/*.cu)
+CUDA_ARCHS   := 89 90 $(if $(NVCC),$(shell $(NVCC) --list-gpu-arch 2>/dev/null | grep -qx compute_100 && echo 100))
+NVCCFLAGS    := -std=c++17 -O3 --fmad=false -I. -Inumerics -Ikernels -Ireference
+CUDA_OBJ     := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o)
+CUDA_PTX     := $(CUDA_SRC:%.cu=$(BUILD)/%.ptx)
+
+$(BUILD)/kernels/%.ptx: kernels/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -arch=sm_90 -ptx $< -o $@
+
+$(BUILD)/kernels/%.cu.o: kernels/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Xptxas -v -c $< -o $@ 2> $@.ptxas
+	@if grep -E "[1-9][0-9]* bytes spill (stores|loads)" $@.ptxas; then echo "register spills in $<"; rm -f $@; exit 1; fi
+
+$(BUILD)/libfp8lab_cuda.a: $(CUDA_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
 cuda:
 ifeq ($(NVCC),)
-	@echo "make cuda: nvcc not found; skipping the CUDA build (CPU twins are built by 'make')"
+	@echo "make cuda: nvcc not found; skipping the CUDA build (the CPU twins are built by 'make')"
 else
-	@echo "make cuda: no CUDA kernels yet (nvcc found at $(NVCC))"
+	@$(MAKE) --no-print-directory $(CUDA_PTX) $(BUILD)/libfp8lab_cuda.a
+	@echo "make cuda: built $(BUILD)/libfp8lab_cuda.a (PTX sm_90; SASS for compute capabilities $(strip $(CUDA_ARCHS))) with $(NVCC); no register spills"
 endif
 
 demo: $(CLI)

@@ -110,6 +110,18 @@ FL_HD uint32_t fl_finish_e8m0_(int32_t te, fl_overflow ovf)
     return (uint32_t)te;
 }
 
+/* The 32 random bits stochastic rounding uses for element `index` of a stream with `seed`:
+   the upper half of the splitmix64 finaliser applied to a Weyl sequence (a counter-based
+   generator, so any chunking or thread layout draws the same bits for the same element). */
+FL_HD uint32_t fl_sr_bits(uint64_t seed, uint64_t index)
+{
+    uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (uint32_t)(z >> 32);
+}
+
 /* ---- float32 -> format ------------------------------------------------------------------------ */
 
 /* Encode the float32 whose bits are u.  rbits is used by FL_RND_SR only.

@@ -176,6 +176,20 @@ static uint64_t max_data_bytes(void)
     return lim;
 }
 
+/* "(2, 3)" for messages, cut short with "...)" when it does not fit. */
+static const char *shape_text(char *out, size_t outlen, const int64_t *shape, int ndim)
+{
+    size_t n = (size_t)snprintf(out, outlen, "(");
+    for (int i = 0; i < ndim && n < outlen; i++)
+        n += (size_t)snprintf(out + n, outlen - n, "%lld%s", (long long)shape[i],
+                              ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
+    if (n + 1 < outlen)
+        snprintf(out + n, outlen - n, ")");
+    else if (outlen >= 5)
+        memcpy(out + outlen - 5, "...)", 5);
+    return out;
+}
+
 /* Checks a shape and computes its element count and byte size.  The product of the nonzero
  * dimensions times the element size must not overflow even when some dimension is 0 (NumPy
  * refuses such shapes too), so a file's shape is valid independently of its data.  Returns 0, or
@@ -186,6 +200,7 @@ static int shape_size(const int64_t *shape, int ndim, size_t esize, size_t *coun
     const uint64_t lim = max_data_bytes();
     uint64_t prod = 1, bytes;
     int empty = 0;
+    char text[160];
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return fail(err, errlen, path, "negative dimension %lld in shape", (long long)shape[i]);
@@ -194,12 +209,12 @@ static int shape_size(const int64_t *shape, int ndim, size_t esize, size_t *coun
             continue;
         }
         if (mul_overflows(prod, (uint64_t)shape[i], lim, &prod))
-            return fail(err, errlen, path, "shape overflows: the element count exceeds %llu",
-                        (unsigned long long)lim);
+            return fail(err, errlen, path, "shape %s overflows: its element count does not fit "
+                        "int64/size_t", shape_text(text, sizeof text, shape, ndim));
     }
     if (mul_overflows(prod, esize, lim, &bytes))
-        return fail(err, errlen, path, "shape overflows: the byte size exceeds %llu",
-                    (unsigned long long)lim);
+        return fail(err, errlen, path, "shape %s overflows: its size in bytes (%zu per element) "
+                    "does not fit int64/size_t", shape_text(text, sizeof text, shape, ndim), esize);
     *count = empty ? 0 : (size_t)prod;
     *nbytes = empty ? 0 : bytes;
     return 0;
@@ -415,12 +430,12 @@ static int parse_shape(cursor *c, npy_header *h)
         if (end > k + 1 && (s[end - 1] == 'L' || s[end - 1] == 'l'))
             end--;
         if (k == end)
-            return fail(c->err, c->errlen, c->path, "non-integer dimension '%s' in shape",
+            return fail(c->err, c->errlen, c->path, "non-integer dimension %s in shape",
                         excerpt(shown, sizeof shown, s, len));
         uint64_t v = 0;
         for (size_t j = k; j < end; j++) {
             if (s[j] < '0' || s[j] > '9')
-                return fail(c->err, c->errlen, c->path, "non-integer dimension '%s' in shape",
+                return fail(c->err, c->errlen, c->path, "non-integer dimension %s in shape",
                             excerpt(shown, sizeof shown, s, len));
             if (v > ((uint64_t)INT64_MAX - (uint64_t)(s[j] - '0')) / 10)
                 return fail(c->err, c->errlen, c->path, "dimension %s overflows int64",
@@ -493,8 +508,11 @@ static int parse_header(const char *text, size_t n, const char *path, npy_header
                 char shown[80];
                 if (skip_value(c, &vs, &vl))
                     return -1;
-                return fail(err, errlen, path, "unsupported dtype '%s' (structured dtypes are not "
-                            "supported)", excerpt(shown, sizeof shown, c->s + vs, vl));
+                return fail(err, errlen, path, "unsupported dtype '%s'%s",
+                            excerpt(shown, sizeof shown, c->s + vs, vl),
+                            c->s[vs] == '[' || c->s[vs] == '('
+                                ? " (structured and subarray dtypes are not supported)"
+                                : " (descr must be a quoted type string such as '<f4')");
             }
         } else if (kl == 13 && !memcmp(key, "fortran_order", 13)) {
             if (have_fortran++)
@@ -565,7 +583,10 @@ fl_npy_reader *fl_npy_reader_open(const char *path, fl_array *hdr, char *err, si
     fl_npy_reader *r = NULL;
     char *text = NULL;
     int fd = -1;
+    fl_array unused;
 
+    if (!hdr)
+        hdr = &unused;
     memset(hdr, 0, sizeof *hdr);
     if (!path) {
         fail(err, errlen, path, "no path given");
@@ -818,6 +839,8 @@ void fl_npy_reader_close(fl_npy_reader *r)
 int fl_npy_read(fl_array *out, const char *path, char *err, size_t errlen)
 {
     fl_array hdr;
+    if (!out)
+        return fail(err, errlen, path, "fl_npy_read into a NULL array");
     memset(out, 0, sizeof *out);
     fl_npy_reader *r = fl_npy_reader_open(path, &hdr, err, errlen);
     if (!r)

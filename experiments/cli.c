@@ -1,0 +1,43 @@
+/* cli.c — helpers shared by the subcommands (see cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+int fl_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "fp8lab %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see 'fp8lab %s --help')\n", cmd);
+    return FL_EXIT_USAGE;
+}
+
+int fl_cli_parse_u64(unsigned long long *out, const char *s)
+{
+    char *end;
+    if (!s || !*s || *s == '-')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int fl_cli_parse_double(double *out, const char *s)
+{
+    char *end;
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno == ERANGE || *end)
+        return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* cli.h — the subcommands of the fp8lab CLI and the small helpers they share.
+ *
+ * Each subcommand is `int fl_cmd_NAME(int argc, char **argv)` in experiments/cmd_NAME.c, with
+ * argv[0] the subcommand's name.  Exit statuses: 0 success, 1 failure on valid usage (bad input
+ * file, I/O error), 2 bad usage (unknown flag, bad value), 3 a gate that failed (ulp --max-ulp).
+ */
+#ifndef FL_CLI_H
+#define FL_CLI_H
+
+#include <stdio.h>
+
+enum { FL_EXIT_OK = 0, FL_EXIT_FAIL = 1, FL_EXIT_USAGE = 2, FL_EXIT_GATE = 3 };
+
+int fl_cmd_formats(int argc, char **argv);
+int fl_cmd_convert(int argc, char **argv);
+
+/* Print "fp8lab CMD: message" to stderr (printf-style) and return FL_EXIT_USAGE. */
+int fl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parse a whole-string integer/float; return 0 on success, -1 on junk or overflow. */
+int fl_cli_parse_u64(unsigned long long *out, const char *s);
+int fl_cli_parse_double(double *out, const char *s);
+
+#endif /* FL_CLI_H */

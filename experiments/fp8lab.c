@@ -1,0 +1,40 @@
+/* fp8lab.c — main() of the fp8lab CLI: dispatch to a subcommand. */
+#include "cli.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    { "formats", fl_cmd_formats, "table of every number format (bits, bias, range, specials)" },
+    { "convert", fl_cmd_convert, "convert a .npy array into a format (rounding, saturation)" },
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: fp8lab COMMAND [ARGS...]\n\n"
+                 "fp8lab — low-precision numerics and FP8 stability lab.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'fp8lab COMMAND --help' describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return FL_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return FL_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "fp8lab: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return FL_EXIT_USAGE;
+}

@@ -1,0 +1,67 @@
+// convert.cu — float32 -> FP8/BF16 conversion kernels.
+//
+// The element function is fl_round.h's fl_encode_f32_bits, the same source the CPU conversions
+// (numerics/convert.c) run, so a kernel's output is bit-identical to fl_convert_from_f32 by
+// construction.  The format descriptor is a compile-time constant (FL_DESC_*), so the generic
+// routine folds into straight-line integer code.  Stochastic rounding draws its bits from
+// fl_round.h's fl_sr_bits stream (same seed, same element index -> same bits as the CPU).
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern "C" {
+#include "fl_round.h"
+}
+
+#define FL_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(err_), __FILE__,  \
+                    __LINE__, #call);                                                              \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+template <typename T, int FMT>
+__global__ void fl_convert_f32_kernel(T *__restrict__ dst, const float *__restrict__ src, size_t n,
+                                      int mode, int ovf, uint64_t seed, uint64_t offset)
+{
+    const fl_format_desc d = FMT == FL_FMT_E4M3 ? (fl_format_desc)FL_DESC_E4M3
+                           : FMT == FL_FMT_E5M2 ? (fl_format_desc)FL_DESC_E5M2
+                           : FMT == FL_FMT_BF16 ? (fl_format_desc)FL_DESC_BF16
+                                                : (fl_format_desc)FL_DESC_FP16;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0u;
+        dst[i] = (T)fl_encode_f32_bits(&d, __float_as_uint(src[i]), (fl_rounding)mode, (fl_overflow)ovf, r);
+    }
+}
+
+// Launcher: device pointers; returns 0, or -1 after printing the failing call.
+extern "C" int fl_cuda_convert_from_f32(void *dst, int to, const float *src, size_t n, int mode, int ovf,
+                                        uint64_t seed, uint64_t offset, cudaStream_t stream)
+{
+    if (n == 0)
+        return 0;
+    const int threads = 256;
+    const int blocks = (int)((n + threads - 1) / threads < 65535 ? (n + threads - 1) / threads : 65535);
+    switch (to) {
+    case FL_FMT_E4M3:
+        fl_convert_f32_kernel<uint8_t, FL_FMT_E4M3><<<blocks, threads, 0, stream>>>((uint8_t *)dst, src, n, mode, ovf, seed, offset);
+        break;
+    case FL_FMT_E5M2:
+        fl_convert_f32_kernel<uint8_t, FL_FMT_E5M2><<<blocks, threads, 0, stream>>>((uint8_t *)dst, src, n, mode, ovf, seed, offset);
+        break;
+    case FL_FMT_BF16:
+        fl_convert_f32_kernel<uint16_t, FL_FMT_BF16><<<blocks, threads, 0, stream>>>((uint16_t *)dst, src, n, mode, ovf, seed, offset);
+        break;
+    case FL_FMT_FP16:
+        fl_convert_f32_kernel<uint16_t, FL_FMT_FP16><<<blocks, threads, 0, stream>>>((uint16_t *)dst, src, n, mode, ovf, seed, offset);
+        break;
+    default:
+        fprintf(stderr, "fl_cuda_convert_from_f32: format %d has no kernel\n", to);
+        return -1;
+    }
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}

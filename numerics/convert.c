@@ -1,0 +1,95 @@
+/* convert.c — array conversions (see convert.h).
+ *
+ * The element work is fl_round.h's, unchanged.  The common cases (round-to-nearest-even into
+ * e4m3, e5m2, bf16, fp16 from float32) get loops specialised on a compile-time format descriptor
+ * so that the compiler folds the descriptor and vectorises the loop; every other combination goes
+ * through the same functions with the descriptor read at run time.  Both give identical bits: the
+ * tests compare them, and the exhaustive checks run through these loops.
+ */
+#include "convert.h"
+#include "fl_round.h"
+
+size_t fl_format_storage_bytes(fl_format f)
+{
+    const int b = fl_format_get(f)->bits;
+    return b <= 8 ? 1 : b <= 16 ? 2 : 4;
+}
+
+/* Specialised RNE loops: one per (format, policy, storage type). */
+#define FL_RNE_LOOP(NAME, DESC, OVF, T)                                                            \
+    static void NAME(T *restrict dst, const float *restrict src, size_t n)                        \
+    {                                                                                              \
+        static const fl_format_desc d = DESC;                                                      \
+        const uint32_t *restrict u = (const uint32_t *)src;                                        \
+        for (size_t i = 0; i < n; i++)                                                             \
+            dst[i] = (T)fl_encode_f32_bits(&d, u[i], FL_RND_NE, OVF, 0);                            \
+    }
+
+FL_RNE_LOOP(rne_e4m3_sat, FL_DESC_E4M3, FL_OVF_SATURATE, uint8_t)
+FL_RNE_LOOP(rne_e4m3_nosat, FL_DESC_E4M3, FL_OVF_NOSATURATE, uint8_t)
+FL_RNE_LOOP(rne_e5m2_sat, FL_DESC_E5M2, FL_OVF_SATURATE, uint8_t)
+FL_RNE_LOOP(rne_e5m2_nosat, FL_DESC_E5M2, FL_OVF_NOSATURATE, uint8_t)
+FL_RNE_LOOP(rne_bf16_sat, FL_DESC_BF16, FL_OVF_SATURATE, uint16_t)
+FL_RNE_LOOP(rne_bf16_nosat, FL_DESC_BF16, FL_OVF_NOSATURATE, uint16_t)
+FL_RNE_LOOP(rne_fp16_sat, FL_DESC_FP16, FL_OVF_SATURATE, uint16_t)
+FL_RNE_LOOP(rne_fp16_nosat, FL_DESC_FP16, FL_OVF_NOSATURATE, uint16_t)
+
+static int convert_fast(void *dst, fl_format to, const float *src, size_t n, fl_overflow ovf)
+{
+    const int sat = ovf == FL_OVF_SATURATE;
+    switch (to) {
+    case FL_FMT_E4M3: sat ? rne_e4m3_sat(dst, src, n) : rne_e4m3_nosat(dst, src, n); return 1;
+    case FL_FMT_E5M2: sat ? rne_e5m2_sat(dst, src, n) : rne_e5m2_nosat(dst, src, n); return 1;
+    case FL_FMT_BF16: sat ? rne_bf16_sat(dst, src, n) : rne_bf16_nosat(dst, src, n); return 1;
+    case FL_FMT_FP16: sat ? rne_fp16_sat(dst, src, n) : rne_fp16_nosat(dst, src, n); return 1;
+    default: return 0;
+    }
+}
+
+static void store(void *dst, size_t bytes, size_t i, uint32_t code)
+{
+    if (bytes == 1)
+        ((uint8_t *)dst)[i] = (uint8_t)code;
+    else if (bytes == 2)
+        ((uint16_t *)dst)[i] = (uint16_t)code;
+    else
+        ((uint32_t *)dst)[i] = code;
+}
+
+void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
+                         fl_overflow ovf, uint64_t seed, uint64_t offset)
+{
+    if (mode == FL_RND_NE && convert_fast(dst, to, src, n, ovf))
+        return;
+    const fl_format_desc *d = fl_format_get(to);
+    const size_t bytes = fl_format_storage_bytes(to);
+    const uint32_t *u = (const uint32_t *)src;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0;
+        store(dst, bytes, i, fl_encode_f32_bits(d, u[i], mode, ovf, r));
+    }
+}
+
+void fl_convert_from_f64(void *dst, fl_format to, const double *src, size_t n, fl_rounding mode,
+                         fl_overflow ovf, uint64_t seed, uint64_t offset)
+{
+    const fl_format_desc *d = fl_format_get(to);
+    const size_t bytes = fl_format_storage_bytes(to);
+    const uint64_t *u = (const uint64_t *)src;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0;
+        store(dst, bytes, i, fl_encode_f64_bits(d, u[i], mode, ovf, r));
+    }
+}
+
+void fl_convert_to_f32(float *dst, fl_format from, const void *src, size_t n)
+{
+    const fl_format_desc *d = fl_format_get(from);
+    const size_t bytes = fl_format_storage_bytes(from);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t c = bytes == 1 ? ((const uint8_t *)src)[i]
+                         : bytes == 2 ? ((const uint16_t *)src)[i]
+                                      : ((const uint32_t *)src)[i];
+        dst[i] = fl_decode_f32(d, c);
+    }
+}

@@ -1,0 +1,29 @@
+/* convert.h — array conversions between float32/double and any fl_format.
+ *
+ * Storage of encodings in arrays: 8-bit and narrower formats one uint8 per element (sub-byte
+ * formats in the low bits), bf16/fp16 one uint16, fp32 one uint32 (a float's bits).
+ *
+ * Stochastic rounding draws its 32 random bits for element i of a conversion from a counter-based
+ * generator, fl_sr_bits(seed, offset + i) of fl_round.h, so a conversion
+ * gives the same bits however it is chunked or threaded; pass the element index of src[0] within
+ * the whole tensor as offset.
+ */
+#ifndef FL_CONVERT_H
+#define FL_CONVERT_H
+
+#include "fl_format.h"
+#include "fl_round.h" /* fl_sr_bits */
+
+/* src: n float32 -> dst: n encodings of `to`. */
+void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
+                         fl_overflow ovf, uint64_t seed, uint64_t offset);
+/* src: n double -> dst: n encodings of `to`. */
+void fl_convert_from_f64(void *dst, fl_format to, const double *src, size_t n, fl_rounding mode,
+                         fl_overflow ovf, uint64_t seed, uint64_t offset);
+/* src: n encodings of `from` -> dst: n float32 (exact). */
+void fl_convert_to_f32(float *dst, fl_format from, const void *src, size_t n);
+
+/* Bytes one stored encoding takes (1, 2 or 4). */
+size_t fl_format_storage_bytes(fl_format f);
+
+#endif /* FL_CONVERT_H */
