@@ -28,7 +28,7 @@ WARN     := -Wall -Wextra -Wshadow -Wno-unused-function
 INC      := -I. -Inumerics -Ireference -Ikernels -Iexperiments
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
 CXXFLAGS += -std=c++17 $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
-LDLIBS   += -ljansson -lmpfr -lgmp -lm
+LDLIBS   += -lopenblas -ljansson -lmpfr -lgmp -lm
 LDFLAGS  += -fopenmp
 
 ifeq ($(SAN),1)

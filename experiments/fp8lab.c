@@ -10,6 +10,7 @@ static const struct {
 } commands[] = {
     { "formats", fl_cmd_formats, "table of every number format (bits, bias, range, specials)" },
     { "convert", fl_cmd_convert, "convert a .npy array into a format (rounding, saturation)" },
+    { "quant", fl_cmd_quant, "saturation / flush-to-zero / error of a tensor under each format and scaling" },
 };
 
 static void usage(FILE *out)

@@ -41,7 +41,9 @@
  *                with M = 0: RNE sends (1.5, 2) * 2^k up to 2^(k+1) and 1.5 * 2^k to whichever of
  *                2^k, 2^(k+1) has the even exponent code; the directed modes as usual.
  *                E8M0 has no zero: +-0 and anything below 2^-127 clamp to 0x00 = 2^-127.
- *                Overflow: saturate -> 0xFE (2^127); no-saturate -> 0xFF.
+ *                Overflow: saturate -> 0xFE (2^127); no-saturate -> 0xFF, except when rounding
+ *                toward zero (ZERO, DOWN: inputs are positive here), which gives 0xFE as in every
+ *                other format (reachable from double inputs >= 2^128 only).
  */
 #ifndef FL_ROUND_H
 #define FL_ROUND_H
@@ -100,13 +102,14 @@ FL_HD uint32_t fl_encode_nan_(const fl_format_desc *f)
     return f->specials == FL_SPEC_NONE ? f->max_mag : f->nan;
 }
 
-/* E8M0 from an unbounded exponent code: te = e + 127 of the value rounded to a power of two. */
-FL_HD uint32_t fl_finish_e8m0_(int32_t te, fl_overflow ovf)
+/* E8M0 from an unbounded exponent code: te = e + 127 of the value rounded to a power of two.
+   Only positive inputs get here, so ZERO and DOWN round toward zero: to 0xFE, not to the NaN. */
+FL_HD uint32_t fl_finish_e8m0_(int32_t te, fl_rounding mode, fl_overflow ovf)
 {
     if (te < 0)
         return 0x00u;
     if (te > 0xFE)
-        return ovf == FL_OVF_SATURATE ? 0xFEu : 0xFFu;
+        return ovf == FL_OVF_SATURATE || mode == FL_RND_ZERO || mode == FL_RND_DOWN ? 0xFEu : 0xFFu;
     return (uint32_t)te;
 }
 
@@ -171,7 +174,7 @@ FL_HD uint32_t fl_encode_f32_bits(const fl_format_desc *f, uint32_t u, fl_roundi
     const uint32_t lsb = f->specials == FL_SPEC_E8M0 ? (uint32_t)te & 1u : q & 1u;
     const uint32_t away = (uint32_t)fl_round_away_(mode, sign, lsb, round_bit, sticky, frac32, rbits);
     if (f->specials == FL_SPEC_E8M0)
-        return a == 0 ? 0x00u : fl_finish_e8m0_(te + (int32_t)((q + away) >> 1), ovf);
+        return a == 0 ? 0x00u : fl_finish_e8m0_(te + (int32_t)((q + away) >> 1), mode, ovf);
     return fl_finish_(f, sign, base + q + away, mode, ovf);
 }
 
@@ -220,7 +223,7 @@ FL_HD uint32_t fl_encode_f64_bits(const fl_format_desc *f, uint64_t u, fl_roundi
     const uint32_t lsb = f->specials == FL_SPEC_E8M0 ? (uint32_t)te & 1u : (uint32_t)(q & 1u);
     const uint32_t away = (uint32_t)fl_round_away_(mode, sign, lsb, round_bit, sticky, frac32, rbits);
     if (f->specials == FL_SPEC_E8M0)
-        return a == 0 ? 0x00u : fl_finish_e8m0_(te + (int32_t)((q + away) >> 1), ovf);
+        return a == 0 ? 0x00u : fl_finish_e8m0_(te + (int32_t)((q + away) >> 1), mode, ovf);
     const uint64_t code = base + q + away;
     /* Codes above 2^32 can only come from huge exponents: clamp to something above max_mag. */
     return fl_finish_(f, sign, code > 0xFFFFFFFFull ? 0xFFFFFFFFu : (uint32_t)code, mode, ovf);

@@ -18,23 +18,29 @@
  * reduction is sequential (i = 0, 1, ...); max is order-independent, so any GPU tree reduction
  * with the same NaN rule gives the same bits.
  *
- * amax -> scale (fl_scale_from_amax; TE DelayedScaling, pytorch quantization.py _default_sf_compute):
- *     s = (fmt_max / amax) / 2^margin        in float32, each operation rounded to nearest
+ * amax -> scale (fl_scale_from_amax; TE DelayedScaling as its fused CUDA update computes it,
+ * common/recipe/delayed_scaling.cu, the PyTorch default):
+ *     s = (fmt_max * 2^-margin) / amax       in float32: the product is exact, one rounding
  *     amax == 0, negative, Inf or NaN  ->  s = prev_scale (nothing to learn from this amax)
- *     s == Inf (amax below fmt_max / FLT_MAX, e.g. any subnormal amax for e4m3)  ->  s = FLT_MAX
+ *     s == Inf (amax below fmt_max 2^-margin / FLT_MAX, e.g. any subnormal amax for e4m3)
+ *                                      ->  s = FLT_MAX
  *     pow2: s rounded down to a power of two (below)
- *   TE's fused CUDA update (common/recipe/delayed_scaling.cu) computes (fmt_max * 2^-margin) / amax
- *   instead: the same bits whenever the result is a normal float below Inf (dividing by a power
- *   of two commutes with rounding there); they differ only for margin != 0 when the scale
- *   overflows or is subnormal.  TE's current / block scaling (common/recipe/recipe_common.cuh
+ *   TE's Python fallback (pytorch quantization.py _default_sf_compute) and the usual statement of
+ *   the rule compute (fmt_max / amax) / 2^margin: the same bits whenever that scale is a normal
+ *   float below FLT_MAX (dividing by a power of two commutes with rounding there).  They differ
+ *   only for margin != 0 when fmt_max / amax overflows -- the Python form then returns FLT_MAX and
+ *   loses the margin, the fused form keeps it -- or when the scale is subnormal (one rounding
+ *   instead of two).  TE's current / block scaling (common/recipe/recipe_common.cuh
  *   compute_scale_from_amax) is this rule with margin 0, amax floored at amax_epsilon and
  *   prev_scale = 1: fl_scale_blocks.
  *
  * Power-of-two scales: the largest power of two <= s (TE clears the mantissa bits: bits &
  * 0xFF800000; we do the same for normal s and take the top bit of a subnormal s, where TE's mask
- * would give 0).  Since s = RN(fmt_max/amax) can round up onto a power of two 2^j only if
- * fmt_max/amax is exactly 2^j (fmt_max has at most 4 significant bits, amax is a float), the
- * result is the largest power of two 2^k with amax * 2^k <= fmt_max * 2^-margin, up to 2^127.
+ * would give 0).  s = RN(fmt_max/amax) rounds up onto a power of two 2^j only if fmt_max/amax is
+ * exactly 2^j: that needs a float amax in (m, m(1 + 2^-25)) with m = fmt_max 2^-j, and the float
+ * after m is at least m(1 + 2^-24) (m is a float: fmt_max has few significant bits; where m would
+ * be subnormal fmt_max/amax overflows to the FLT_MAX case).  So the result is the largest power
+ * of two 2^k with amax * 2^k <= fmt_max * 2^-margin, up to 2^127.
  *
  * Delayed scaling (fl_delayed; TE DelayedScaling defaults: L = 1024, "max", margin 0).
  *   The scale used to quantize the tensor of step t was computed before step t, from the amaxes
@@ -67,8 +73,8 @@
  *                A block holding any NaN or +-Inf gets code 0xFF (NaN): the whole block decodes
  *                to NaN (OCP's way to carry a NaN; microxcaling does the same for Inf).
  *   FL_MX_CEIL   TE (ptx::float_to_e8m0(amax * max_norm_rcp), rounding the exponent up): the
- *                smallest 2^k with amax / 2^k <= fmt_max.  Never clips (except e2m1/e2m3 with
- *                amax > fmt_max * 2^127, where e8m0 tops out at 0xFE).  Computed exactly from
+ *                smallest 2^k with amax / 2^k <= fmt_max.  Never clips a finite element (k <=
+ *                127 - emax + 1 <= 126: e8m0 never tops out).  Computed exactly from
  *                the significands; TE's float32 product amax * RN(1/fmt_max) gives the same code
  *                for every normal amax / fmt_max (checked in tests/test_scaling.c).  NaN elements
  *                are ignored by the amax and stored as the element format's NaN; element formats
@@ -146,9 +152,9 @@ FL_HD float fl_scale_from_amax_desc(const fl_format_desc *f, float amax, float p
     const float fmt_max = fl_decode_f32(f, f->max_mag);
     float s = prev_scale;
     if (fl_f32_bits_isfinite(fl_f32_bits(amax)) && amax > 0.0f)
-        s = (fmt_max / amax) / fl_pow2f(margin);
+        s = (fmt_max * fl_pow2f(-margin)) / amax;
     if ((fl_f32_bits(s) & 0x7FFFFFFFu) == 0x7F800000u)
-        s = fl_f32_from_bits(0x7F7FFFFFu); /* FLT_MAX: TE's choice when fmt_max / amax overflows */
+        s = fl_f32_from_bits(0x7F7FFFFFu); /* FLT_MAX: TE's choice when the quotient overflows */
     if (pow2)
         s = fl_pow2_down_f32(s);
     return s;

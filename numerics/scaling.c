@@ -1,0 +1,344 @@
+/* scaling.c — amax, scale arrays, quantize/dequantize and delayed scaling (see scaling.h).
+ *
+ * Every loop here is sequential and visits elements in row-major order, so the results (including
+ * the counters) do not depend on threading; the per-element work is the FL_HD functions of
+ * scaling.h, which a CUDA kernel calls too.
+ */
+#include "scaling.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A precondition that stays on in release builds: a wrong argument is a bug in the caller. */
+#define FL_REQUIRE(cond)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: %s: precondition failed: %s\n", __FILE__, __LINE__,    \
+                    __func__, #cond);                                                      \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static const char *const mx_rule_names[] = { "floor", "ceil" };
+static_assert(FL_ARRAY_LEN(mx_rule_names) == FL_MX_RULE_COUNT, "mx_rule_names out of step with fl_mx_rule");
+
+static const char *const amax_algo_names[] = { "max", "most_recent" };
+static_assert(FL_ARRAY_LEN(amax_algo_names) == FL_AMAX_ALGO_COUNT,
+              "amax_algo_names out of step with fl_amax_algo");
+
+/* The header of a delayed-scaling state is part of the checkpoint format: pin its layout. */
+static_assert(sizeof(fl_delayed) == 48, "fl_delayed header layout changed: bump FL_DELAYED_VERSION");
+static_assert(offsetof(fl_delayed, steps) == 32 && offsetof(fl_delayed, history) == 48,
+              "fl_delayed field offsets changed: bump FL_DELAYED_VERSION");
+
+const char *fl_mx_rule_name(fl_mx_rule r) { return (unsigned)r < FL_MX_RULE_COUNT ? mx_rule_names[r] : "?"; }
+
+int fl_mx_rule_parse(fl_mx_rule *out, const char *name)
+{
+    for (int i = 0; i < FL_MX_RULE_COUNT; i++)
+        if (strcmp(name, mx_rule_names[i]) == 0) {
+            *out = (fl_mx_rule)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *fl_amax_algo_name(fl_amax_algo a)
+{
+    return (unsigned)a < FL_AMAX_ALGO_COUNT ? amax_algo_names[a] : "?";
+}
+
+int fl_amax_algo_parse(fl_amax_algo *out, const char *name)
+{
+    for (int i = 0; i < FL_AMAX_ALGO_COUNT; i++)
+        if (strcmp(name, amax_algo_names[i]) == 0) {
+            *out = (fl_amax_algo)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* Formats a scale can quantize into: one code per byte, a sign, a max (not the e8m0 scale type). */
+static int is_element_format(fl_format f)
+{
+    if ((unsigned)f >= FL_FMT_COUNT)
+        return 0;
+    const fl_format_desc *d = fl_format_get(f);
+    return d->bits <= 8 && d->specials != FL_SPEC_E8M0;
+}
+
+/* ---- amax and block grids ---------------------------------------------------------------------- */
+
+void fl_block_grid(size_t *nr, size_t *nc, fl_block b, size_t R, size_t C)
+{
+    *nr = b.rows ? (R + b.rows - 1) / b.rows : 1;
+    *nc = b.cols ? (C + b.cols - 1) / b.cols : 1;
+}
+
+float fl_amax_f32(size_t *nan_count, const float *x, size_t n)
+{
+    float amax = 0.0f;
+    size_t nans = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t a = fl_f32_bits(x[i]) & 0x7FFFFFFFu;
+        nans += fl_f32_bits_isnan(a);
+        amax = fl_fmax_f32(amax, fl_f32_from_bits(a));
+    }
+    if (nan_count)
+        *nan_count = nans;
+    return amax;
+}
+
+void fl_amax_blocks(float *amax, size_t *nan_count, const float *x, size_t R, size_t C, fl_block b)
+{
+    size_t nr, nc, nans = 0;
+    fl_block_grid(&nr, &nc, b, R, C);
+    for (size_t k = 0; k < nr * nc; k++)
+        amax[k] = 0.0f;
+    for (size_t i = 0; i < R; i++) {
+        float *arow = amax + (b.rows ? i / b.rows : 0) * nc;
+        for (size_t j = 0; j < C; j++) {
+            const uint32_t a = fl_f32_bits(x[i * C + j]) & 0x7FFFFFFFu;
+            float *am = arow + (b.cols ? j / b.cols : 0);
+            nans += fl_f32_bits_isnan(a);
+            *am = fl_fmax_f32(*am, fl_f32_from_bits(a));
+        }
+    }
+    if (nan_count)
+        *nan_count = nans;
+}
+
+/* ---- scales ------------------------------------------------------------------------------------ */
+
+void fl_scale_blocks(float *scale, const float *amax, size_t n, fl_format fmt, int pow2, float amax_eps)
+{
+    FL_REQUIRE((unsigned)fmt < FL_FMT_COUNT && fl_format_get(fmt)->specials != FL_SPEC_E8M0);
+    const fl_format_desc *f = fl_format_get(fmt);
+    for (size_t i = 0; i < n; i++) {
+        /* NaN < eps is false: a NaN amax stays NaN and keeps the fallback scale 1, as in TE. */
+        const float a = amax[i] < amax_eps ? amax_eps : amax[i];
+        scale[i] = fl_scale_from_amax_desc(f, a, 1.0f, 0, pow2);
+    }
+}
+
+void fl_scale_invert(float *scale_inv, const float *scale, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        scale_inv[i] = 1.0f / scale[i];
+}
+
+/* ---- quantize / dequantize with float scales --------------------------------------------------- */
+
+/* What saturation did to one element: y = x * scale as computed, q its code. */
+typedef struct {
+    const fl_format_desc *f;
+    double max;      /* fmt_max */
+    double boundary; /* RNE overflow boundary */
+    int ties_over;   /* the boundary itself overflows */
+} sat_info;
+
+static sat_info sat_info_make(fl_format fmt)
+{
+    sat_info s;
+    s.f = fl_format_get(fmt);
+    s.max = fl_format_max(fmt);
+    s.boundary = fl_format_rne_boundary(fmt, &s.ties_over);
+    return s;
+}
+
+static void count_element(fl_quant_stats *st, const sat_info *si, float x, float y, uint32_t q)
+{
+    st->n++;
+    const uint32_t uy = fl_f32_bits(y);
+    if (fl_f32_bits_isnan(uy)) {
+        st->n_nan++;
+        return;
+    }
+    const double ay = (double)fl_f32_from_bits(uy & 0x7FFFFFFFu);
+    if (ay > si->max) {
+        st->n_sat++;
+        if (ay > si->boundary || (ay == si->boundary && si->ties_over))
+            st->n_clip++;
+        return;
+    }
+    const uint32_t mag_mask = (1u << (si->f->bits - 1)) - 1u;
+    if (x != 0.0f && (q & mag_mask) == 0)
+        st->n_ftz++;
+}
+
+void fl_quantize(uint8_t *q, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                 const float *scale, fl_block b, fl_format fmt)
+{
+    FL_REQUIRE(is_element_format(fmt));
+    const sat_info si = sat_info_make(fmt);
+    size_t nr, nc;
+    fl_block_grid(&nr, &nc, b, R, C);
+    for (size_t i = 0; i < R; i++) {
+        const float *srow = scale + (b.rows ? i / b.rows : 0) * nc;
+        for (size_t j = 0; j < C; j++) {
+            const float s = srow[b.cols ? j / b.cols : 0];
+            const float xv = x[i * C + j];
+            const uint32_t code = fl_quantize_f32_desc(si.f, xv, s);
+            q[i * C + j] = (uint8_t)code;
+            if (st)
+                count_element(st, &si, xv, xv * s, code);
+        }
+    }
+}
+
+void fl_dequantize(float *x, const uint8_t *q, size_t R, size_t C, const float *scale_inv,
+                   fl_block b, fl_format fmt)
+{
+    FL_REQUIRE(is_element_format(fmt));
+    const fl_format_desc *f = fl_format_get(fmt);
+    size_t nr, nc;
+    fl_block_grid(&nr, &nc, b, R, C);
+    for (size_t i = 0; i < R; i++) {
+        const float *srow = scale_inv + (b.rows ? i / b.rows : 0) * nc;
+        for (size_t j = 0; j < C; j++)
+            x[i * C + j] = fl_dequantize_f32_desc(f, q[i * C + j], srow[b.cols ? j / b.cols : 0]);
+    }
+}
+
+/* ---- MX ---------------------------------------------------------------------------------------- */
+
+void fl_mx_quantize_block(uint8_t *scale_code, uint8_t *q, fl_quant_stats *st, const float *x,
+                          size_t n, fl_format elem, fl_mx_rule rule)
+{
+    FL_REQUIRE(is_element_format(elem) && n <= FL_MX_BLOCK && (unsigned)rule < FL_MX_RULE_COUNT);
+    const sat_info si = sat_info_make(elem);
+    size_t nans;
+    const float amax = fl_amax_f32(&nans, x, n);
+    /* NaN blocks (code 0xFF, see scaling.h): under the floor rule any NaN (an Inf needs nothing
+       here: amax = Inf already gives 0xFF); under the ceil rule only where the element format
+       cannot store the NaN itself. */
+    const int nan_block = nans && (rule == FL_MX_FLOOR || si.f->specials == FL_SPEC_NONE);
+    const uint32_t code =
+        fl_mx_scale_code_desc(si.f, nan_block ? fl_f32_from_bits(0x7FC00000u) : amax, rule);
+    *scale_code = (uint8_t)code;
+    if (code == 0xFFu) {
+        for (size_t i = 0; i < n; i++)
+            q[i] = 0;
+        if (st) {
+            st->n += n;
+            st->n_nan += nans;
+        }
+        return;
+    }
+    const float mul = fl_mx_mul_from_code(code);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t c = fl_quantize_f32_desc(si.f, x[i], mul);
+        q[i] = (uint8_t)c;
+        if (st)
+            count_element(st, &si, x[i], x[i] * mul, c);
+    }
+}
+
+void fl_mx_dequantize_block(float *x, uint8_t scale_code, const uint8_t *q, size_t n, fl_format elem)
+{
+    FL_REQUIRE(is_element_format(elem) && n <= FL_MX_BLOCK);
+    const fl_format_desc *f = fl_format_get(elem);
+    const float scale = fl_mx_scale_from_code(scale_code);
+    for (size_t i = 0; i < n; i++)
+        x[i] = fl_decode_f32(f, q[i]) * scale;
+}
+
+void fl_mx_quantize(uint8_t *scale, uint8_t *q, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                    fl_format elem, fl_mx_rule rule)
+{
+    const size_t nc = (C + FL_MX_BLOCK - 1) / FL_MX_BLOCK;
+    for (size_t i = 0; i < R; i++)
+        for (size_t jb = 0; jb < nc; jb++) {
+            const size_t j0 = jb * FL_MX_BLOCK;
+            const size_t n = C - j0 < FL_MX_BLOCK ? C - j0 : FL_MX_BLOCK;
+            fl_mx_quantize_block(&scale[i * nc + jb], q + i * C + j0, st, x + i * C + j0, n, elem, rule);
+        }
+}
+
+void fl_mx_dequantize(float *x, const uint8_t *scale, const uint8_t *q, size_t R, size_t C, fl_format elem)
+{
+    const size_t nc = (C + FL_MX_BLOCK - 1) / FL_MX_BLOCK;
+    for (size_t i = 0; i < R; i++)
+        for (size_t jb = 0; jb < nc; jb++) {
+            const size_t j0 = jb * FL_MX_BLOCK;
+            const size_t n = C - j0 < FL_MX_BLOCK ? C - j0 : FL_MX_BLOCK;
+            fl_mx_dequantize_block(x + i * C + j0, scale[i * nc + jb], q + i * C + j0, n, elem);
+        }
+}
+
+/* ---- delayed scaling --------------------------------------------------------------------------- */
+
+size_t fl_delayed_size(uint32_t len) { return sizeof(fl_delayed) + (size_t)len * sizeof(float); }
+
+int fl_delayed_init(fl_delayed *s, uint32_t len, fl_amax_algo algo, int margin, fl_format fmt, int pow2)
+{
+    if (len == 0 || (unsigned)algo >= FL_AMAX_ALGO_COUNT || !is_element_format(fmt) || margin < -127 ||
+        margin > 127)
+        return -1;
+    s->magic = FL_DELAYED_MAGIC;
+    s->version = FL_DELAYED_VERSION;
+    s->len = len;
+    s->algo = (uint32_t)algo;
+    s->fmt = (uint32_t)fmt;
+    s->margin = margin;
+    s->pow2 = pow2 != 0;
+    s->head = 0;
+    s->steps = 0;
+    s->scale = 1.0f;
+    s->scale_inv = 1.0f;
+    for (uint32_t i = 0; i < len; i++)
+        s->history[i] = 0.0f;
+    return 0;
+}
+
+void fl_delayed_record(fl_delayed *s, float amax)
+{
+    s->steps++;
+    if (amax == 0.0f) /* TE's fused update: no roll, no new scale for an all-zero / unused tensor */
+        return;
+    s->history[s->head] = amax;
+    s->head = s->head + 1 == s->len ? 0 : s->head + 1;
+    float a = amax;
+    if (s->algo == FL_AMAX_MAX) {
+        a = 0.0f;
+        for (uint32_t i = 0; i < s->len; i++)
+            a = fl_fmax_f32(a, s->history[i]);
+    }
+    s->scale = fl_scale_from_amax((fl_format)s->fmt, a, s->scale, s->margin, (int)s->pow2);
+    s->scale_inv = 1.0f / s->scale;
+}
+
+void fl_delayed_history(float *amax, const fl_delayed *s)
+{
+    for (uint32_t i = 0; i < s->len; i++)
+        amax[i] = s->history[(s->head + i) % s->len];
+}
+
+const char *fl_delayed_check(const fl_delayed *s, size_t nbytes)
+{
+    if (nbytes < sizeof(fl_delayed))
+        return "delayed-scaling state: shorter than its 48-byte header";
+    if (s->magic != FL_DELAYED_MAGIC)
+        return "delayed-scaling state: bad magic (not an fl_delayed, or written on a host of the other byte order)";
+    if (s->version != FL_DELAYED_VERSION)
+        return "delayed-scaling state: unknown version (written by another fp8lab version; re-run to regenerate it)";
+    if (s->len == 0 || fl_delayed_size(s->len) != nbytes)
+        return "delayed-scaling state: history length does not match the size";
+    if (s->algo >= FL_AMAX_ALGO_COUNT)
+        return "delayed-scaling state: unknown amax algorithm";
+    if (!is_element_format((fl_format)s->fmt))
+        return "delayed-scaling state: format is not an 8-bit element format";
+    if (s->margin < -127 || s->margin > 127 || s->pow2 > 1)
+        return "delayed-scaling state: margin or pow2 out of range";
+    if (s->head >= s->len)
+        return "delayed-scaling state: ring position beyond the history";
+    /* 0 is possible: with a large margin (fmt_max / amax) / 2^margin can underflow. */
+    const uint32_t su = fl_f32_bits(s->scale);
+    if ((su >> 31) || !fl_f32_bits_isfinite(su))
+        return "delayed-scaling state: scale is not a non-negative finite float";
+    if (fl_f32_bits(s->scale_inv) != fl_f32_bits(1.0f / s->scale))
+        return "delayed-scaling state: scale_inv is not 1/scale";
+    return NULL;
+}
