@@ -30,10 +30,16 @@
  *   saturate:    +-max for finite overflow and for +-Inf.                    (__NV_SATFINITE)
  *   no-saturate: the IEEE result: +-Inf when rounding away from zero (NE, SR, UP for +, DOWN for -)
  *                and +-max when rounding toward zero (ZERO, UP for -, DOWN for +); where the format
- *                has no Inf (e4m3, fnuz) that Inf becomes its NaN.          (__NV_NOSAT)
+ *                has no Inf that Inf becomes its NaN, keeping the sign in e4m3 (S.1111.111:
+ *                -500 -> 0xFF, as NVIDIA's __NV_NOSAT; fnuz has one unsigned NaN, 0x80).
  *                Formats with neither Inf nor NaN (e3m2, e2m3, e2m1) always saturate.
- *   NaN input:   the format's canonical NaN, sign dropped: e4m3 0x7F, e5m2 0x7F, bf16/fp16 0x7FFF,
- *                fp32 0x7FFFFFFF, fnuz 0x80 — bit-exact with NVIDIA's cuda_fp8.h / cuda_bf16.h.
+ *   NaN input:   from float32, the format's canonical NaN with the sign dropped: e4m3 0x7F, e5m2
+ *                0x7F, bf16/fp16 0x7FFF, fp32 0x7FFFFFFF, fnuz 0x80 (NVIDIA canonicalises a float
+ *                NaN before converting).  From double, e4m3 and e5m2 follow NVIDIA's
+ *                __nv_cvt_double_to_fp8, which keeps the sign and, for e5m2, the double's second
+ *                payload bit: sign | 0x7F (e4m3), sign | 0x7E | bit 50 (e5m2); every other format
+ *                gives its canonical NaN.  Bit-exact with cuda_fp8.h / cuda_bf16.h either way
+ *                (tests/test_nv_oracle.cpp, make check-exhaustive).
  *                e3m2/e2m3/e2m1 have no NaN: NaN encodes as +max (the OCP MX way to carry a NaN
  *                is the block's e8m0 scale 0xFF, not the element).
  *   zero:        keeps its sign, except in fnuz formats which have no -0 (there 0x80 is NaN).
@@ -66,6 +72,13 @@ FL_HD int fl_round_away_(fl_rounding mode, uint32_t sign, uint32_t q_lsb, uint32
     }
 }
 
+/* The NaN an overflow produces without saturation: e4m3 (FN) has a NaN of each sign, S.1111.111,
+   and NVIDIA keeps the sign; fnuz has the single NaN 0x80. */
+FL_HD uint32_t fl_nan_signed_(const fl_format_desc *f, uint32_t sign)
+{
+    return f->specials == FL_SPEC_FN && sign ? (1u << (f->bits - 1)) | f->nan : f->nan;
+}
+
 /* Assemble the final encoding from a sign and an unbounded magnitude code. */
 FL_HD uint32_t fl_finish_(const fl_format_desc *f, uint32_t sign, uint32_t code,
                           fl_rounding mode, fl_overflow ovf)
@@ -79,7 +92,7 @@ FL_HD uint32_t fl_finish_(const fl_format_desc *f, uint32_t sign, uint32_t code,
         else if (f->specials == FL_SPEC_IEEE)
             code = f->max_mag + 1; /* Inf: the encoding right after max */
         else
-            return f->nan;
+            return fl_nan_signed_(f, sign);
     }
     if (f->specials == FL_SPEC_FNUZ && code == 0)
         return 0;
@@ -94,7 +107,7 @@ FL_HD uint32_t fl_encode_inf_(const fl_format_desc *f, uint32_t sign, fl_overflo
         return (sign ? sbit : 0) | f->max_mag;
     if (f->specials == FL_SPEC_IEEE)
         return (sign ? sbit : 0) | (f->max_mag + 1);
-    return f->nan;
+    return fl_nan_signed_(f, sign);
 }
 
 FL_HD uint32_t fl_encode_nan_(const fl_format_desc *f)
@@ -191,7 +204,14 @@ FL_HD uint32_t fl_encode_f64_bits(const fl_format_desc *f, uint64_t u, fl_roundi
     const uint32_t sign = (uint32_t)(u >> 63);
     const uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
     if (a > 0x7FF0000000000000ull)
+        {
+        /* NVIDIA's __nv_cvt_double_to_fp8 (see the header comment): sign kept, e5m2 payload bit. */
+        if (f->bits == 8 && f->specials == FL_SPEC_FN)
+            return fl_nan_signed_(f, sign);
+        if (f->bits == 8 && f->specials == FL_SPEC_IEEE)
+            return (sign << 7) | 0x7Eu | (uint32_t)((a >> 50) & 1u);
         return fl_encode_nan_(f);
+    }
     if (f->specials == FL_SPEC_E8M0 && sign && a != 0)
         return 0xFFu;
     if (a == 0x7FF0000000000000ull)

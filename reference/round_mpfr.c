@@ -74,6 +74,8 @@ uint32_t fl_mpfr_encode(fl_format f, mpfr_srcptr x, fl_rounding rnd, fl_overflow
             return sign | d->max_mag;
         if (d->specials == FL_SPEC_IEEE)
             return sign | (d->max_mag + 1);
+        if (d->specials == FL_SPEC_FN)
+            return sign | d->nan; /* e4m3: NaN of the input's sign, as NVIDIA's __NV_NOSAT */
         return d->specials == FL_SPEC_E8M0 ? 0xFF : d->nan;
     }
     if (mpfr_zero_p(x))
@@ -88,8 +90,17 @@ uint32_t fl_mpfr_encode(fl_format f, mpfr_srcptr x, fl_rounding rnd, fl_overflow
     mpfr_init2(y, p);
     mpfr_set_emin(emin);
     mpfr_set_emax(emax);
-    int inex = mpfr_set(y, x, r);
-    inex = mpfr_check_range(y, inex, r);
+    /* E8M0 has precision 1, where MPFR's round-to-nearest breaks a tie (|x| = 1.5 * 2^k) away from
+       zero: both neighbours have significand 1, so MPFR's "even" rule cannot apply.  fl_round.h
+       documents ties to the even exponent code, so such a tie is decided here by a directed mode.
+       (x > 0: negative E8M0 inputs returned above.) */
+    mpfr_rnd_t rset = r;
+    if (d->specials == FL_SPEC_E8M0 && r == MPFR_RNDN && mpfr_min_prec(x) == 2) {
+        const long lower_code = (long)mpfr_get_exp(x) - 1 + 127; /* x = 0.11b * 2^E: 2^(E-1), 2^E */
+        rset = (lower_code & 1) == 0 ? MPFR_RNDZ : MPFR_RNDU;
+    }
+    int inex = mpfr_set(y, x, rset);
+    inex = mpfr_check_range(y, inex, rset);
     if (d->specials != FL_SPEC_E8M0)
         inex = mpfr_subnormalize(y, inex, r);
     mpfr_set_emin(old_emin);
@@ -122,6 +133,8 @@ uint32_t fl_mpfr_encode(fl_format f, mpfr_srcptr x, fl_rounding rnd, fl_overflow
             code = sign | d->max_mag;
         else if (d->specials == FL_SPEC_IEEE)
             code = sign | (d->max_mag + 1);
+        else if (d->specials == FL_SPEC_FN)
+            code = sign | d->nan;
         else
             code = d->nan;
     } else if (mpfr_zero_p(y)) {
