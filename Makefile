@@ -125,6 +125,42 @@ else
 	@echo "make cuda: built $(BUILD)/libfp8lab_cuda.a (PTX sm_90; SASS for compute capabilities $(strip $(CUDA_ARCHS))) with $(NVCC); no register spills"
 endif
 
+# gpu-test: every CUDA kernel against its CPU twin, bit for bit, and the FP8 GEMM wrapper against its
+# twin within the derived bound (tests/gpu_test.cu).  The binary itself detects the device at run time
+# and prints "gpu-test: no CUDA device found; skipped" (exit 0) where there is none.
+GPU_TEST := $(BUILD)/tests/gpu_test
+$(GPU_TEST): tests/gpu_test.cu $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Itests -o $@ $< \
+		$(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a -lcublasLt -Xcompiler -fopenmp $(LDLIBS)
+
+.PHONY: gpu-test
+gpu-test:
+ifeq ($(NVCC),)
+	@echo "gpu-test: nvcc not found; skipped"
+else
+	@$(MAKE) --no-print-directory $(GPU_TEST)
+	@$(GPU_TEST)
+endif
+
+# ulp-mpi: build/fp8lab-mpi, `fp8lab ulp` with one sweep spread over MPI ranks (experiments/ulp_mpi.c;
+# Debian packages libopenmpi-dev openmpi-bin).  Run: mpirun -np 2 build/fp8lab-mpi ulp ARGS...
+ULP_MPI := $(BUILD)/fp8lab-mpi
+MPICC   ?= mpicc
+.PHONY: ulp-mpi ulp-sweeps
+ulp-mpi: $(BUILD)/libfp8lab.a
+	@command -v $(MPICC) >/dev/null 2>&1 || { echo "make ulp-mpi: $(MPICC) not found (Debian: apt-get install libopenmpi-dev openmpi-bin)"; exit 1; }
+	$(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DFL_MPI_BUILD $(LDFLAGS) -o $(ULP_MPI) experiments/ulp_mpi.c $(BUILD)/libfp8lab.a $(LDLIBS)
+
+# ulp-sweeps: every binary32 input of silu, gelu, sigmoid and tanh through the ulp validator (the
+# fast path), timed, then the same 2^22-input range with the fast path and with --mpfr-only.
+ULP_SWEEPS := silu_f32_naive gelu_erff_f32 sigmoid_via_tanhf_f32 tanhf_f32
+ulp-sweeps: $(CLI)
+	@for i in $(ULP_SWEEPS); do echo "== $$i, all 2^32 inputs"; \
+		/usr/bin/env time -f "   wall %e s, cpu %U s user" $(CLI) ulp --impl $$i --exhaustive --no-progress || exit 1; done
+	@for i in $(ULP_SWEEPS); do for m in "" --mpfr-only; do echo "== $$i, 2^22 inputs in [0.5, 1) $$m"; \
+		$(CLI) ulp --impl $$i --range 0x3f000000:0x3f400000 --no-progress $$m | tail -n 1 || exit 1; done; done
+
 demo: $(CLI)
 	@sh experiments/demo.sh $(CLI)
 

@@ -1,0 +1,737 @@
+/* activations.h — the element functions of the activation kernels, shared by CUDA and the CPU twins.
+ *
+ * Everything here is FL_HD (static inline, host and device): fp32 arithmetic with IEEE basic
+ * operations only (+ - * /, sqrt and an explicit fma, all correctly rounded on both sides), integer
+ * bit operations and no libm.  nvcc builds with --fmad=false and gcc with -ffp-contract=off, so
+ * a*b+c is two roundings on both sides; where one rounding is wanted it is written fl_fmaf.  The same
+ * source therefore gives the same bits on the CPU and on the GPU: a CPU twin is bit-identical to its
+ * kernel by construction (tests/gpu_test.cu checks it).
+ *
+ * Contents
+ *   1. correctly rounded primitives (fl_fmaf, fl_sqrtf, fl_divf) that map to the IEEE operation on
+ *      each side (device intrinsics with an explicit _rn, host builtins)
+ *   2. fl_expf_hd: our own exp, identical on both sides (CUDA expf and glibc expf differ), error
+ *      <= 1.2 ulp; measured over every float of [-104, 88.73]: max 1.06 ulp, 99.23% correctly rounded
+ *   3. SiLU / sigmoid / SwiGLU values and derivatives
+ *   4. PolyReLU (orders 2..4) and PolyNorm (orders 2..4) pieces
+ *   5. Smooth-SwiGLU's scale rule
+ *   6. the fixed reduction orders (per-row block reduce and tiled global sums) written once, as the
+ *      CPU simulation of the CUDA block structure
+ *   7. (CUDA only) device I/O: vector loads, hardware conversions, FL_CUDA_CHECK
+ *
+ * Notation: u = 2^-24 (unit roundoff of fp32).  Error bounds are stated next to each function;
+ * kernels/README.md collects them with their one-line proofs.
+ */
+#ifndef FL_ACTIVATIONS_H
+#define FL_ACTIVATIONS_H
+
+#ifdef __cplusplus
+extern "C" { /* the host library's declarations (fl_format_name, ...) have C linkage */
+#endif
+#include "fl_round.h"
+#ifdef __cplusplus
+}
+#endif
+
+/* ==== 1. correctly rounded primitives ========================================================= */
+
+FL_HD float fl_fmaf(float a, float b, float c)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmaf_rn(a, b, c);
+#else
+    return __builtin_fmaf(a, b, c); /* vfmadd with -march=native; glibc's fmaf (exact) otherwise */
+#endif
+}
+
+FL_HD float fl_sqrtf(float x)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsqrt_rn(x);
+#else
+    return __builtin_sqrtf(x); /* sqrtss: correctly rounded */
+#endif
+}
+
+FL_HD float fl_divf(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b); /* IEEE division whatever -prec-div says */
+#else
+    return a / b;
+#endif
+}
+
+FL_HD int fl_isnanf(float x) { return (fl_f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+FL_HD float fl_absf(float x) { return fl_f32_from_bits(fl_f32_bits(x) & 0x7FFFFFFFu); }
+
+/* max(a, |b|) with NaN b ignored (fmaxf semantics; a is never NaN): the amax update. */
+FL_HD float fl_amax_update(float a, float b)
+{
+    const float m = fl_absf(b);
+    return (fl_isnanf(b) || !(m > a)) ? a : m;
+}
+
+/* ==== 2. exp ==================================================================================== *
+ *
+ * fl_expf_hd(x) = e^x in fp32.  Algorithm:
+ *   k  = nearest integer to RN(x * log2(e))  (ties to even, via the 1.5*2^23 shifter)
+ *   r  = x - k*LN2_HI - k*LN2_LO  (Cody-Waite: LN2_HI = RN(ln 2); the first fma is exact because
+ *        x and k*LN2_HI agree to within 2^-24*|k|*..., the result fits 24 bits; the second rounds once)
+ *   p  = 1 + (r + r^2 q(r)),  q = 1/2 + r/6 + ... + r^5/5040 (Taylor, degree 7 in all; truncation
+ *        error < r^8/8! < 5.3e-9 relative for |r| <= 0.3466, i.e. < 0.05 ulp)
+ *   e^x = (p * 2^k1) * 2^k2, k1 = k/2, k2 = k - k1: the first product is exact (p*2^k1 is normal),
+ *        the second rounds once, so a subnormal result is rounded once more (<= 0.5 ulp of the
+ *        subnormal grid on top).
+ * Error, normal results: |rel err| <= (0.5 [1+p] + 0.25 [r] + 0.25 [r^2 q, fma] + 0.05 [Taylor])
+ * ulp <= ~1.05 ulp.  Measured against double exp over all 2.24e9 floats of [-104, 88.73]: max
+ * 1.059 ulp (x = -0x1.78e2fcp+2), 0.77% not correctly rounded; tests/test_kernels_act.c re-measures
+ * every 61st float and the reduction boundaries and asserts <= 1.2 ulp.
+ * Specials: NaN -> NaN; x > 0x1.62e42ep+6 (88.7228317, the largest float whose exp is below
+ * FLT_MAX's rounding boundary) -> +Inf; x < -104 (e^x < 2^-150: rounds to 0) -> +0. */
+#define FL_EXP_LOG2E 0x1.715476p+0f
+#define FL_EXP_LN2_HI 0x1.62e430p-1f  /* RN(ln 2) */
+#define FL_EXP_LN2_LO -0x1.05c610p-29f /* RN(ln 2 - LN2_HI) */
+#define FL_EXP_SHIFTER 0x1.8p+23f     /* 1.5 * 2^23: adding it rounds to an integer */
+#define FL_EXP_X_MAX 0x1.62e42ep+6f
+#define FL_EXP_X_MIN -104.0f
+
+FL_HD float fl_expf_hd(float x)
+{
+    if (fl_isnanf(x))
+        return x + x;
+    if (x > FL_EXP_X_MAX)
+        return fl_f32_from_bits(0x7F800000u);
+    if (x < FL_EXP_X_MIN)
+        return 0.0f;
+    const float t = x * FL_EXP_LOG2E + FL_EXP_SHIFTER; /* two roundings: --fmad=false / no contraction */
+    const float kf = t - FL_EXP_SHIFTER;                /* exact: an integer in [-151, 129] */
+    const int k = (int)kf;
+    float r = fl_fmaf(-kf, FL_EXP_LN2_HI, x);
+    r = fl_fmaf(-kf, FL_EXP_LN2_LO, r);
+    float q = 0x1.a01a02p-13f;           /* 1/5040 */
+    q = fl_fmaf(q, r, 0x1.6c16c2p-10f);  /* 1/720 */
+    q = fl_fmaf(q, r, 0x1.111112p-7f);   /* 1/120 */
+    q = fl_fmaf(q, r, 0x1.555556p-5f);   /* 1/24 */
+    q = fl_fmaf(q, r, 0x1.555556p-3f);   /* 1/6 */
+    q = fl_fmaf(q, r, 0.5f);
+    const float p = 1.0f + fl_fmaf(r * r, q, r);
+    const int k1 = k / 2;
+    return (p * fl_pow2f(k1)) * fl_pow2f(k - k1);
+}
+
+/* ==== 3. SiLU, sigmoid, SwiGLU ================================================================ *
+ *
+ * One exponential per element, e = exp(-|x|) in (0, 1], d = 1 + e in (1, 2]:
+ *   sigmoid(x)   = 1/d (x >= 0),  e/d (x < 0);   sigmoid(-x) the other one (no 1 - s cancellation)
+ *   silu(x)      = x/d (x >= 0),  (x*e)/d (x < 0)
+ *   silu'(x)     = s * (1 + x*sigmoid(-x))       with the bracket one fma
+ * Error (fp32, normal results; an ulp of e is at most 2u relative, so e has relative error <= 2.4u):
+ *   d = 1 + e:        e / d <= 1/2, so 1.2u + u                               = 2.2u
+ *   sigmoid:          1/d: 2.2u + u = 3.2u;  e/d: 2.4u + 2.2u + u             < 6u
+ *   silu:             x/d: 3.2u;  (x e)/d: 2.4u + u + 2.2u + u                < 7u
+ *   swiglu:           silu * u, one more rounding                             < 8u
+ *   silu' = s t, t = fma(x, sm, 1): |err| <= s(|x sm| 5.6u + u|t|) + |s t| (5.6u + u) <= 14u M,
+ *                     M = s (1 + |x| sigmoid(-x))  (t cancels near x = -1.2785, where silu' = 0, so
+ *                     the bound is absolute, relative to M)
+ * tests/test_kernels_act.c asserts these on 2.25e6 inputs over [-120, 120]; the measured maxima are
+ * 2.9u, 3.2u, 3.7u and 4.1u M.
+ * Tails: x < -87.3 makes e^x subnormal, so silu in fp32 loses relative accuracy there (absolute
+ * error <= 2^-149 * |x|): far below the bf16/fp8 grids (2^-133, 2^-9), which flush those values.
+ * Specials: silu(+-Inf) = +Inf, -0; silu'(+Inf) = 1, silu'(-Inf) = -0; NaN propagates. */
+typedef struct {
+    float s;  /* sigmoid(x) */
+    float sm; /* sigmoid(-x) = 1 - sigmoid(x) */
+    float e;  /* exp(-|x|) */
+    float d;  /* 1 + e */
+} fl_sigmoid_parts;
+
+FL_HD fl_sigmoid_parts fl_sigmoid_parts_f32(float x)
+{
+    fl_sigmoid_parts p;
+    p.e = fl_expf_hd(-fl_absf(x));
+    p.d = 1.0f + p.e;
+    const float one_over_d = fl_divf(1.0f, p.d);
+    const float e_over_d = fl_divf(p.e, p.d);
+    const int neg = x < 0.0f;
+    p.s = neg ? e_over_d : one_over_d;
+    p.sm = neg ? one_over_d : e_over_d;
+    return p;
+}
+
+FL_HD float fl_sigmoid_f32(float x) { return fl_sigmoid_parts_f32(x).s; }
+
+FL_HD float fl_silu_f32(float x)
+{
+    const float e = fl_expf_hd(-fl_absf(x));
+    const float d = 1.0f + e;
+    if (x >= 0.0f || fl_isnanf(x))
+        return fl_divf(x, d);
+    if (e == 0.0f)
+        return -0.0f; /* x < -104 (also -Inf): |silu| < 2^-143 */
+    return fl_divf(x * e, d);
+}
+
+FL_HD float fl_silu_grad_f32(float x)
+{
+    if (fl_absf(x) == fl_f32_from_bits(0x7F800000u))
+        return x > 0.0f ? 1.0f : -0.0f;
+    const fl_sigmoid_parts p = fl_sigmoid_parts_f32(x);
+    return p.s * fl_fmaf(x, p.sm, 1.0f);
+}
+
+/* SwiGLU forward: silu(g) * u (one more rounding: relative error < 6u). */
+FL_HD float fl_swiglu_f32(float g, float u) { return fl_silu_f32(g) * u; }
+
+/* SwiGLU backward for one element: dg = (dy*u)*silu'(g), du = dy*silu(g).
+   With dy = 1 these are the partial derivatives (u * silu'(g), silu(g)) rounded once more. */
+FL_HD void fl_swiglu_grad_f32(float *dg, float *du, float g, float u, float dy)
+{
+    *dg = (dy * u) * fl_silu_grad_f32(g);
+    *du = dy * fl_silu_f32(g);
+}
+
+/* ==== 4. PolyReLU and PolyNorm =================================================================== */
+
+#define FL_POLY_MAX_ORDER 4
+
+/* Coefficients a[0..order] of sum_i a_i t^i (PolyReLU: t = relu(x); PolyNorm: t_i = N(x^i)).
+   order in [2, 4].  Default (the paper's): a_0 = 0, a_i = RN32(1/order). */
+typedef struct {
+    int order;
+    float a[FL_POLY_MAX_ORDER + 1];
+} fl_poly_coef;
+
+FL_HD float fl_relu_f32(float x) { return x > 0.0f ? x : (x == x ? 0.0f : x); }
+
+/* PolyReLU_r(x) = sum_{i=0..r} a_i relu(x)^i by Horner with fma: one rounding per step, so
+   |err| <= gamma_r * sum |a_i| relu(x)^i, gamma_r = r u / (1 - r u)  (relative <= 4.01u when the
+   coefficients are nonnegative, e.g. the paper's). */
+FL_HD float fl_polyrelu_f32(const fl_poly_coef *c, float x)
+{
+    const float t = fl_relu_f32(x);
+    float y = 0.0f;
+    for (int i = FL_POLY_MAX_ORDER; i >= 0; i--) /* constant trip count: unrolled, registers only */
+        if (i <= c->order)
+            y = i == c->order ? c->a[i] : fl_fmaf(y, t, c->a[i]);
+    return y;
+}
+
+/* d PolyReLU / dx = sum_{i=1..r} i a_i relu(x)^(i-1) for x > 0, 0 for x <= 0 (relu'(0) = 0 as in
+   PyTorch), NaN for NaN.  b_i = RN(i a_i) is one rounding (exact for i = 1, 2, 4), then Horner:
+   |err| <= gamma_r * sum i |a_i| x^(i-1). */
+FL_HD float fl_polyrelu_grad_f32(const fl_poly_coef *c, float x)
+{
+    if (fl_isnanf(x))
+        return x;
+    if (!(x > 0.0f))
+        return 0.0f;
+    float y = 0.0f;
+    for (int i = FL_POLY_MAX_ORDER; i >= 1; i--)
+        if (i <= c->order)
+            y = i == c->order ? (float)i * c->a[i] : fl_fmaf(y, x, (float)i * c->a[i]);
+    return y;
+}
+
+/* The powers u_1..u_r of x as every PolyReLU / PolyNorm pass computes them:
+   u1 = x, u2 = x*x, u3 = u2*x, u4 = u2*u2 (relative errors 0, u, 2u, 3u). */
+FL_HD void fl_poly_powers(float *pw, int order, float x)
+{
+    pw[1] = x;
+    pw[2] = x * x;
+    if (order >= 3)
+        pw[3] = pw[2] * x;
+    if (order >= 4)
+        pw[4] = pw[2] * pw[2];
+}
+
+/* The per-element terms of PolyReLU's coefficient gradients: t_0 = dy, t_k = dy * relu(x)^k (the
+   powers as fl_poly_powers), k = 1..order. */
+FL_HD void fl_polyrelu_coef_terms(float *t, int order, float x, float dy)
+{
+    float pw[FL_POLY_MAX_ORDER + 1];
+    fl_poly_powers(pw, order, fl_relu_f32(x));
+    t[0] = dy;
+    for (int k = 1; k <= FL_POLY_MAX_ORDER; k++)
+        if (k <= order)
+            t[k] = dy * pw[k];
+}
+
+/* Per-row constants of PolyNorm from the row sums S_i = sum_j u_i,j^2 (reduced in the fixed order
+   below) and the row length H:  r_i = 1 / sqrt(S_i / H + eps) (four roundings). */
+FL_HD float fl_polynorm_rinv(float S, float H, float eps)
+{
+    return fl_divf(1.0f, fl_sqrtf(fl_divf(S, H) + eps));
+}
+
+/* Forward output from the per-row factors c_i = RN(a_i r_i):
+   y = a0 + c1 u1 + c2 u2 + ... (fma chain, one rounding per term). */
+FL_HD float fl_polynorm_out_f32(const float *cr, float a0, int order, float x)
+{
+    float pw[FL_POLY_MAX_ORDER + 1];
+    fl_poly_powers(pw, order, x);
+    float y = a0;
+    for (int i = 1; i <= FL_POLY_MAX_ORDER; i++)
+        if (i <= order)
+            y = fl_fmaf(cr[i], pw[i], y);
+    return y;
+}
+
+/* Backward for one element.  With r_i as above, D_i = sum_j dy_j u_i,j (fixed-order row sum) and
+   w_i = RN(RN(RN(r_i r_i) r_i) RN(D_i / H)):
+       dx = sum_i b_i x^(i-1) (r_i dy - w_i u_i),   b_i = RN(i a_i)
+   i.e. the VJP of N(u) = u r through u = x^i: dN_j/du_l = r d_jl - u_j u_l r^3 / H.
+   The bracket is one fma after RN(r_i dy); terms accumulate with fma. */
+FL_HD float fl_polynorm_grad_f32(const float *rinv, const float *w, const float *b, int order,
+                                 float x, float dy)
+{
+    float pw[FL_POLY_MAX_ORDER + 1];
+    fl_poly_powers(pw, order, x);
+    float dx = 0.0f;
+    for (int i = 1; i <= FL_POLY_MAX_ORDER; i++) {
+        if (i > order)
+            break;
+        const float g = fl_fmaf(-w[i], pw[i], rinv[i] * dy);
+        const float v = i == 1 ? 1.0f : pw[i - 1];
+        dx = fl_fmaf(b[i], v * g, dx);
+    }
+    return dx;
+}
+
+/* One element's contribution to the row sums, in the thread's running order:
+   forward S_i += u_i^2 (i = 1..order); backward also D_0 += dy, D_i += dy u_i. */
+FL_HD void fl_polynorm_fwd_accum(float *S, int order, float x)
+{
+    float pw[FL_POLY_MAX_ORDER + 1];
+    fl_poly_powers(pw, order, x);
+    for (int i = 1; i <= FL_POLY_MAX_ORDER; i++)
+        if (i <= order)
+            S[i] = S[i] + pw[i] * pw[i];
+}
+
+FL_HD void fl_polynorm_bwd_accum(float *S, float *D, int order, float x, float dy)
+{
+    float pw[FL_POLY_MAX_ORDER + 1];
+    fl_poly_powers(pw, order, x);
+    D[0] = D[0] + dy;
+    for (int i = 1; i <= FL_POLY_MAX_ORDER; i++) {
+        if (i > order)
+            break;
+        S[i] = S[i] + pw[i] * pw[i];
+        D[i] = D[i] + dy * pw[i];
+    }
+}
+
+/* Per-row constants.  Forward: cr_i = RN(a_i r_i).  Backward: r_i, w_i, b_i (see
+   fl_polynorm_grad_f32) and the row's coefficient-gradient partials pa_0 = D_0, pa_i = RN(r_i D_i). */
+FL_HD void fl_polynorm_fwd_consts(float *cr, const float *S, const fl_poly_coef *c, float Hf, float eps)
+{
+    for (int i = 1; i <= FL_POLY_MAX_ORDER; i++)
+        if (i <= c->order)
+            cr[i] = c->a[i] * fl_polynorm_rinv(S[i], Hf, eps);
+}
+
+FL_HD void fl_polynorm_bwd_consts(float *r, float *w, float *b, float *pa, const float *S,
+                                  const float *D, const fl_poly_coef *c, float Hf, float eps)
+{
+    pa[0] = D[0];
+    for (int i = 1; i <= FL_POLY_MAX_ORDER; i++) {
+        if (i > c->order)
+            break;
+        r[i] = fl_polynorm_rinv(S[i], Hf, eps);
+        w[i] = ((r[i] * r[i]) * r[i]) * fl_divf(D[i], Hf);
+        b[i] = (float)i * c->a[i];
+        pa[i] = r[i] * D[i];
+    }
+}
+
+/* ==== 5. Smooth-SwiGLU scales ================================================================= *
+ *
+ * The smoothing scale of one channel (or token) from the amax of its SwiGLU outputs: the power of two
+ * s = 2^-ceil(log2 amax), so that amax * s lies in (1/2, 1] and multiplying by s and undoing it with
+ * 1/s are exact (no rounding outside the fp32 range).  amax 0, NaN or Inf: s = 1.  The exponent is
+ * clamped so that s is a normal float: s in [2^-126, 2^126]. */
+FL_HD float fl_smooth_scale_f32(float amax)
+{
+    const uint32_t u = fl_f32_bits(amax);
+    if (!(amax > 0.0f) || (u & 0x7F800000u) == 0x7F800000u)
+        return 1.0f;
+    int e; /* floor(log2 amax) */
+    uint32_t frac;
+    if (u >> 23) {
+        e = (int)(u >> 23) - 127;
+        frac = u & 0x7FFFFFu;
+    } else {
+        int t = 0;
+        for (uint32_t v = u; v >>= 1;)
+            t++;
+        e = t - 149;
+        frac = u & ((1u << t) - 1u);
+    }
+    int c = e + (frac != 0); /* ceil(log2 amax) */
+    if (c > 126)
+        c = 126;
+    if (c < -126)
+        c = -126;
+    return fl_pow2f(-c);
+}
+
+/* ==== 6. fixed reduction orders =================================================================== *
+ *
+ * Block sums (PolyNorm's row sums, the coefficient gradients) are defined by the CUDA block
+ * structure and simulated literally by the CPU twins:
+ *   - a block has FL_RED_THREADS = 256 threads (8 warps of 32);
+ *   - the data is cut into vectors of FL_VEC = 16 consecutive elements; thread t takes vectors
+ *     t, t + 256, t + 512, ... of its range and adds their elements one by one, ascending, into a
+ *     running sum that starts at +0 (a vector cut short by the end of the range contributes only its
+ *     elements inside the range);
+ *   - the 256 thread sums are combined by fl_tree_sum: inside each warp the pairwise tree
+ *     v[i] += v[i + off] for off = 16, 8, 4, 2, 1 (the CUDA butterfly __shfl_xor_sync(.., off) gives
+ *     lane i the same bits: a + b = b + a exactly), then the same tree over the 8 warp sums.
+ * Error of such a sum of n terms: |err| <= (L + 8) u sum |terms| (to first order), L = the longest
+ * per-thread run = 16 * ceil(n / 4096).
+ * Global sums (PolyReLU's coefficient gradients) cut the tensor into tiles of FL_TILE = 4 * 16 * 256
+ * elements (each thread 4 vectors), reduce each tile as above, and reduce the tile partials with a
+ * second block: thread t adds tiles t, t + 256, ... in order, then fl_tree_sum. */
+#define FL_RED_THREADS 256
+#define FL_VEC 16
+#define FL_TILE_ITERS 4
+#define FL_TILE (FL_TILE_ITERS * FL_VEC * FL_RED_THREADS)
+
+/* v[0..n), n a power of two <= 32: the pairwise halving tree; returns the sum (v is overwritten). */
+FL_HD float fl_tree_sum_pow2(float *v, int n)
+{
+    for (int off = n / 2; off >= 1; off /= 2)
+        for (int i = 0; i < off; i++)
+            v[i] = v[i] + v[i + off];
+    return v[0];
+}
+
+/* The block's tree over FL_RED_THREADS thread sums (v is overwritten). */
+FL_HD float fl_tree_sum(float *v)
+{
+    float w[FL_RED_THREADS / 32];
+    for (int k = 0; k < FL_RED_THREADS / 32; k++)
+        w[k] = fl_tree_sum_pow2(v + 32 * k, 32);
+    return fl_tree_sum_pow2(w, FL_RED_THREADS / 32);
+}
+
+/* ==== 7. CUDA device I/O ======================================================================= */
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+#ifndef FL_CUDA_CHECK
+/* Report file, line and the failing statement; the launcher returns -1. */
+#define FL_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(err_), __FILE__,  \
+                    __LINE__, #call);                                                              \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+#endif
+
+/* Precondition failures of a launcher: print and return -1. */
+#define FL_LAUNCH_REQUIRE(cond, ...)                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: precondition failed: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* Storage types.  Each has: bytes per element; load of one element (decode, exact); store of two
+ * elements (the hardware's paired conversion).  Decode of FP8 uses the hardware cvt to f16x2 (exact),
+ * encode uses cvt.rn.satfinite.{e4m3,e5m2}x2.f32 / cvt.rn.bf16x2.f32 on sm_89+ -- equal to
+ * fl_encode_f32_bits(RNE, SATURATE) / (RNE, NOSATURATE for bf16), checked exhaustively against
+ * cuda_fp8.h by tests/test_nv_oracle. */
+struct fl_io_bf16 {
+    typedef uint16_t storage;
+    static constexpr fl_format fmt = FL_FMT_BF16;
+    static __device__ __forceinline__ float load(storage c) { return __uint_as_float((uint32_t)c << 16); }
+    static __device__ __forceinline__ uint32_t store2(float lo, float hi)
+    {
+        uint32_t r;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        return r; /* lo in bits 0..15, hi in 16..31 */
+    }
+};
+
+struct fl_io_e4m3 {
+    typedef uint8_t storage;
+    static constexpr fl_format fmt = FL_FMT_E4M3;
+    static __device__ __forceinline__ float load(storage c)
+    {
+        unsigned short h;
+        asm("{\n\t.reg .b32 t;\n\tcvt.rn.f16x2.e4m3x2 t, %1;\n\tmov.b32 {%0, _}, t;\n\t}"
+            : "=h"(h) : "h"((unsigned short)c));
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+        return f;
+    }
+    static __device__ __forceinline__ uint32_t store2(float lo, float hi)
+    {
+        unsigned short r;
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+        return r; /* lo in bits 0..7, hi in 8..15 */
+    }
+};
+
+struct fl_io_e5m2 {
+    typedef uint8_t storage;
+    static constexpr fl_format fmt = FL_FMT_E5M2;
+    static __device__ __forceinline__ float load(storage c)
+    {
+        /* e5m2 is the top byte of an fp16: exact */
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)((unsigned short)c << 8)));
+        return f;
+    }
+    static __device__ __forceinline__ uint32_t store2(float lo, float hi)
+    {
+        unsigned short r;
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+        return r;
+    }
+};
+
+/* A vector of FL_VEC = 16 elements of storage T: 16 bytes (fp8) or 2 x 16 bytes (bf16). */
+template <class IO> struct fl_vec {
+    static constexpr int bytes = FL_VEC * (int)sizeof(typename IO::storage);
+    static constexpr int words = bytes / 16; /* 16-byte words */
+};
+
+/* Load FL_VEC elements starting at p (16-byte aligned) as floats times mul. */
+template <class IO>
+__device__ __forceinline__ void fl_load_vec(float *f, const typename IO::storage *p, float mul)
+{
+    const uint4 *q = reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+    for (int w = 0; w < fl_vec<IO>::words; w++) {
+        const uint4 v = __ldg(q + w);
+        const typename IO::storage *s = reinterpret_cast<const typename IO::storage *>(&v);
+        constexpr int per = 16 / (int)sizeof(typename IO::storage);
+#pragma unroll
+        for (int j = 0; j < per; j++)
+            f[w * per + j] = IO::load(s[j]) * mul;
+    }
+}
+
+/* Store FL_VEC floats times mul at p (16-byte aligned for bf16, 16 for fp8 too). */
+template <class IO>
+__device__ __forceinline__ void fl_store_vec(typename IO::storage *p, const float *f, float mul)
+{
+    uint4 *q = reinterpret_cast<uint4 *>(p);
+#pragma unroll
+    for (int w = 0; w < fl_vec<IO>::words; w++) {
+        uint4 v;
+        uint32_t *vw = reinterpret_cast<uint32_t *>(&v);
+        constexpr int per = 16 / (int)sizeof(typename IO::storage);
+        if (sizeof(typename IO::storage) == 2) {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                vw[j] = IO::store2(f[w * per + 2 * j] * mul, f[w * per + 2 * j + 1] * mul);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                vw[j] = IO::store2(f[4 * j] * mul, f[4 * j + 1] * mul) |
+                        (IO::store2(f[4 * j + 2] * mul, f[4 * j + 3] * mul) << 16);
+        }
+        q[w] = v;
+    }
+}
+
+/* One element, for tails and unaligned data. */
+template <class IO>
+__device__ __forceinline__ void fl_store_one(typename IO::storage *p, float f, float mul)
+{
+    *p = (typename IO::storage)(IO::store2(f * mul, 0.0f) & (sizeof(typename IO::storage) == 2 ? 0xFFFFu : 0xFFu));
+}
+
+__device__ __forceinline__ int fl_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The block's fixed-order sum (section 6): warp butterfly, then the tree over the warp sums.
+   Every thread gets the total.  sh: FL_RED_THREADS / 32 floats of shared memory. */
+__device__ __forceinline__ float fl_block_sum(float v, float *sh)
+{
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2)
+        v = v + __shfl_xor_sync(0xFFFFFFFFu, v, off);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); /* sh may be in use by a previous call */
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    float w = lane < FL_RED_THREADS / 32 ? sh[lane] : 0.0f;
+#pragma unroll
+    for (int off = FL_RED_THREADS / 64; off >= 1; off /= 2)
+        w = w + __shfl_xor_sync(0xFFFFFFFFu, w, off); /* lanes < 8 combine only among themselves */
+    return __shfl_sync(0xFFFFFFFFu, w, 0);
+}
+
+/* The block's amax (order-free: max is exact), NaN ignored; every thread gets it. */
+__device__ __forceinline__ float fl_block_amax(float v, float *sh)
+{
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2)
+        v = fl_amax_update(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    float w = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0.0f;
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2)
+        w = fl_amax_update(w, __shfl_xor_sync(0xFFFFFFFFu, w, off));
+    return __shfl_sync(0xFFFFFFFFu, w, 0);
+}
+
+/* Publish a block's amax (>= 0, not NaN): the bits of nonnegative floats order like integers. */
+__device__ __forceinline__ void fl_atomic_amax(float *amax, float v)
+{
+    if (v > 0.0f)
+        atomicMax(reinterpret_cast<unsigned int *>(amax), __float_as_uint(v));
+}
+/* The final reduction of K interleaved partial arrays (ws[m * K + k], m < count) by one block, in the
+   order of fl_partials_sum_order: thread t adds partials t, t + 256, ..., then the block tree. */
+__device__ __forceinline__ void fl_partials_block_sum(float *out, const float *ws, size_t count, int K)
+{
+    __shared__ float sh[FL_RED_THREADS / 32];
+    for (int k = 0; k < K; k++) {
+        float a = 0.0f;
+        for (size_t m = threadIdx.x; m < count; m += FL_RED_THREADS)
+            a = a + ws[m * K + k];
+        const float tot = fl_block_sum(a, sh);
+        if (threadIdx.x == 0)
+            out[k] = tot;
+    }
+}
+
+/* An unused operand slot of fl_ew_kernel (never loaded or stored). */
+struct fl_io_none {
+    typedef uint8_t storage;
+    static constexpr fl_format fmt = FL_FMT_COUNT;
+    static __device__ __forceinline__ float load(storage) { return 0.0f; }
+    static __device__ __forceinline__ uint32_t store2(float, float) { return 0u; }
+};
+
+/* Operands of the generic elementwise kernel.  Element i of input k is load(in[k][i]) * in_mul[k]
+   (in_mul: device pointer to scale_inv, NULL = 1); output k stores v * out_mul[k] (the FP8 scale,
+   NULL = 1; bf16 outputs pass NULL) and folds |v| into *amax[k] (NULL: no amax). */
+struct fl_ew_args {
+    const void *in[3];
+    const float *in_mul[3];
+    void *out[2];
+    const float *out_mul[2];
+    float *amax[2];
+    size_t n;
+    int vec_ok; /* every pointer 16-byte aligned: full vectors use 16-byte accesses */
+};
+
+/* Element-function kernel: Op::apply(i, in, out, p) computes the outputs of element i from its inputs
+   (Op::n_in inputs, Op::n_out outputs).  Thread layout: grid-stride over vectors of FL_VEC elements;
+   a full vector with aligned operands moves through 16-byte loads/stores, anything else element by
+   element (the arithmetic is the same either way). */
+template <class Op, class I0, class I1, class I2, class O0, class O1>
+__global__ void __launch_bounds__(FL_RED_THREADS) fl_ew_kernel(fl_ew_args a, typename Op::params p)
+{
+    __shared__ float sh[FL_RED_THREADS / 32];
+    const float m0 = a.in_mul[0] ? *a.in_mul[0] : 1.0f;
+    const float m1 = a.in_mul[1] ? *a.in_mul[1] : 1.0f;
+    const float m2 = a.in_mul[2] ? *a.in_mul[2] : 1.0f;
+    const float s0 = a.out_mul[0] ? *a.out_mul[0] : 1.0f;
+    const float s1 = a.out_mul[1] ? *a.out_mul[1] : 1.0f;
+    const typename I0::storage *x0 = (const typename I0::storage *)a.in[0];
+    const typename I1::storage *x1 = (const typename I1::storage *)a.in[1];
+    const typename I2::storage *x2 = (const typename I2::storage *)a.in[2];
+    typename O0::storage *y0 = (typename O0::storage *)a.out[0];
+    typename O1::storage *y1 = (typename O1::storage *)a.out[1];
+    float amax0 = 0.0f, amax1 = 0.0f;
+    const size_t nvec = (a.n + FL_VEC - 1) / FL_VEC;
+    for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < nvec; v += (size_t)gridDim.x * blockDim.x) {
+        const size_t base = v * FL_VEC;
+        if (a.vec_ok && base + FL_VEC <= a.n) {
+            float in[3][FL_VEC], out[2][FL_VEC];
+            fl_load_vec<I0>(in[0], x0 + base, m0);
+            if (Op::n_in > 1)
+                fl_load_vec<I1>(in[1], x1 + base, m1);
+            if (Op::n_in > 2)
+                fl_load_vec<I2>(in[2], x2 + base, m2);
+#pragma unroll
+            for (int j = 0; j < FL_VEC; j++) {
+                const float e[3] = { in[0][j], Op::n_in > 1 ? in[1][j] : 0.0f, Op::n_in > 2 ? in[2][j] : 0.0f };
+                float o[2];
+                Op::apply(base + j, e, o, p);
+                out[0][j] = o[0];
+                out[1][j] = o[1];
+                amax0 = fl_amax_update(amax0, o[0]);
+                amax1 = fl_amax_update(amax1, o[1]);
+            }
+            fl_store_vec<O0>(y0 + base, out[0], s0);
+            if (Op::n_out > 1)
+                fl_store_vec<O1>(y1 + base, out[1], s1);
+        } else {
+            for (size_t i = base; i < base + FL_VEC && i < a.n; i++) {
+                const float e[3] = { I0::load(x0[i]) * m0, Op::n_in > 1 ? I1::load(x1[i]) * m1 : 0.0f,
+                                     Op::n_in > 2 ? I2::load(x2[i]) * m2 : 0.0f };
+                float o[2];
+                Op::apply(i, e, o, p);
+                amax0 = fl_amax_update(amax0, o[0]);
+                amax1 = fl_amax_update(amax1, o[1]);
+                fl_store_one<O0>(y0 + i, o[0], s0);
+                if (Op::n_out > 1)
+                    fl_store_one<O1>(y1 + i, o[1], s1);
+            }
+        }
+    }
+    if (a.amax[0]) {
+        const float m = fl_block_amax(amax0, sh);
+        if (threadIdx.x == 0)
+            fl_atomic_amax(a.amax[0], m);
+    }
+    if (Op::n_out > 1 && a.amax[1]) {
+        const float m = fl_block_amax(amax1, sh);
+        if (threadIdx.x == 0)
+            fl_atomic_amax(a.amax[1], m);
+    }
+}
+
+/* Grid size for a grid-stride kernel over `work` items of FL_RED_THREADS threads each:
+   enough blocks to fill the device several times over, capped. */
+static inline unsigned fl_grid_for(size_t work)
+{
+    const size_t b = (work + FL_RED_THREADS - 1) / FL_RED_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+/* Dispatch a runtime format to an IO tag type: fn(tag) is instantiated for each format of the set.
+   The sets are the issue's precision variants: forward data (activations, their outputs) bf16 or
+   e4m3; gradients bf16 or e5m2. */
+template <class F> static int fl_io_dispatch_fwd(fl_format f, F fn)
+{
+    switch (f) {
+    case FL_FMT_BF16: return fn(fl_io_bf16());
+    case FL_FMT_E4M3: return fn(fl_io_e4m3());
+    default: fprintf(stderr, "fp8lab CUDA kernels: %s is not a forward format here (bf16, e4m3)\n", fl_format_name(f)); return -1;
+    }
+}
+
+template <class F> static int fl_io_dispatch_grad(fl_format f, F fn)
+{
+    switch (f) {
+    case FL_FMT_BF16: return fn(fl_io_bf16());
+    case FL_FMT_E5M2: return fn(fl_io_e5m2());
+    default: fprintf(stderr, "fp8lab CUDA kernels: %s is not a gradient format here (bf16, e5m2)\n", fl_format_name(f)); return -1;
+    }
+}
+
+static inline int fl_io_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+#endif /* __CUDACC__ */
+
+#endif /* FL_ACTIVATIONS_H */

@@ -1,0 +1,154 @@
+// gemm_fp8.cu — the cuBLASLt FP8 GEMM wrapper (CPU twin: kernels/gemm_fp8.c; semantics and layout in
+// gemm_fp8.h).  One call = descriptors, heuristic, matmul, all checked; descriptors are released on
+// every path (RAII).  The GEMM is compute-bound and cuBLASLt's own; nothing here touches the data.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gemm_fp8.h"
+
+#ifndef FL_CUDA_CHECK
+#define FL_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(err_), __FILE__,  \
+                    __LINE__, #call);                                                              \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+#endif
+
+#define FL_CUBLAS_CHECK(call)                                                                      \
+    do {                                                                                           \
+        cublasStatus_t st_ = (call);                                                               \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+            fprintf(stderr, "cuBLAS error %s (%d) at %s:%d: %s\n", cublasLtGetStatusString(st_),   \
+                    (int)st_, __FILE__, __LINE__, #call);                                          \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+#define FL_GEMM_REQUIRE(cond, ...)                                                                 \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: fl_cuda_gemm_fp8: precondition failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+namespace {
+
+// Everything cublasLt hands out for one call, released in the destructor.
+struct lt_call {
+    cublasLtHandle_t handle = nullptr;
+    bool own_handle = false;
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    ~lt_call()
+    {
+        if (pref)
+            cublasLtMatmulPreferenceDestroy(pref);
+        if (d)
+            cublasLtMatrixLayoutDestroy(d);
+        if (c)
+            cublasLtMatrixLayoutDestroy(c);
+        if (b)
+            cublasLtMatrixLayoutDestroy(b);
+        if (a)
+            cublasLtMatrixLayoutDestroy(a);
+        if (op)
+            cublasLtMatmulDescDestroy(op);
+        if (own_handle && handle)
+            cublasLtDestroy(handle);
+    }
+};
+
+bool cuda_type(cudaDataType_t *t, fl_format f)
+{
+    switch (f) {
+    case FL_FMT_E4M3: *t = CUDA_R_8F_E4M3; return true;
+    case FL_FMT_E5M2: *t = CUDA_R_8F_E5M2; return true;
+    case FL_FMT_BF16: *t = CUDA_R_16BF; return true;
+    case FL_FMT_FP32: *t = CUDA_R_32F; return true;
+    default: return false;
+    }
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+} // namespace
+
+extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *workspace, size_t ws_bytes, void *stream)
+{
+    FL_GEMM_REQUIRE(g && g->a && g->b && g->d, "NULL operand");
+    FL_GEMM_REQUIRE(g->m > 0 && g->n > 0 && g->k > 0, "empty shape (%zu, %zu, %zu)", g->m, g->n, g->k);
+    FL_GEMM_REQUIRE(g->m <= INT32_MAX && g->n <= INT32_MAX && g->k <= INT32_MAX, "shape beyond int32");
+    FL_GEMM_REQUIRE((g->a_fmt == FL_FMT_E4M3 || g->a_fmt == FL_FMT_E5M2) &&
+                        (g->b_fmt == FL_FMT_E4M3 || g->b_fmt == FL_FMT_E5M2) &&
+                        !(g->a_fmt == FL_FMT_E5M2 && g->b_fmt == FL_FMT_E5M2),
+                    "A/B types %d x %d (e4m3 x e4m3, e5m2 x e4m3, e4m3 x e5m2)", (int)g->a_fmt, (int)g->b_fmt);
+    FL_GEMM_REQUIRE(g->d_fmt == FL_FMT_FP32 || g->d_fmt == FL_FMT_BF16 || g->d_fmt == FL_FMT_E4M3 ||
+                        g->d_fmt == FL_FMT_E5M2,
+                    "D type %d", (int)g->d_fmt);
+    FL_GEMM_REQUIRE(g->lda >= g->k && g->ldb >= g->k && g->ldd >= g->m, "leading dimensions");
+    FL_GEMM_REQUIRE(g->lda % 16 == 0 && g->ldb % 16 == 0, "lda, ldb multiples of 16 (FP8 rows of 16 bytes)");
+    FL_GEMM_REQUIRE(aligned16(g->a) && aligned16(g->b) && aligned16(g->d) && (!g->c || aligned16(g->c)),
+                    "16-byte aligned A, B, C, D");
+    FL_GEMM_REQUIRE(g->beta == 0.0f || (g->c && g->ldc >= g->m), "beta != 0 needs C with ldc >= M");
+
+    lt_call lt;
+    if (lt_handle) {
+        lt.handle = (cublasLtHandle_t)lt_handle;
+    } else {
+        FL_CUBLAS_CHECK(cublasLtCreate(&lt.handle));
+        lt.own_handle = true;
+    }
+    cudaDataType_t ta, tb, td, tc;
+    cuda_type(&ta, g->a_fmt);
+    cuda_type(&tb, g->b_fmt);
+    cuda_type(&td, g->d_fmt);
+    tc = g->d_fmt == FL_FMT_FP32 ? CUDA_R_32F : CUDA_R_16BF; // C is bf16 whenever D is bf16 or FP8
+
+    FL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N; // the TN layout Hopper/Ada FP8 requires
+    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    if (g->a_scale)
+        FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale, sizeof g->a_scale));
+    if (g->b_scale)
+        FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale, sizeof g->b_scale));
+    if (g->d_scale && (g->d_fmt == FL_FMT_E4M3 || g->d_fmt == FL_FMT_E5M2))
+        FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale, sizeof g->d_scale));
+    if (g->amax_d)
+        FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d, sizeof g->amax_d));
+    const int8_t fast = g->fast_accum ? 1 : 0;
+    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+
+    // A stored (K, M), B stored (K, N), C/D (M, N), all column-major.
+    FL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lt.a, ta, g->k, g->m, (int64_t)g->lda));
+    FL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lt.b, tb, g->k, g->n, (int64_t)g->ldb));
+    FL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lt.c, tc, g->m, g->n, (int64_t)(g->c ? g->ldc : g->ldd)));
+    FL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lt.d, td, g->m, g->n, (int64_t)g->ldd));
+
+    const size_t ws = workspace ? ws_bytes : 0;
+    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.pref));
+    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t heur = {};
+    int found = 0;
+    FL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.pref, 1, &heur, &found));
+    if (found == 0) {
+        fprintf(stderr, "%s:%d: fl_cuda_gemm_fp8: cuBLASLt has no algorithm for this problem\n", __FILE__, __LINE__);
+        return -1;
+    }
+    // With beta = 0 C is not read; for an FP8 D, whose C type (bf16) differs from D's, it stays NULL.
+    const void *cptr = g->c ? g->c : (tc == td ? g->d : nullptr);
+    FL_CUBLAS_CHECK(cublasLtMatmul(lt.handle, lt.op, &g->alpha, g->a, lt.a, g->b, lt.b, &g->beta, cptr, lt.c, g->d,
+                                   lt.d, &heur.algo, workspace, ws, (cudaStream_t)stream));
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}

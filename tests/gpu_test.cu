@@ -1,0 +1,368 @@
+// gpu_test.cu — every CUDA kernel against its CPU twin, bit for bit; the FP8 GEMM wrapper against its
+// twin within the derived bound (make gpu-test).  Without a CUDA device it prints
+// "gpu-test: no CUDA device found; skipped" and exits 0.
+//
+// Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
+// (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and a misaligned copy (pointer
+// + 2 bytes: the scalar-access path) -- the reduction order must not depend on either.
+// Output: one line per case; the first mismatch prints the index, input and both encodings and exits 1.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "gemm_fp8.h"
+#include "kernels.h"
+extern "C" {
+#include "ulp.h"
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "FAIL CUDA %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #call); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define REQUIRE(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t lcg = 0x5DEECE66Dull;
+static double rnd()
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(lcg >> 11) / 9007199254740992.0;
+}
+
+static size_t esize(fl_format f) { return f == FL_FMT_BF16 ? 2 : f == FL_FMT_FP32 ? 4 : 1; }
+
+// A host tensor of encodings with a device mirror (offset bytes into the device allocation).
+struct tensor {
+    fl_format fmt;
+    size_t n, off;
+    std::vector<uint8_t> h;
+    uint8_t *dbase = nullptr;
+    tensor(fl_format f, size_t n_, size_t off_ = 0) : fmt(f), n(n_), off(off_), h(n_ * esize(f))
+    {
+        CK(cudaMalloc(&dbase, h.size() + 64));
+        CK(cudaMemset(dbase, 0, h.size() + 64));
+    }
+    ~tensor() { cudaFree(dbase); }
+    void *d() { return dbase + off; }
+    void fill(double spread, int codes)
+    {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t c;
+            if (codes && i % 7 == 3) // every encoding of the format, cycled
+                c = (uint32_t)((i / 7) % (esize(fmt) == 2 ? 65536 : 256));
+            else
+                c = fl_encode_f64(fmt, (rnd() - 0.45) * spread, FL_RND_NE, FL_OVF_SATURATE, 0);
+            memcpy(&h[i * esize(fmt)], &c, esize(fmt)); // little-endian low bytes
+        }
+        CK(cudaMemcpy(d(), h.data(), h.size(), cudaMemcpyHostToDevice));
+    }
+    std::vector<uint8_t> back()
+    {
+        std::vector<uint8_t> r(h.size());
+        CK(cudaMemcpy(r.data(), d(), r.size(), cudaMemcpyDeviceToHost));
+        return r;
+    }
+    fl_kin kin_h(const float *s) { return fl_kin{ h.data(), fmt, s }; }
+    fl_kin kin_d(const float *s) { return fl_kin{ d(), fmt, s }; }
+};
+
+static float *dev_scalar(float v)
+{
+    float *p;
+    CK(cudaMalloc(&p, sizeof v));
+    CK(cudaMemcpy(p, &v, sizeof v, cudaMemcpyHostToDevice));
+    return p;
+}
+
+static float get_scalar(const float *p)
+{
+    float v;
+    CK(cudaMemcpy(&v, p, sizeof v, cudaMemcpyDeviceToHost));
+    return v;
+}
+
+static void compare(const char *what, const tensor &cpu_out, const std::vector<uint8_t> &gpu, const tensor *in0)
+{
+    const size_t es = esize(cpu_out.fmt);
+    for (size_t i = 0; i < cpu_out.n; i++)
+        if (memcmp(&cpu_out.h[i * es], &gpu[i * es], es) != 0) {
+            uint32_t a = 0, b = 0, x = 0;
+            memcpy(&a, &cpu_out.h[i * es], es);
+            memcpy(&b, &gpu[i * es], es);
+            if (in0)
+                memcpy(&x, &in0->h[i * esize(in0->fmt)], esize(in0->fmt));
+            fprintf(stderr, "FAIL %s i=%zu x=%#x (%a) cpu=%#x gpu=%#x\n", what, i, x, in0 ? fl_decode(in0->fmt, x) : 0.0f, a, b);
+            exit(1);
+        }
+}
+
+// scale for FP8 outputs, scale_inv for FP8 inputs (host and device copies)
+static const float k_scale = 2.0f, k_scale_inv = 0.5f;
+
+static const float *hs(fl_format f, int in) { return (f == FL_FMT_E4M3 || f == FL_FMT_E5M2) ? (in ? &k_scale_inv : &k_scale) : nullptr; }
+
+static int cases = 0;
+
+static void case_polyrelu(int order, fl_format fi, fl_format fo, size_t n, size_t off)
+{
+    const fl_poly_coef c = fl_poly_coef_default(order);
+    tensor x(fi, n, off), y(fo, n, off);
+    x.fill(8.0, 1);
+    float *ds_in = dev_scalar(k_scale_inv), *ds_out = dev_scalar(k_scale), *damax = dev_scalar(0.0f);
+    float amax = 0.0f;
+    REQUIRE(fl_polyrelu_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, x.kin_h(hs(fi, 1)), n, &c) == 0, "cpu");
+    REQUIRE(fl_cuda_polyrelu_fwd(fl_kout{ y.d(), fo, hs(fo, 0) ? ds_out : nullptr, damax }, x.kin_d(hs(fi, 1) ? ds_in : nullptr), n, &c,
+                                 nullptr) == 0, "launch");
+    CK(cudaDeviceSynchronize());
+    char what[128];
+    snprintf(what, sizeof what, "polyrelu%d fwd %s->%s n=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fo), n, off);
+    compare(what, y, y.back(), &x);
+    REQUIRE(get_scalar(damax) == amax, "%s amax cpu %a gpu %a", what, amax, get_scalar(damax));
+    // backward: dx in bf16 or e5m2, with coefficient gradients
+    for (fl_format fg : { FL_FMT_BF16, FL_FMT_E5M2 }) {
+        tensor dy(fg, n, off), dx(fg, n, off);
+        dy.fill(2.0, 1);
+        float da[5], *dda, *ws;
+        CK(cudaMalloc(&dda, 5 * sizeof(float)));
+        CK(cudaMalloc(&ws, (fl_cuda_polyrelu_ws_floats(n, order) + 1) * sizeof(float)));
+        float am = 0.0f;
+        CK(cudaMemset(damax, 0, 4));
+        REQUIRE(fl_polyrelu_bwd(fl_kout{ dx.h.data(), fg, hs(fg, 0), &am }, da, x.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), n, &c) == 0, "cpu");
+        REQUIRE(fl_cuda_polyrelu_bwd(fl_kout{ dx.d(), fg, hs(fg, 0) ? ds_out : nullptr, damax }, dda, ws, x.kin_d(hs(fi, 1) ? ds_in : nullptr),
+                                     dy.kin_d(hs(fg, 1) ? ds_in : nullptr), n, &c, nullptr) == 0, "launch");
+        CK(cudaDeviceSynchronize());
+        snprintf(what, sizeof what, "polyrelu%d bwd x %s dy/dx %s n=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fg), n, off);
+        compare(what, dx, dx.back(), &x);
+        float gda[5];
+        CK(cudaMemcpy(gda, dda, (order + 1) * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int k = 0; k <= order; k++)
+            REQUIRE(fl_f32_bits(gda[k]) == fl_f32_bits(da[k]) || (isnan(da[k]) && isnan(gda[k])), "%s da%d cpu %a gpu %a", what, k, da[k], gda[k]);
+        REQUIRE(get_scalar(damax) == am, "%s amax", what);
+        cudaFree(dda);
+        cudaFree(ws);
+    }
+    cudaFree(ds_in);
+    cudaFree(ds_out);
+    cudaFree(damax);
+    cases++;
+}
+
+static void case_polynorm(int order, fl_format fi, fl_format fo, size_t R, size_t H, size_t off)
+{
+    const fl_poly_coef c = fl_poly_coef_default(order);
+    const size_t n = R * H;
+    tensor x(fi, n, off), y(fo, n, off), dy(FL_FMT_BF16, n, off), dx(FL_FMT_BF16, n, off);
+    x.fill(4.0, 0);
+    dy.fill(1.0, 0);
+    float *ds_in = dev_scalar(k_scale_inv), *ds_out = dev_scalar(k_scale), *damax = dev_scalar(0.0f);
+    float amax = 0.0f;
+    REQUIRE(fl_polynorm_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, x.kin_h(hs(fi, 1)), R, H, &c, 1e-6f) == 0, "cpu");
+    REQUIRE(fl_cuda_polynorm_fwd(fl_kout{ y.d(), fo, hs(fo, 0) ? ds_out : nullptr, damax }, x.kin_d(hs(fi, 1) ? ds_in : nullptr), R, H, &c,
+                                 1e-6f, nullptr) == 0, "launch");
+    CK(cudaDeviceSynchronize());
+    char what[128];
+    snprintf(what, sizeof what, "polynorm%d fwd %s->%s R=%zu H=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fo), R, H, off);
+    compare(what, y, y.back(), &x);
+    REQUIRE(get_scalar(damax) == amax, "%s amax", what);
+    float da[5], gda[5], *dda, *ws;
+    CK(cudaMalloc(&dda, 5 * sizeof(float)));
+    CK(cudaMalloc(&ws, fl_cuda_polynorm_ws_floats(R, order) * sizeof(float)));
+    REQUIRE(fl_polynorm_bwd(fl_kout{ dx.h.data(), FL_FMT_BF16, nullptr, nullptr }, da, x.kin_h(hs(fi, 1)), dy.kin_h(nullptr), R, H, &c, 1e-6f) == 0,
+            "cpu");
+    REQUIRE(fl_cuda_polynorm_bwd(fl_kout{ dx.d(), FL_FMT_BF16, nullptr, nullptr }, dda, ws, x.kin_d(hs(fi, 1) ? ds_in : nullptr), dy.kin_d(nullptr),
+                                 R, H, &c, 1e-6f, nullptr) == 0, "launch");
+    CK(cudaDeviceSynchronize());
+    snprintf(what, sizeof what, "polynorm%d bwd x %s R=%zu H=%zu off=%zu", order, fl_format_name(fi), R, H, off);
+    compare(what, dx, dx.back(), &x);
+    CK(cudaMemcpy(gda, dda, (order + 1) * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int k = 0; k <= order; k++)
+        REQUIRE(fl_f32_bits(gda[k]) == fl_f32_bits(da[k]), "%s da%d cpu %a gpu %a", what, k, da[k], gda[k]);
+    cudaFree(dda);
+    cudaFree(ws);
+    cudaFree(ds_in);
+    cudaFree(ds_out);
+    cudaFree(damax);
+    cases++;
+}
+
+static void case_swiglu(fl_format fi, fl_format fo, fl_format fg, size_t R, size_t C, size_t off)
+{
+    const size_t n = R * C;
+    tensor g(fi, n, off), u(fi, n, off), y(fo, n, off), dy(fg, n, off), dg(fg, n, off), du(fg, n, off);
+    g.fill(16.0, 1);
+    u.fill(6.0, 1);
+    dy.fill(2.0, 1);
+    float *ds_in = dev_scalar(k_scale_inv), *ds_out = dev_scalar(k_scale), *damax = dev_scalar(0.0f);
+    const float *gi = hs(fi, 1) ? ds_in : nullptr, *go = hs(fo, 0) ? ds_out : nullptr, *gg = hs(fg, 1) ? ds_in : nullptr,
+                *gout = hs(fg, 0) ? ds_out : nullptr;
+    float amax = 0.0f;
+    char what[160];
+    REQUIRE(fl_swiglu_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), n) == 0, "cpu");
+    REQUIRE(fl_cuda_swiglu_fwd(fl_kout{ y.d(), fo, go, damax }, g.kin_d(gi), u.kin_d(gi), n, nullptr) == 0, "launch");
+    CK(cudaDeviceSynchronize());
+    snprintf(what, sizeof what, "swiglu fwd %s->%s n=%zu off=%zu", fl_format_name(fi), fl_format_name(fo), n, off);
+    compare(what, y, y.back(), &g);
+    REQUIRE(get_scalar(damax) == amax, "%s amax", what);
+    REQUIRE(fl_swiglu_bwd(fl_kout{ dg.h.data(), fg, hs(fg, 0), nullptr }, fl_kout{ du.h.data(), fg, hs(fg, 0), nullptr }, g.kin_h(hs(fi, 1)),
+                          u.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), n) == 0, "cpu");
+    REQUIRE(fl_cuda_swiglu_bwd(fl_kout{ dg.d(), fg, gout, nullptr }, fl_kout{ du.d(), fg, gout, nullptr }, g.kin_d(gi), u.kin_d(gi), dy.kin_d(gg), n,
+                               nullptr) == 0, "launch");
+    CK(cudaDeviceSynchronize());
+    snprintf(what, sizeof what, "swiglu bwd %s grads %s n=%zu off=%zu", fl_format_name(fi), fl_format_name(fg), n, off);
+    compare(what, dg, dg.back(), &g);
+    compare(what, du, du.back(), &g);
+    // Smooth-SwiGLU, both axes, computed and given scales
+    for (int axis = 0; axis < 2; axis++)
+        for (int compute = 1; compute >= 0; compute--) {
+            const size_t ns = axis == FL_SMOOTH_CHANNEL ? C : R;
+            std::vector<float> s(ns, 0.0f), gs(ns);
+            float *dsm;
+            CK(cudaMalloc(&dsm, ns * sizeof(float)));
+            if (!compute)
+                for (size_t k = 0; k < ns; k++)
+                    s[k] = ldexpf(1.0f, (int)(rnd() * 8) - 4);
+            CK(cudaMemcpy(dsm, s.data(), ns * sizeof(float), cudaMemcpyHostToDevice));
+            amax = 0.0f;
+            CK(cudaMemset(damax, 0, 4));
+            REQUIRE(fl_smooth_swiglu_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, s.data(), g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), R, C,
+                                         (fl_smooth_axis)axis, compute) == 0, "cpu");
+            REQUIRE(fl_cuda_smooth_swiglu_fwd(fl_kout{ y.d(), fo, go, damax }, dsm, g.kin_d(gi), u.kin_d(gi), R, C, (fl_smooth_axis)axis, compute,
+                                              nullptr) == 0, "launch");
+            CK(cudaDeviceSynchronize());
+            snprintf(what, sizeof what, "smooth-swiglu %s %s fwd %s->%s R=%zu C=%zu off=%zu", fl_smooth_axis_name((fl_smooth_axis)axis),
+                     compute ? "current" : "given", fl_format_name(fi), fl_format_name(fo), R, C, off);
+            compare(what, y, y.back(), &g);
+            CK(cudaMemcpy(gs.data(), dsm, ns * sizeof(float), cudaMemcpyDeviceToHost));
+            REQUIRE(memcmp(gs.data(), s.data(), ns * sizeof(float)) == 0, "%s scales", what);
+            REQUIRE(get_scalar(damax) == amax, "%s amax", what);
+            REQUIRE(fl_smooth_swiglu_bwd(fl_kout{ dg.h.data(), fg, hs(fg, 0), nullptr }, fl_kout{ du.h.data(), fg, hs(fg, 0), nullptr },
+                                         g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), s.data(), R, C, (fl_smooth_axis)axis) == 0,
+                    "cpu");
+            REQUIRE(fl_cuda_smooth_swiglu_bwd(fl_kout{ dg.d(), fg, gout, nullptr }, fl_kout{ du.d(), fg, gout, nullptr }, g.kin_d(gi), u.kin_d(gi),
+                                              dy.kin_d(gg), dsm, R, C, (fl_smooth_axis)axis, nullptr) == 0, "launch");
+            CK(cudaDeviceSynchronize());
+            compare(what, dg, dg.back(), &g);
+            compare(what, du, du.back(), &g);
+            cudaFree(dsm);
+        }
+    cudaFree(ds_in);
+    cudaFree(ds_out);
+    cudaFree(damax);
+    cases++;
+}
+
+static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t M, size_t N, size_t K)
+{
+    tensor A(fa, M * K), B(fb, N * K), D(fd, M * N);
+    A.fill(4.0, 0);
+    B.fill(4.0, 0);
+    const float as = 0.5f, bs = 0.25f, dsc = 4.0f;
+    float *das = dev_scalar(as), *dbs = dev_scalar(bs), *dds = dev_scalar(dsc), *damax = dev_scalar(0.0f);
+    fl_gemm_fp8 g = { M, N, K, fa, fb, (const uint8_t *)A.d(), K, (const uint8_t *)B.d(), K, fd, D.d(), M, nullptr, 0, 1.0f, 0.0f, das, dbs, dds, damax, fast };
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    REQUIRE(fl_cuda_gemm_fp8(&g, nullptr, ws, 32 << 20, nullptr) == 0, "gemm launch");
+    CK(cudaDeviceSynchronize());
+    std::vector<uint8_t> gd = D.back();
+    float amax = 0;
+    fl_gemm_fp8 h = g;
+    h.a = A.h.data(), h.b = B.h.data(), h.d = D.h.data(), h.a_scale = &as, h.b_scale = &bs, h.d_scale = &dsc, h.amax_d = &amax;
+    REQUIRE(fl_gemm_fp8_cpu(&h, FL_GEMM_ACC_SGEMM, nullptr) == 0, "gemm twin");
+    double worst = 0, worst_fast = 0;
+    for (size_t n = 0; n < N; n++)
+        for (size_t m = 0; m < M; m++) {
+            double s = 0, sa = 0;
+            for (size_t k = 0; k < K; k++) {
+                const double p = (double)fl_decode(fa, A.h[m * K + k]) * fl_decode(fb, B.h[n * K + k]);
+                s += p;
+                sa += fabs(p);
+            }
+            const double f = as * bs, v = f * s;
+            uint32_t cg = 0, cc = 0;
+            memcpy(&cg, &gd[(n * M + m) * esize(fd)], esize(fd));
+            memcpy(&cc, &D.h[(n * M + m) * esize(fd)], esize(fd));
+            const double dsd = (fd == FL_FMT_E4M3) ? dsc : 1.0;
+            const double vg = fl_decode(fd, cg) / dsd, vc = fl_decode(fd, cc) / dsd;
+            double bound = fl_gemm_fp32_bound(K, f * sa, fabs(v));
+            if (fd != FL_FMT_FP32)
+                bound += fl_ulp(fd, v * dsd) / dsd * 1.0001 + fl_gemm_fp32_bound(K, f * sa, fabs(v));
+            if (fast) {
+                worst_fast = fmax(worst_fast, fabs(vg - v) / (f * sa));
+                REQUIRE(fabs(vg - v) <= fl_fast_accum_bound(K, f * sa, nullptr) + bound, "gemm fast accum beyond its bound");
+            } else {
+                REQUIRE(fabs(vg - vc) <= bound, "FAIL gemm %s x %s -> %s m=%zu n=%zu gpu=%a cpu=%a bound=%g", fl_format_name(fa), fl_format_name(fb),
+                        fl_format_name(fd), m, n, vg, vc, bound);
+                worst = fmax(worst, fabs(vg - vc) / (0x1p-24 * f * sa));
+            }
+        }
+    printf("  gemm %s x %s -> %s M=%zu N=%zu K=%zu fast=%d: ", fl_format_name(fa), fl_format_name(fb), fl_format_name(fd), M, N, K, fast);
+    if (fast)
+        printf("max |gpu - exact| / S' = %.3g (the model's bound %.3g)\n", worst_fast,
+               fl_fast_accum_bound(K, 1.0, nullptr));
+    else
+        printf("max |gpu - twin| = %.2f u S'; amax gpu %a twin %a\n", worst, get_scalar(damax), amax);
+    cudaFree(ws);
+    cudaFree(das);
+    cudaFree(dbs);
+    cudaFree(dds);
+    cudaFree(damax);
+    cases++;
+}
+
+int main()
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("gpu-test: no CUDA device found; skipped\n");
+        return 0;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("gpu-test: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    const size_t big = 3 * FL_TILE + 13; // several tiles and a scalar tail
+    for (int order = 2; order <= 4; order++)
+        for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
+            for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 }) {
+                case_polyrelu(order, fi, fo, big, 0);
+                case_polyrelu(order, fi, fo, 1000, 2); // misaligned: scalar path, same order
+            }
+    printf("  polyrelu: ok\n");
+    for (int order = 2; order <= 4; order++)
+        for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
+            for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 }) {
+                case_polynorm(order, fi, fo, 33, 4096, 0);
+                case_polynorm(order, fi, fo, 5, 4101, 0); // H % 16 != 0
+                case_polynorm(order, fi, fo, 7, 16, 2);   // misaligned
+            }
+    printf("  polynorm: ok\n");
+    for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
+        for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 })
+            for (fl_format fg : { FL_FMT_BF16, FL_FMT_E5M2 }) {
+                case_swiglu(fi, fo, fg, 64, 4096 + 32, 0);
+                case_swiglu(fi, fo, fg, 9, 1001, 0);
+                case_swiglu(fi, fo, fg, 5, 64, 2);
+            }
+    printf("  swiglu, smooth-swiglu: ok\n");
+    for (fl_format fd : { FL_FMT_FP32, FL_FMT_BF16, FL_FMT_E4M3 })
+        case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, fd, 0, 256, 128, 1024);
+    case_gemm(FL_FMT_E5M2, FL_FMT_E4M3, FL_FMT_BF16, 0, 128, 256, 512);
+    case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, FL_FMT_FP32, 1, 128, 128, 4096);
+    printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
+           "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
+    return 0;
+}
