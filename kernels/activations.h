@@ -421,18 +421,7 @@ FL_HD float fl_tree_sum(float *v)
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#ifndef FL_CUDA_CHECK
-/* Report file, line and the failing statement; the launcher returns -1. */
-#define FL_CUDA_CHECK(call)                                                                        \
-    do {                                                                                           \
-        cudaError_t err_ = (call);                                                                 \
-        if (err_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(err_), __FILE__,  \
-                    __LINE__, #call);                                                              \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-#endif
+#include "cuda_check.h" /* FL_CUDA_CHECK */
 
 /* Precondition failures of a launcher: print and return -1. */
 #define FL_LAUNCH_REQUIRE(cond, ...)                                                               \

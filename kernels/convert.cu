@@ -12,16 +12,8 @@
 extern "C" {
 #include "fl_round.h"
 }
+#include "cuda_check.h"
 
-#define FL_CUDA_CHECK(call)                                                                        \
-    do {                                                                                           \
-        cudaError_t err_ = (call);                                                                 \
-        if (err_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(err_), __FILE__,  \
-                    __LINE__, #call);                                                              \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
 
 template <typename T, int FMT>
 __global__ void fl_convert_f32_kernel(T *__restrict__ dst, const float *__restrict__ src, size_t n,

@@ -6,29 +6,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cuda_check.h"
 #include "gemm_fp8.h"
 
-#ifndef FL_CUDA_CHECK
-#define FL_CUDA_CHECK(call)                                                                        \
-    do {                                                                                           \
-        cudaError_t err_ = (call);                                                                 \
-        if (err_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(err_), __FILE__,  \
-                    __LINE__, #call);                                                              \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-#endif
 
-#define FL_CUBLAS_CHECK(call)                                                                      \
-    do {                                                                                           \
-        cublasStatus_t st_ = (call);                                                               \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "cuBLAS error %s (%d) at %s:%d: %s\n", cublasLtGetStatusString(st_),   \
-                    (int)st_, __FILE__, __LINE__, #call);                                          \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
 
 #define FL_GEMM_REQUIRE(cond, ...)                                                                 \
     do {                                                                                           \
