@@ -209,7 +209,8 @@ int main(void)
 
     /* 6. Malformed inputs: exit 1, message names the file, nothing left behind. */
     const float two[2] = { 1, 2 };
-    write_bytes("badmagic.npy", "\x93NUMPZ\x01\x00\x10\x00{}", 16);
+    static const char badmagic[] = "\x93NUMPZ\x01\x00\x10\x00{}      ";
+    write_bytes("badmagic.npy", badmagic, sizeof badmagic - 1);
     write_npy_raw("trunc.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }", two, sizeof two);
     write_npy_raw("trail.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", two, sizeof two);
     write_npy_raw("badhdr.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, }", two, sizeof two);
