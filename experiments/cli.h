@@ -13,7 +13,15 @@ enum { FL_EXIT_OK = 0, FL_EXIT_FAIL = 1, FL_EXIT_USAGE = 2, FL_EXIT_GATE = 3 };
 
 int fl_cmd_formats(int argc, char **argv);
 int fl_cmd_convert(int argc, char **argv);
+int fl_cmd_ulp(int argc, char **argv);
 int fl_cmd_quant(int argc, char **argv);
+int fl_cmd_train(int argc, char **argv);
+int fl_cmd_plot(int argc, char **argv);
+int fl_cmd_demo(int argc, char **argv);
+/* Plot runs (cmd_plot.c), used by plot and demo: writes PNGs into out. */
+int fl_plot_runs(const char *out, const char *title, int nrun, char **runs);
+int fl_cmd_ref(int argc, char **argv);
+int fl_cmd_order(int argc, char **argv);
 
 /* Print "fp8lab CMD: message" to stderr (printf-style) and return FL_EXIT_USAGE. */
 int fl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

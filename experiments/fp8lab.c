@@ -10,7 +10,13 @@ static const struct {
 } commands[] = {
     { "formats", fl_cmd_formats, "table of every number format (bits, bias, range, specials)" },
     { "convert", fl_cmd_convert, "convert a .npy array into a format (rounding, saturation)" },
+    { "ulp", fl_cmd_ulp, "validate a kernel's outputs against the MPFR reference (ulp errors, exact)" },
+    { "train", fl_cmd_train, "train a small transformer under a precision recipe (telemetry, checkpoints)" },
+    { "plot", fl_cmd_plot, "PNG plots of training runs (loss, amax, alignment, saturation), overlaid" },
+    { "demo", fl_cmd_demo, "the FP8 SwiGLU instability reproduction (bf16 / fp8 SwiGLU / fp8 Smooth-SwiGLU)" },
     { "quant", fl_cmd_quant, "saturation / flush-to-zero / error of a tensor under each format and scaling" },
+    { "ref", fl_cmd_ref, "MPFR reference: activations and derivatives, correctly rounded into a format" },
+    { "order", fl_cmd_order, "safe polynomial order of PolyReLU / PolyNorm per format, scaling and strategy" },
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,439 @@
+/* cmd_demo.c — `fp8lab demo`: the FP8 SwiGLU instability reproduction.
+ *
+ * One configuration, one seed, three runs (experiments/TRAINING.md explains the choices):
+ *   swiglu        bf16           the control
+ *   swiglu        fp8-delayed    TransformerEngine-style delayed scaling
+ *   smooth_swiglu fp8-delayed    the same FP8 recipe with per-channel smoothing of the SwiGLU output
+ * The runs are independent processes (one thread each: three runs on a small machine finish
+ * sooner side by side than one after another with all threads).  Afterwards the demo reads each
+ * run's summary.json and metrics.csv -- measured telemetry only -- and checks the required outcome:
+ *   the SwiGLU FP8 run diverges (train.h's criterion), the BF16 control and the Smooth-SwiGLU FP8
+ *   run do not, and Smooth-SwiGLU's final loss is within 5% of BF16's;
+ * and reports the causal chain: gate/up alignment at the start and end, the growth of the SwiGLU
+ * output's amax against its input's (log-log slope), the first saturation at the down
+ * projection's input cast and the divergence step.  Exit status 0 when the outcome holds, 3
+ * (a failed gate) when it does not: the numbers are printed either way.
+ */
+#include "cli.h"
+#include "train.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const help =
+    "usage: fp8lab demo [--out DIR] [--json FILE] [--long] [--sequential] [train options]\n"
+    "\n"
+    "Reproduces the FP8 SwiGLU instability (Fishman et al., ICLR 2025) on a CPU: from one seed and one\n"
+    "configuration it trains SwiGLU in bf16, SwiGLU in fp8-delayed and Smooth-SwiGLU in the same FP8\n"
+    "recipe, then reports from the measured telemetry whether SwiGLU/FP8 diverged while the others\n"
+    "did not, and the causal chain (alignment, amax growth, saturation before divergence).\n"
+    "  --out DIR      run folders, plots and demo.json go here (default demo-out)\n"
+    "  --json FILE    also write {\"runs\": [{act, recipe, diverged, diverged_step, final_loss,\n"
+    "                 alignment_start, alignment_end, amax_max, saturated_total}, ...]} to FILE\n"
+    "  --long         the same experiment for hours (more steps; same configuration otherwise)\n"
+    "  --sequential   run the three trainings one after another with all threads\n"
+    "  train options  any 'fp8lab train' option changes all three runs alike (ablations), e.g.\n"
+    "                 --wd 0, --fp8-overflow saturate, --amax-history 16, --seed 2, --steps N;\n"
+    "                 --recipe R replaces fp8-delayed in the two FP8 runs (fp8-current, fp8-block, mxfp8)\n"
+    "Exit status: 0 the outcome was reproduced, 3 it was not (numbers printed either way).\n";
+
+/* The demo's configuration (TRAINING.md: why each lever). */
+static void demo_preset(fl_train_cfg *c, int lng)
+{
+    fl_train_cfg_default(c);
+    c->model.C = 64;
+    c->model.L = 2;
+    c->model.H = 4;
+    c->model.F = 256;
+    c->model.T = 64;
+    c->model.B = 16;
+    c->lr = 3e-3f;
+    c->wd = 1.0f;
+    c->schedule = FL_SCHED_CONSTANT;
+    c->warmup = 100;
+    c->steps = lng ? 40000 : 2000;
+    c->seed = 1;
+    c->recipe.kind = FL_RECIPE_FP8_DELAYED;
+    c->recipe.history = 1024;
+    c->recipe.algo = FL_AMAX_MAX;
+    c->recipe.margin = 0;
+    c->recipe.nosat = 0;
+    c->log_every = 20;
+    c->ckpt_every = lng ? 2000 : 1000000;
+}
+
+typedef struct {
+    const char *name; /* folder */
+    fl_act act;
+    int fp8;
+} demo_run;
+
+static const demo_run runs[3] = {
+    { "swiglu-bf16", { FL_ACT_SWIGLU, 0 }, 0 },
+    { "swiglu-fp8", { FL_ACT_SWIGLU, 0 }, 1 },
+    { "smooth_swiglu-fp8", { FL_ACT_SMOOTH_SWIGLU, 0 }, 1 },
+};
+
+typedef struct {
+    json_t *sum;   /* summary.json */
+    double slope;  /* log-log slope of act_amax vs ffn_in_amax */
+    double in_growth, act_growth; /* amax end / start (first and last 5% of steps, medians) */
+    uint64_t sat_before_div;      /* saturated elements at down.in before the divergence step */
+    long nrows;
+} demo_result;
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, long n)
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[n / 2];
+}
+
+/* Read metrics.csv: the amax-growth statistics (finite rows only, before any divergence). */
+static int analyse_metrics(demo_result *r, const char *dir, long div_step)
+{
+    char p[13000];
+    snprintf(p, sizeof p, "%s/metrics.csv", dir);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return -1;
+    char line[2048];
+    long cap = 1024, n = 0;
+    double *xin = malloc((size_t)cap * sizeof *xin), *xact = malloc((size_t)cap * sizeof *xact);
+    if (!fgets(line, sizeof line, f)) { /* header */
+        fclose(f);
+        return -1;
+    }
+    r->sat_before_div = 0;
+    while (fgets(line, sizeof line, f)) {
+        double v[20];
+        int k = 0;
+        char *s = line;
+        while (k < 20) {
+            v[k++] = strtod(s, &s);
+            if (*s != ',')
+                break;
+            s++;
+        }
+        if (k < 15)
+            continue;
+        const long step = (long)v[0];
+        if (div_step >= 0 && step >= div_step)
+            break;
+        r->sat_before_div += (uint64_t)v[14];
+        if (!(v[5] > 0) || !(v[6] > 0) || !isfinite(v[5]) || !isfinite(v[6]))
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            xin = realloc(xin, (size_t)cap * sizeof *xin);
+            xact = realloc(xact, (size_t)cap * sizeof *xact);
+        }
+        xin[n] = log(v[5]);
+        xact[n] = log(v[6]);
+        n++;
+    }
+    fclose(f);
+    r->nrows = n;
+    /* least-squares slope of log act vs log in */
+    double mx = 0, my = 0;
+    for (long i = 0; i < n; i++) {
+        mx += xin[i];
+        my += xact[i];
+    }
+    mx /= (double)(n ? n : 1);
+    my /= (double)(n ? n : 1);
+    double sxy = 0, sxx = 0;
+    for (long i = 0; i < n; i++) {
+        sxy += (xin[i] - mx) * (xact[i] - my);
+        sxx += (xin[i] - mx) * (xin[i] - mx);
+    }
+    r->slope = sxx > 0 ? sxy / sxx : NAN;
+    const long w = n / 20 > 0 ? n / 20 : 1;
+    if (n >= 2 * w) {
+        double *t = malloc((size_t)w * sizeof *t);
+        for (long i = 0; i < w; i++) t[i] = xin[i];
+        const double in0 = median(t, w);
+        for (long i = 0; i < w; i++) t[i] = xin[n - w + i];
+        const double in1 = median(t, w);
+        for (long i = 0; i < w; i++) t[i] = xact[i];
+        const double a0 = median(t, w);
+        for (long i = 0; i < w; i++) t[i] = xact[n - w + i];
+        const double a1 = median(t, w);
+        free(t);
+        r->in_growth = exp(in1 - in0);
+        r->act_growth = exp(a1 - a0);
+    } else {
+        r->in_growth = r->act_growth = NAN;
+    }
+    free(xin);
+    free(xact);
+    return 0;
+}
+
+static double jnum(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static json_t *jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+int fl_cmd_demo(int argc, char **argv)
+{
+    const char *cmd = "demo";
+    fl_blas_ensure_coretype(argv - 1);
+    const char *out = "demo-out", *json_path = NULL;
+    int lng = 0, sequential = 0, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(help, stdout);
+            return FL_EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--long"))
+            lng = 1;
+    }
+    fl_train_cfg base;
+    demo_preset(&base, lng);
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "--long"))
+            continue;
+        if (!strcmp(f, "--sequential")) {
+            sequential = 1;
+            continue;
+        }
+        if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--threads")) {
+            if (!v)
+                return fl_cli_usage_error(cmd, "%s needs a value", f);
+            if (!strcmp(f, "--out"))
+                out = v;
+            else if (!strcmp(f, "--json"))
+                json_path = v;
+            else {
+                unsigned long long x;
+                if (fl_cli_parse_u64(&x, v) || x < 1 || x > 256)
+                    return fl_cli_usage_error(cmd, "--threads needs a count 1..256");
+                threads = (int)x;
+            }
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--act") || !strcmp(f, "--out") || !strcmp(f, "--resume"))
+            return fl_cli_usage_error(cmd, "%s is fixed by the demo", f);
+        int used = 0;
+        const int r = fl_train_parse_flag(&base, cmd, f, v, &used);
+        if (r == 2)
+            return FL_EXIT_USAGE;
+        if (r == 1)
+            return fl_cli_usage_error(cmd, "unknown option '%s'", f);
+        i += used;
+    }
+    if (!fl_recipe_is_fp8((fl_recipe_kind)base.recipe.kind))
+        return fl_cli_usage_error(cmd, "--recipe must be an FP8 recipe (it replaces fp8-delayed in the FP8 runs)");
+    const char *why = fl_train_cfg_check(&base);
+    if (why)
+        return fl_cli_usage_error(cmd, "%s", why);
+    if (mkdir(out, 0755) && errno != EEXIST) {
+        fprintf(stderr, "fp8lab demo: %s: cannot create: %s\n", out, strerror(errno));
+        return FL_EXIT_FAIL;
+    }
+
+    fl_train_cfg cfgs[3];
+    char dirs[3][4200];
+    for (int k = 0; k < 3; k++) {
+        cfgs[k] = base;
+        cfgs[k].model.act = runs[k].act;
+        if (!runs[k].fp8)
+            cfgs[k].recipe.kind = FL_RECIPE_BF16;
+        snprintf(dirs[k], sizeof dirs[k], "%s/%s", out, runs[k].name);
+    }
+    printf("fp8lab demo: seed %llu, %llu steps, d_model %u, %u layers, ffn %u, seq %u, batch %u, lr %g constant, "
+           "wd %g, %s (history %u, %s, margin %d, %s casts)\n",
+           (unsigned long long)base.seed, (unsigned long long)base.steps, base.model.C, base.model.L, base.model.F,
+           base.model.T, base.model.B, base.lr, base.wd, fl_recipe_name((fl_recipe_kind)base.recipe.kind),
+           base.recipe.history, fl_amax_algo_name((fl_amax_algo)base.recipe.algo), base.recipe.margin,
+           base.recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating");
+    printf("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)base.recipe.kind),
+           fl_recipe_name((fl_recipe_kind)base.recipe.kind), out);
+    fflush(stdout);
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int failed = 0;
+    if (sequential) {
+        for (int k = 0; k < 3; k++) {
+            fl_train_opts o = { dirs[k], threads, 0, 0 };
+            if (fl_train_run(&cfgs[k], &o) != FL_EXIT_OK)
+                failed = 1;
+        }
+    } else {
+        pid_t pid[3];
+        for (int k = 0; k < 3; k++) {
+            fflush(NULL);
+            pid[k] = fork();
+            if (pid[k] < 0) {
+                fprintf(stderr, "fp8lab demo: fork failed: %s\n", strerror(errno));
+                return FL_EXIT_FAIL;
+            }
+            if (pid[k] == 0) {
+                fl_train_opts o = { dirs[k], threads ? threads : 1, 1, 0 };
+                _exit(fl_train_run(&cfgs[k], &o));
+            }
+        }
+        const int tty = isatty(2);
+        int left = 3;
+        while (left) {
+            int st;
+            pid_t w = waitpid(-1, &st, tty ? WNOHANG : 0);
+            if (w > 0) {
+                left--;
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                    failed = 1;
+                continue;
+            }
+            if (w < 0)
+                break;
+            /* progress: rows of each metrics.csv */
+            fprintf(stderr, "\r  progress:");
+            for (int k = 0; k < 3; k++) {
+                char p[13000];
+                snprintf(p, sizeof p, "%s/metrics.csv", dirs[k]);
+                FILE *f = fopen(p, "r");
+                long rows = -1;
+                if (f) {
+                    int c;
+                    while ((c = getc(f)) != EOF)
+                        rows += c == '\n';
+                    fclose(f);
+                }
+                fprintf(stderr, "  %s %ld/%llu", runs[k].name, rows < 0 ? 0 : rows, (unsigned long long)base.steps);
+            }
+            fflush(stderr);
+            sleep(2);
+        }
+        if (tty)
+            fputc('\n', stderr);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (failed) {
+        fprintf(stderr, "fp8lab demo: a training run failed (see the messages above)\n");
+        return FL_EXIT_FAIL;
+    }
+
+    /* read back the measured outcome */
+    demo_result res[3];
+    memset(res, 0, sizeof res);
+    for (int k = 0; k < 3; k++) {
+        char p[13000];
+        snprintf(p, sizeof p, "%s/summary.json", dirs[k]);
+        json_error_t je;
+        res[k].sum = json_load_file(p, 0, &je);
+        if (!res[k].sum) {
+            fprintf(stderr, "fp8lab demo: %s: %s\n", p, je.text);
+            return FL_EXIT_FAIL;
+        }
+        const long ds = json_is_true(json_object_get(res[k].sum, "diverged"))
+                            ? (long)jnum(res[k].sum, "diverged_step") : -1;
+        analyse_metrics(&res[k], dirs[k], ds);
+    }
+    char *plot_runs[3] = { dirs[0], dirs[1], dirs[2] };
+    char title[256];
+    snprintf(title, sizeof title, "demo seed %llu:", (unsigned long long)base.seed);
+    const int prc = fl_plot_runs(out, title, 3, plot_runs);
+
+    json_t *jr = json_array();
+    printf("\n%-14s %-12s %-9s %-8s %-10s %-9s %-9s %-9s %-7s %-10s %-10s\n", "act", "recipe", "diverged", "at step",
+           "final loss", "align 0", "align end", "amax max", "slope", "sat(down)", "sat(all)");
+    for (int k = 0; k < 3; k++) {
+        json_t *s = res[k].sum;
+        const int dv = json_is_true(json_object_get(s, "diverged"));
+        const double fl = jnum(s, "final_loss");
+        json_t *o = json_object();
+        json_object_set_new(o, "act", json_string(fl_act_name(cfgs[k].model.act)));
+        json_object_set_new(o, "recipe", json_string(fl_recipe_name((fl_recipe_kind)cfgs[k].recipe.kind)));
+        json_object_set_new(o, "diverged", json_boolean(dv));
+        json_object_set_new(o, "diverged_step", dv ? json_integer((json_int_t)jnum(s, "diverged_step")) : json_null());
+        json_object_set_new(o, "final_loss", jnum_or_null(fl));
+        json_object_set_new(o, "alignment_start", jnum_or_null(jnum(s, "alignment_start")));
+        json_object_set_new(o, "alignment_end", jnum_or_null(jnum(s, "alignment_end")));
+        json_object_set_new(o, "amax_max", jnum_or_null(jnum(s, "amax_max")));
+        json_object_set_new(o, "saturated_total", json_integer((json_int_t)jnum(s, "saturated_total")));
+        json_object_set_new(o, "down_in_saturated_total", json_integer((json_int_t)jnum(s, "down_in_saturated_total")));
+        json_object_set_new(o, "down_in_saturated_before_divergence", json_integer((json_int_t)res[k].sat_before_div));
+        json_object_set_new(o, "first_down_in_saturation_step", json_incref(json_object_get(s, "first_down_in_saturation_step")));
+        json_object_set_new(o, "nan_produced_total", json_integer((json_int_t)jnum(s, "nan_produced_total")));
+        json_object_set_new(o, "amax_loglog_slope", jnum_or_null(res[k].slope));
+        json_object_set_new(o, "ffn_in_amax_growth", jnum_or_null(res[k].in_growth));
+        json_object_set_new(o, "act_amax_growth", jnum_or_null(res[k].act_growth));
+        json_object_set_new(o, "steps_done", json_incref(json_object_get(s, "steps_done")));
+        json_object_set_new(o, "steps_per_s", json_incref(json_object_get(s, "steps_per_s")));
+        json_object_set_new(o, "dir", json_string(dirs[k]));
+        json_array_append_new(jr, o);
+        char at[32] = "-";
+        if (dv)
+            snprintf(at, sizeof at, "%lld", (long long)jnum(s, "diverged_step"));
+        printf("%-14s %-12s %-9s %-8s %-10.4f %-9.3f %-9.3f %-9.4g %-7.2f %-10lld %-10lld\n", fl_act_name(cfgs[k].model.act),
+               fl_recipe_name((fl_recipe_kind)cfgs[k].recipe.kind), dv ? "YES" : "no", at, fl,
+               jnum(s, "alignment_start"), jnum(s, "alignment_end"), jnum(s, "amax_max"), res[k].slope,
+               (long long)jnum(s, "down_in_saturated_total"), (long long)jnum(s, "saturated_total"));
+    }
+    /* the required outcome */
+    const int d_bf = json_is_true(json_object_get(res[0].sum, "diverged"));
+    const int d_sw = json_is_true(json_object_get(res[1].sum, "diverged"));
+    const int d_sm = json_is_true(json_object_get(res[2].sum, "diverged"));
+    const double l_bf = jnum(res[0].sum, "final_loss"), l_sm = jnum(res[2].sum, "final_loss");
+    const double rel = fabs(l_sm - l_bf) / l_bf;
+    const int ok = d_sw && !d_bf && !d_sm && isfinite(rel) && rel <= 0.05;
+    printf("\n  SwiGLU/FP8 %s", d_sw ? "diverged" : "did NOT diverge");
+    if (d_sw)
+        printf(" at step %lld (%s)", (long long)jnum(res[1].sum, "diverged_step"),
+               json_string_value(json_object_get(res[1].sum, "divergence")));
+    printf("; BF16 control %s; Smooth-SwiGLU/FP8 %s; Smooth vs BF16 final loss %+.2f%%\n",
+           d_bf ? "DIVERGED" : "stable", d_sm ? "DIVERGED" : "stable", 100.0 * (l_sm - l_bf) / l_bf);
+    printf("  chain (SwiGLU/FP8): alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax grew x%.3g while its input's grew x%.3g "
+           "(log-log slope %.2f); %llu saturated down-projection inputs %s, the first at step %s\n",
+           jnum(res[1].sum, "alignment_start"), jnum(res[1].sum, "alignment_end"), res[1].act_growth, res[1].in_growth,
+           res[1].slope, (unsigned long long)res[1].sat_before_div, d_sw ? "before the divergence" : "in the run",
+           json_is_integer(json_object_get(res[1].sum, "first_down_in_saturation_step"))
+               ? json_dumps(json_object_get(res[1].sum, "first_down_in_saturation_step"), JSON_ENCODE_ANY) : "none");
+    printf("  outcome: %s   (%.0f s wall; plots in %s/*.png)\n", ok ? "REPRODUCED" : "NOT reproduced", wall, out);
+
+    json_t *doc = json_object();
+    json_object_set_new(doc, "runs", jr);
+    json_object_set_new(doc, "reproduced", json_boolean(ok));
+    json_object_set_new(doc, "smooth_vs_bf16_final_loss_rel", jnum_or_null(rel));
+    json_object_set_new(doc, "wall_s", json_real(wall));
+    json_object_set_new(doc, "divergence_criterion",
+                        json_string("non-finite loss, or loss EMA above its running minimum by more than div_margin nats "
+                                    "for div_window consecutive steps (experiments/train.h)"));
+    char jp[4300];
+    snprintf(jp, sizeof jp, "%s/demo.json", out);
+    int jerr = json_dump_file(doc, jp, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    if (json_path)
+        jerr |= json_dump_file(doc, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    json_decref(doc);
+    for (int k = 0; k < 3; k++)
+        json_decref(res[k].sum);
+    if (jerr) {
+        fprintf(stderr, "fp8lab demo: cannot write %s\n", json_path ? json_path : jp);
+        return FL_EXIT_FAIL;
+    }
+    if (prc != FL_EXIT_OK)
+        return prc;
+    return ok ? FL_EXIT_OK : FL_EXIT_GATE;
+}

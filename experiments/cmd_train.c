@@ -1,0 +1,302 @@
+/* cmd_train.c — `fp8lab train`: parse the flags into a configuration and run it (train.c). */
+#include "cli.h"
+#include "train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const help =
+    "usage: fp8lab train --act ACT --recipe RECIPE --steps N --seed S --out DIR [options]\n"
+    "       fp8lab train --resume DIR [--threads N] [--quiet]\n"
+    "\n"
+    "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
+    "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
+    "layer's casts.  Writes DIR/metrics.csv (every step), DIR/telemetry.jsonl (per cast site, every\n"
+    "--log-every steps), DIR/checkpoint.bin (every --ckpt-every steps, at the end, on SIGINT/SIGTERM),\n"
+    "DIR/config.json and DIR/summary.json.  --resume continues a run bit-identically.\n"
+    "\n"
+    "  --act ACT          relu gelu swiglu smooth_swiglu (per channel) smooth_swiglu_token (per token)\n"
+    "                     polyrelu[2-4] polynorm[2-4] (default swiglu; poly order 3 without a digit)\n"
+    "  --recipe R         fp32 bf16 fp8-delayed fp8-current fp8-block mxfp8 (default bf16)\n"
+    "  --steps N          training steps (1000)            --seed S   seed of init, data, batches (1)\n"
+    "  --out DIR          run folder (required unless --resume)\n"
+    "model:   --width C (64) --layers L (2) --heads H (4) --ffn F (256) --seq T (64) --batch B (16)\n"
+    "         --init-std X (0.02)\n"
+    "optim:   --lr X (1e-3) --lr-min FRAC (0.1 of lr) --schedule cosine|constant --warmup N (100)\n"
+    "         --wd X (0.1, decoupled) --beta1 X (0.9) --beta2 X (0.95) --adam-eps X (1e-8) --clip X (1.0; 0 off)\n"
+    "recipe:  --amax-history N (1024) --amax-algo max|most_recent --margin M (0) --pow2 (power-of-two\n"
+    "         scales) --fp8-overflow saturate|nan (saturate = TE; nan = PyTorch eager <= 2.11 / ml_dtypes)\n"
+    "         --fp8-adam (Adam m1 e4m3, m2 e5m2) --fast-accum (needs the FP8 GEMM twin)\n"
+    "data:    --data synthetic|triggers|FILE (a text file; bytes are tokens) --data-len N (generated length, 2^20)\n"
+    "         --trigger-rate P (0.002) --trigger-len N (8): rare trigger events of --data triggers (data.h)\n"
+    "logs:    --log-every K (10) --ckpt-every K (500)\n"
+    "diverge: --div-margin NATS (1.0) --div-window STEPS (100) --div-ema W (0.02) --no-stop-on-divergence\n"
+    "run:     --threads N (default: all cores; stored in the checkpoint) --quiet\n"
+    "Divergence: a non-finite loss, or the loss EMA above its running minimum by more than --div-margin\n"
+    "for --div-window consecutive steps.  Exit status 0 also for a diverged run; 1 when interrupted.\n";
+
+static int pu32(uint32_t *o, const char *v, unsigned long long lo, unsigned long long hi)
+{
+    unsigned long long x;
+    if (fl_cli_parse_u64(&x, v) || x < lo || x > hi)
+        return -1;
+    *o = (uint32_t)x;
+    return 0;
+}
+
+static int pf(float *o, const char *v)
+{
+    double x;
+    if (fl_cli_parse_double(&x, v))
+        return -1;
+    *o = (float)x;
+    return 0;
+}
+
+int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, const char *val, int *used)
+{
+    *used = 1;
+    fl_model_cfg *m = &c->model;
+    fl_recipe_cfg *r = &c->recipe;
+#define NEED()                                                                                     \
+    do {                                                                                           \
+        if (!val)                                                                                  \
+            return fl_cli_usage_error(cmd, "%s needs a value", flag), 2;                           \
+    } while (0)
+#define BAD() return fl_cli_usage_error(cmd, "bad value for %s: '%s'", flag, val), 2
+    if (!strcmp(flag, "--act")) {
+        NEED();
+        fl_act a;
+        if (fl_act_parse(&a, val))
+            return fl_cli_usage_error(cmd, "unknown activation '%s' (relu gelu swiglu smooth_swiglu smooth_swiglu_token polyrelu[2-4] polynorm[2-4])", val), 2;
+        m->act = a;
+    } else if (!strcmp(flag, "--recipe")) {
+        NEED();
+        fl_recipe_kind k;
+        if (fl_recipe_parse(&k, val))
+            return fl_cli_usage_error(cmd, "unknown recipe '%s' (fp32 bf16 fp8-delayed fp8-current fp8-block mxfp8)", val), 2;
+        r->kind = k;
+    } else if (!strcmp(flag, "--steps")) {
+        NEED();
+        unsigned long long x;
+        if (fl_cli_parse_u64(&x, val) || x < 1 || x > 100000000ull)
+            BAD();
+        c->steps = x;
+    } else if (!strcmp(flag, "--seed")) {
+        NEED();
+        unsigned long long x;
+        if (fl_cli_parse_u64(&x, val))
+            BAD();
+        c->seed = x;
+    } else if (!strcmp(flag, "--width")) {
+        NEED();
+        if (pu32(&m->C, val, 4, 4096)) BAD();
+    } else if (!strcmp(flag, "--layers")) {
+        NEED();
+        if (pu32(&m->L, val, 1, 64)) BAD();
+    } else if (!strcmp(flag, "--heads")) {
+        NEED();
+        if (pu32(&m->H, val, 1, 4096)) BAD();
+    } else if (!strcmp(flag, "--ffn")) {
+        NEED();
+        if (pu32(&m->F, val, 1, 65536)) BAD();
+    } else if (!strcmp(flag, "--seq")) {
+        NEED();
+        if (pu32(&m->T, val, 2, 4096)) BAD();
+    } else if (!strcmp(flag, "--batch")) {
+        NEED();
+        if (pu32(&m->B, val, 1, 4096)) BAD();
+    } else if (!strcmp(flag, "--init-std")) {
+        NEED();
+        if (pf(&m->init_std, val) || !(m->init_std > 0 && m->init_std < 10)) BAD();
+    } else if (!strcmp(flag, "--lr")) {
+        NEED();
+        if (pf(&c->lr, val)) BAD();
+    } else if (!strcmp(flag, "--lr-min")) {
+        NEED();
+        if (pf(&c->lr_min_frac, val)) BAD();
+    } else if (!strcmp(flag, "--schedule")) {
+        NEED();
+        if (!strcmp(val, "cosine")) c->schedule = FL_SCHED_COSINE;
+        else if (!strcmp(val, "constant")) c->schedule = FL_SCHED_CONSTANT;
+        else BAD();
+    } else if (!strcmp(flag, "--warmup")) {
+        NEED();
+        if (pu32(&c->warmup, val, 0, 100000000)) BAD();
+    } else if (!strcmp(flag, "--wd")) {
+        NEED();
+        if (pf(&c->wd, val)) BAD();
+    } else if (!strcmp(flag, "--beta1")) {
+        NEED();
+        if (pf(&c->beta1, val)) BAD();
+    } else if (!strcmp(flag, "--beta2")) {
+        NEED();
+        if (pf(&c->beta2, val)) BAD();
+    } else if (!strcmp(flag, "--adam-eps")) {
+        NEED();
+        if (pf(&c->adam_eps, val)) BAD();
+    } else if (!strcmp(flag, "--clip")) {
+        NEED();
+        if (pf(&c->clip, val)) BAD();
+    } else if (!strcmp(flag, "--amax-history")) {
+        NEED();
+        if (pu32(&r->history, val, 1, 1u << 20)) BAD();
+    } else if (!strcmp(flag, "--amax-algo")) {
+        NEED();
+        fl_amax_algo a;
+        if (fl_amax_algo_parse(&a, val)) BAD();
+        r->algo = a;
+    } else if (!strcmp(flag, "--margin")) {
+        NEED();
+        double x;
+        if (fl_cli_parse_double(&x, val) || x != (int)x || x < -127 || x > 127) BAD();
+        r->margin = (int32_t)x;
+    } else if (!strcmp(flag, "--fp8-overflow")) {
+        NEED();
+        if (!strcmp(val, "saturate")) r->nosat = 0;
+        else if (!strcmp(val, "nan")) r->nosat = 1;
+        else BAD();
+    } else if (!strcmp(flag, "--data")) {
+        NEED();
+        if (!strcmp(val, "synthetic") || !strcmp(val, "triggers")) {
+            c->data_kind = !strcmp(val, "synthetic") ? FL_DATA_SYNTHETIC : FL_DATA_TRIGGERS;
+            memset(c->data_path, 0, sizeof c->data_path);
+        } else {
+            if (strlen(val) >= sizeof c->data_path)
+                BAD();
+            c->data_kind = FL_DATA_TEXT;
+            memset(c->data_path, 0, sizeof c->data_path);
+            memcpy(c->data_path, val, strlen(val));
+        }
+    } else if (!strcmp(flag, "--data-len")) {
+        NEED();
+        unsigned long long x;
+        if (fl_cli_parse_u64(&x, val) || x > (1ull << 30)) BAD();
+        c->data_len = x;
+    } else if (!strcmp(flag, "--trigger-rate")) {
+        NEED();
+        if (pf(&c->trigger_rate, val)) BAD();
+    } else if (!strcmp(flag, "--trigger-len")) {
+        NEED();
+        if (pu32(&c->trigger_len, val, 1, 64)) BAD();
+    } else if (!strcmp(flag, "--log-every")) {
+        NEED();
+        if (pu32(&c->log_every, val, 1, 100000000)) BAD();
+    } else if (!strcmp(flag, "--ckpt-every")) {
+        NEED();
+        if (pu32(&c->ckpt_every, val, 1, 100000000)) BAD();
+    } else if (!strcmp(flag, "--div-margin")) {
+        NEED();
+        if (pf(&c->div_margin, val)) BAD();
+    } else if (!strcmp(flag, "--div-window")) {
+        NEED();
+        if (pu32(&c->div_window, val, 1, 100000000)) BAD();
+    } else if (!strcmp(flag, "--div-ema")) {
+        NEED();
+        if (pf(&c->div_ema, val)) BAD();
+    } else {
+        *used = 0;
+        if (!strcmp(flag, "--pow2")) r->pow2 = 1;
+        else if (!strcmp(flag, "--fp8-adam")) r->fp8_adam = 1;
+        else if (!strcmp(flag, "--fast-accum")) r->fast_accum = 1;
+        else if (!strcmp(flag, "--no-stop-on-divergence")) c->stop_on_div = 0;
+        else return 1;
+    }
+#undef NEED
+#undef BAD
+    return 0;
+}
+
+/* The first field where two configurations differ, for the mismatch message. */
+static const char *cfg_diff(const fl_train_cfg *a, const fl_train_cfg *b)
+{
+    if (memcmp(&a->model.act, &b->model.act, sizeof a->model.act)) return "--act";
+    if (memcmp(&a->model, &b->model, sizeof a->model)) return "a model flag (--width/--layers/--heads/--ffn/--seq/--batch/--init-std)";
+    if (memcmp(&a->recipe, &b->recipe, sizeof a->recipe)) return "a recipe flag (--recipe/--amax-*/--margin/--pow2/--fp8-*)";
+    if (a->steps != b->steps) return "--steps";
+    if (a->seed != b->seed) return "--seed";
+    if (a->data_kind != b->data_kind || memcmp(a->data_path, b->data_path, sizeof a->data_path) || a->data_len != b->data_len ||
+        a->trigger_rate != b->trigger_rate || a->trigger_len != b->trigger_len)
+        return "--data";
+    return "an optimizer, logging or divergence flag";
+}
+
+int fl_cmd_train(int argc, char **argv)
+{
+    const char *cmd = "train";
+    fl_blas_ensure_coretype(argv - 1); /* argv is main's argv + 1 (experiments/fp8lab.c) */
+    fl_train_cfg cfg;
+    fl_train_cfg_default(&cfg);
+    fl_train_opts opts = { 0 };
+    const char *resume = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(help, stdout);
+            return FL_EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--resume")) {
+            if (i + 1 >= argc)
+                return fl_cli_usage_error(cmd, "--resume needs a run folder");
+            resume = argv[++i];
+        }
+    }
+    fl_train_cfg ck;
+    if (resume) {
+        fl_train_state st;
+        char err[4600];
+        if (fl_train_read_cfg(&ck, &st, resume, err, sizeof err)) {
+            fprintf(stderr, "fp8lab train: %s\n", err);
+            return FL_EXIT_FAIL;
+        }
+        cfg = ck;
+        opts.resume = 1;
+        opts.dir = resume;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "--resume")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--out")) {
+            if (!v)
+                return fl_cli_usage_error(cmd, "--out needs a folder");
+            if (resume)
+                return fl_cli_usage_error(cmd, "--out and --resume exclude each other (--resume continues in its own folder)");
+            opts.dir = v;
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--threads")) {
+            unsigned long long x;
+            if (!v || fl_cli_parse_u64(&x, v) || x < 1 || x > 256)
+                return fl_cli_usage_error(cmd, "--threads needs a count 1..256");
+            opts.threads = (int)x;
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--quiet")) {
+            opts.quiet = 1;
+            continue;
+        }
+        int used = 0;
+        const int r = fl_train_parse_flag(&cfg, cmd, f, v, &used);
+        if (r == 2)
+            return FL_EXIT_USAGE;
+        if (r == 1)
+            return fl_cli_usage_error(cmd, "unknown option '%s'", f);
+        i += used;
+    }
+    if (!opts.dir)
+        return fl_cli_usage_error(cmd, "--out DIR is required (or --resume DIR)");
+    if (resume && memcmp(&cfg, &ck, sizeof cfg)) {
+        fprintf(stderr, "fp8lab train: %s/checkpoint.bin: checkpoint refused: %s differs from the run's configuration "
+                        "(resume takes the configuration from the checkpoint; start a new run with --out for a different one)\n",
+                resume, cfg_diff(&cfg, &ck));
+        return FL_EXIT_FAIL;
+    }
+    const char *why = fl_train_cfg_check(&cfg);
+    if (why)
+        return fl_cli_usage_error(cmd, "%s", why);
+    return fl_train_run(&cfg, &opts);
+}

@@ -1,0 +1,197 @@
+/* data.c — embedded corpus generator, text loader, batches (see data.h). */
+#include "data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_u64(rng *r) { return mix64(r->s += 0x9E3779B97F4A7C15ull); }
+static double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1p-53; }
+
+static uint64_t fnv1a(const uint16_t *t, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (t[i] & 0xFF)) * 0x100000001b3ull;
+        h = (h ^ (t[i] >> 8)) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+#define SYN_V 256
+#define SYN_SUCC 4
+
+int fl_data_synthetic(fl_data *d, uint64_t seed, size_t n) { return fl_data_synthetic_ex(d, seed, n, 0.0f, 0); }
+
+int fl_data_synthetic_ex(fl_data *d, uint64_t seed, size_t n, float trigger_rate, uint32_t trigger_len)
+{
+    memset(d, 0, sizeof *d);
+    d->tok = malloc((n ? n : 1) * sizeof *d->tok);
+    if (!d->tok)
+        return -1;
+    d->n = n;
+    d->V = SYN_V;
+    rng r = { seed ^ 0xD47A5EEDull };
+    /* With triggers, token SYN_V-1 is the trigger and never drawn otherwise: the grammar and the
+       Zipf draws use 1..Vb-1.  Without triggers Vb = SYN_V and the stream is the original one. */
+    const int trig = trigger_rate > 0.0f && trigger_len > 0;
+    const int Vb = trig ? SYN_V - 1 : SYN_V;
+    rng rt = { seed ^ 0x7216CE85ull }; /* trigger decisions and payload: their own stream */
+    uint16_t payload[64];
+    for (uint32_t k = 0; k < trigger_len && k < 64; k++)
+        payload[k] = (uint16_t)(1 + rng_u64(&rt) % (uint64_t)(Vb - 1));
+    /* Zipf cumulative over tokens 1..V-1 (token 0 is the separator), in a seeded random order */
+    double cdf[SYN_V];
+    uint16_t perm[SYN_V];
+    for (int i = 0; i < SYN_V; i++)
+        perm[i] = (uint16_t)i;
+    for (int i = Vb - 1; i > 1; i--) {
+        const int j = 1 + (int)(rng_u64(&r) % (uint64_t)i);
+        const uint16_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    double z = 0.0;
+    for (int k = 1; k < Vb; k++) {
+        z += pow((double)k, -1.1);
+        cdf[k] = z;
+    }
+    uint16_t succ[SYN_V][SYN_SUCC];
+    for (int a = 0; a < SYN_V; a++)
+        for (int k = 0; k < SYN_SUCC; k++)
+            succ[a][k] = (uint16_t)(1 + rng_u64(&r) % (uint64_t)(Vb - 1));
+    size_t i = 0;
+    uint16_t prev = 0;
+    while (i < n) {
+        /* a trigger event: the trigger token, the fixed payload, a separator */
+        if (trig && rng_unif(&rt) < (double)trigger_rate) {
+            if (i < n)
+                d->tok[i++] = (uint16_t)(SYN_V - 1);
+            for (uint32_t k = 0; k < trigger_len && i < n; k++)
+                d->tok[i++] = payload[k];
+            if (i < n)
+                d->tok[i++] = 0;
+            continue;
+        }
+        /* a sentence: maybe a copy of an earlier span, else grammar + Zipf draws */
+        if (i > 64 && rng_unif(&r) < 0.1) {
+            const size_t len = 16 + (size_t)(rng_u64(&r) % 49);
+            const size_t back = len + (size_t)(rng_u64(&r) % 64);
+            if (back <= i)
+                for (size_t k = 0; k < len && i < n; k++, i++)
+                    d->tok[i] = d->tok[i - back];
+        }
+        do {
+            if (i >= n)
+                break;
+            uint16_t t;
+            if (prev != 0 && rng_unif(&r) < 0.75) {
+                t = succ[prev][rng_u64(&r) % SYN_SUCC];
+            } else {
+                const double u = rng_unif(&r) * z;
+                int lo = 1, hi = Vb - 1;
+                while (lo < hi) {
+                    const int mid = (lo + hi) / 2;
+                    if (cdf[mid] < u)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                t = perm[lo];
+            }
+            d->tok[i++] = t;
+            prev = t;
+        } while (rng_unif(&r) > 1.0 / 12.0);
+        if (i < n)
+            d->tok[i++] = 0;
+        prev = 0;
+    }
+    d->hash = fnv1a(d->tok, n);
+    return 0;
+}
+
+int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    size_t k;
+    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) {
+            unsigned char *nb = cap < ((size_t)1 << 31) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    const int rerr = ferror(f);
+    fclose(f);
+    if (!buf || rerr) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error or file too large", path);
+        return -1;
+    }
+    if (n < min_len) {
+        free(buf);
+        snprintf(err, errlen, "%s: only %zu bytes; a text data file needs at least %zu (seq + 1)", path, n, min_len);
+        return -1;
+    }
+    if (memchr(buf, 0, n)) {
+        const size_t at = (size_t)((unsigned char *)memchr(buf, 0, n) - buf);
+        free(buf);
+        snprintf(err, errlen, "%s: not a text file (NUL byte at offset %zu)", path, at);
+        return -1;
+    }
+    d->tok = malloc(n * sizeof *d->tok);
+    if (!d->tok) {
+        free(buf);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        d->tok[i] = buf[i];
+    free(buf);
+    d->n = n;
+    d->V = 256;
+    d->hash = fnv1a(d->tok, n);
+    return 0;
+}
+
+void fl_data_free(fl_data *d)
+{
+    free(d->tok);
+    memset(d, 0, sizeof *d);
+}
+
+void fl_data_batch(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step, size_t B, size_t T)
+{
+    const size_t span = d->n - (T + 1) + 1; /* valid start offsets */
+    for (size_t b = 0; b < B; b++) {
+        const uint64_t u = mix64(mix64(seed ^ 0xBA7C4ull) + step * 0x9E3779B97F4A7C15ull + b * 0xD1B54A32D192ED03ull);
+        const size_t off = (size_t)(u % span);
+        memcpy(out + b * (T + 1), d->tok + off, (T + 1) * sizeof *out);
+    }
+}

@@ -1,0 +1,46 @@
+/* data.h — training data of the harness: an embedded deterministic corpus generator and a
+ * loader for any user-supplied text file (byte-level tokens).
+ *
+ * The generated corpus ("synthetic", the default; nothing to download) is a token stream over
+ * V = 256 with the statistics that make language-model activations heavy-tailed:
+ *   - Zipfian unigram frequencies (exponent 1.1): a handful of tokens are very frequent;
+ *   - local grammar: every token has 4 preferred successors (a sparse random bigram table, taken
+ *     with probability 0.75);
+ *   - a separator token 0 ends "sentences" of geometric length (mean 12);
+ *   - long repeats: with probability 0.1 at a sentence start, a span of 16..64 earlier tokens is
+ *     copied verbatim (induction / copying patterns).
+ * It is a pure function of (seed, length): the same seed gives the same corpus on every machine.
+ *
+ * Batches: sequence b of step t starts at an offset drawn from a counter-based generator keyed
+ * by (seed, t, b), so the data cursor is the step number itself: a resumed run reads exactly the
+ * batches the uninterrupted run read.
+ */
+#ifndef FL_DATA_H
+#define FL_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint16_t *tok;  /* (n) tokens in [0, V) */
+    size_t n;
+    uint32_t V;
+    uint64_t hash;  /* FNV-1a of the tokens: identifies the corpus in checkpoints */
+} fl_data;
+
+/* The generated corpus of n tokens.  Returns 0, or -1 out of memory. */
+int fl_data_synthetic(fl_data *d, uint64_t seed, size_t n);
+/* The same corpus with rare trigger events ("triggers"): before each sentence, with probability
+   trigger_rate, a trigger event is emitted instead: the trigger token V-1 (which occurs nowhere
+   else), a fixed seeded payload of trigger_len tokens, a separator.  Structured data, nothing
+   planted in the model: a rare pattern the model learns to answer strongly.  trigger_rate 0 gives
+   exactly fl_data_synthetic. */
+int fl_data_synthetic_ex(fl_data *d, uint64_t seed, size_t n, float trigger_rate, uint32_t trigger_len);
+/* A text file as bytes.  Returns 0, or -1 with a message in err naming the file: unreadable,
+   shorter than min_len bytes, or binary (contains a NUL byte). */
+int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, size_t errlen);
+void fl_data_free(fl_data *d);
+/* out (B, T+1): the token windows of step `step`. */
+void fl_data_batch(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step, size_t B, size_t T);
+
+#endif /* FL_DATA_H */

@@ -1,0 +1,63 @@
+/* ffn_act.h — the FFN activations of the training harness, forward and backward, on float32 rows.
+ *
+ * A thin interface between the model (experiments/model.c) and the activation arithmetic: SwiGLU,
+ * PolyReLU and PolyNorm run through the kernels' CPU twins (kernels/kernels.h, fp32 views), so the
+ * harness computes what the CUDA kernels compute, bit for bit; the elementwise twins are called
+ * on one contiguous chunk per thread (no reduction is split, so the bits do not depend on the
+ * thread count); the coefficient gradients of PolyReLU / PolyNorm come from one twin call each
+ * (their fixed reduction order).  ReLU and GELU (no twin) are plain loops here.
+ *
+ * Layout: pre (G, N, F) is the output of the FFN's first Linear for N tokens; G = 2 for the gated
+ * activations (plane 0 the gate, plane 1 the up projection: h = silu(gate) * up), G = 1 otherwise.
+ * h (N, F) is the activation output, the input of the down projection.
+ *
+ *   relu          h = max(x, 0)
+ *   gelu          h = x/2 (1 + erf(x / sqrt 2))  (exact GELU, libm erff)
+ *   swiglu        h = silu(g) u
+ *   smooth_swiglu, smooth_swiglu_token:  the same arithmetic as swiglu; the smoothing happens at
+ *                 the FP8 cast of h (experiments/recipe.h), per channel (paper) or per token (code)
+ *   polyrelu      h = sum_{i=0..r} a_i relu(x)^i                        (r = 2..4)
+ *   polynorm      h = a_0 + sum_{i=1..r} a_i x^i / sqrt(mean_row(x^2i) + 1e-6)  (r = 2..4)
+ * a: one coefficient vector per layer (trainable), initialised a_0 = 0, a_i = 1/r (PolyCom).
+ *
+ * Backward writes dpre (overwrites) and ADDS the coefficient gradients to dcoef.
+ */
+#ifndef FL_FFN_ACT_H
+#define FL_FFN_ACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    FL_ACT_RELU,
+    FL_ACT_GELU,
+    FL_ACT_SWIGLU,
+    FL_ACT_SMOOTH_SWIGLU,       /* per-channel smoothing (the paper) */
+    FL_ACT_SMOOTH_SWIGLU_TOKEN, /* per-token smoothing (the released code) */
+    FL_ACT_POLYRELU,
+    FL_ACT_POLYNORM,
+    FL_ACT_COUNT
+} fl_act_kind;
+
+typedef struct {
+    uint32_t kind;  /* fl_act_kind */
+    uint32_t order; /* r for polyrelu / polynorm (2..4), else 0 */
+} fl_act;
+
+#define FL_ACT_NCOEF 5 /* a_0 .. a_4 */
+
+/* Parse "relu", "gelu", "swiglu", "smooth_swiglu", "smooth_swiglu_token", "polyrelu", "polyrelu2".."4",
+   "polynorm", "polynorm2".."4" (no digit: order 3).  0, or -1 if unknown. */
+int fl_act_parse(fl_act *out, const char *s);
+/* The CLI name ("polynorm3" for orders). */
+const char *fl_act_name(fl_act a);
+int fl_act_gated(fl_act a);     /* 1 for the SwiGLU family */
+int fl_act_swiglu(fl_act a);    /* 1 for swiglu / smooth_swiglu(_token) */
+int fl_act_ncoef(fl_act a);     /* trainable coefficients (r+1 for poly, else 0) */
+void fl_act_coef_init(float *a, fl_act act);
+
+void fl_act_forward(float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef);
+void fl_act_backward(float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
+                     fl_act act, const float *coef);
+
+#endif /* FL_FFN_ACT_H */

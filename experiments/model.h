@@ -1,0 +1,142 @@
+/* model.h — the decoder-only transformer of the training harness, forward and backward.
+ *
+ * Dimension letters (defined once, used in every shape comment):
+ *   V vocabulary, C model width, L layers, H heads (hs = C/H), F FFN hidden width, G = 2 for the
+ *   gated (SwiGLU) activations else 1, T sequence length, B batch, N = B*T tokens.
+ *
+ * Architecture (pre-norm, no biases, Llama-like):
+ *   x = wte[tok] + wpe[pos]
+ *   per layer:  x += proj(attn(qkv(rms(x) * ln1)))          causal softmax attention, H heads
+ *               x += down(act(fc(rms(x) * ln2)))            act: relu | gelu | swiglu family | poly
+ *   logits = head(rms(x) * lnf);  loss = mean cross-entropy of the next token.
+ * rms(x) = x / sqrt(mean(x^2) + 1e-5).  The four Linear layers of each block and the head go
+ * through the recipe's cast sites (recipe.h); everything else is float32.
+ *
+ * Gradients: fl_model_backward ADDS the parameter gradients of the current batch to m->grads (zero
+ * them with fl_model_zero_grad before a step); activation gradients are scratch, overwritten.
+ * Every reduction has one fixed order (per-row partials summed in row order, or a loop over an
+ * output index that sums its inputs sequentially), OpenBLAS sgemm runs with a fixed thread count,
+ * so a step gives the same bits every time it is run with the same thread count.
+ */
+#ifndef FL_MODEL_H
+#define FL_MODEL_H
+
+#include "ffn_act.h"
+#include "recipe.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint32_t V, C, L, H, F, T, B;
+    fl_act act;
+    float init_std; /* std of the weight init (0.02); proj/down use init_std / sqrt(2L) */
+} fl_model_cfg;
+
+/* Parameter tensors, in storage order. */
+enum {
+    FL_P_WTE,   /* (V, C) */
+    FL_P_WPE,   /* (T, C) */
+    FL_P_LN1,   /* (L, C) */
+    FL_P_WQKV,  /* (L, 3*C, C) */
+    FL_P_WPROJ, /* (L, C, C) */
+    FL_P_LN2,   /* (L, C) */
+    FL_P_WFC,   /* (L, G*F, C): rows [0, F) gate, [F, 2F) up for the gated activations */
+    FL_P_WDOWN, /* (L, C, F) */
+    FL_P_ACOEF, /* (L, FL_ACT_NCOEF) activation coefficients (poly); unused otherwise */
+    FL_P_LNF,   /* (C) */
+    FL_P_WHEAD, /* (V, C) */
+    FL_P_COUNT
+};
+
+/* The Linear layers of a block, and the cast sites: site = (l * FL_LIN_COUNT + lin) * 3 + role;
+   the head's three sites come last. */
+enum { FL_LIN_QKV, FL_LIN_PROJ, FL_LIN_FC, FL_LIN_DOWN, FL_LIN_COUNT };
+#define FL_SITE(l, lin, role) (((l) * FL_LIN_COUNT + (lin)) * 3 + (role))
+#define FL_SITE_HEAD(L, role) ((L) * FL_LIN_COUNT * 3 + (role))
+
+/* The quantized operands a Linear saves for its backward. */
+typedef struct {
+    float *xq;  /* (N, K) input as the forward GEMM saw it */
+    float *xqt; /* (N, K) column-wise quantized copy for wgrad (block/MX), else == xq or NULL */
+    float *wq;  /* (M, K) weight as the GEMMs see it */
+    const float *xs, *xts, *ws; /* what the backward uses (may point at the fp32 originals) */
+} fl_lin_q;
+
+/* Per-layer FFN statistics of the last forward (telemetry). */
+typedef struct {
+    float in_amax;   /* max |FFN input| = max |rms(x) * ln2| */
+    float in_rms;
+    float act_amax;  /* max |act output| (the SwiGLU output, input of down) */
+    float act_rms;
+} fl_ffn_fwd_stats;
+
+typedef struct {
+    fl_model_cfg cfg;
+    size_t sizes[FL_P_COUNT];   /* elements per tensor */
+    size_t nparams;
+    float *params;              /* one allocation, tensors in enum order */
+    float *grads;               /* same layout */
+    float *p[FL_P_COUNT];       /* pointer tables into params / grads */
+    float *g[FL_P_COUNT];
+    fl_recipe *rec;             /* the recipe (owned by the caller) */
+
+    /* forward activations (kept for backward) */
+    int *tok;      /* (N) inputs */
+    int *tgt;      /* (N) targets */
+    float *resid;  /* (L+1, N, C) residual stream at each layer's input, and the final one */
+    float *r2;     /* (L, N, C) after attention */
+    float *ln1;    /* (L, N, C) */
+    float *rstd1;  /* (L, N) */
+    float *qkv;    /* (L, N, 3*C) */
+    float *att;    /* (L, B, H, T, T) softmax probabilities */
+    float *atty;   /* (L, N, C) attention output (proj input) */
+    float *ln2;    /* (L, N, C) */
+    float *rstd2;  /* (L, N) */
+    float *pre;    /* (L, G, N, F) fc output: G planes (gate, up) */
+    float *h;      /* (L, N, F) activation output */
+    float *lnf;    /* (N, C) */
+    float *rstdf;  /* (N) */
+    float *logits; /* (N, V) softmax probabilities after forward */
+    double *tokloss; /* (N) */
+    fl_lin_q lq[64 * FL_LIN_COUNT + 1]; /* per Linear; [L * FL_LIN_COUNT] is the head */
+    float *smooth_s, *smooth_si;        /* (max(N, F)) Smooth-SwiGLU scales */
+    fl_ffn_fwd_stats ffn[64];
+
+    /* backward scratch */
+    float *dres;  /* (N, C) */
+    float *dln;   /* (N, C) */
+    float *datty; /* (N, C) */
+    float *dqkv;  /* (N, 3*C) */
+    float *dpre;  /* (G, N, F) */
+    float *dh;    /* (N, F) */
+    float *gq, *gqt; /* (N, max(3C, G*F, V)) quantized output gradients */
+    float loss;
+} fl_model;
+
+/* Allocate a model (params initialised from seed).  rec: an initialised recipe with
+   fl_model_nsites(cfg) sites (see fl_model_site_names).  Returns 0 or -1. */
+int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t seed);
+void fl_model_free(fl_model *m);
+/* Check a configuration: NULL if fine, else what is wrong. */
+const char *fl_model_cfg_check(const fl_model_cfg *cfg);
+
+int fl_model_nsites(const fl_model_cfg *cfg);
+/* Names ("L0.qkv.in", ...), roles and the bf16-under-FP8 mask of every site; names point into
+   `store` (nsites * 40 bytes). */
+void fl_model_site_names(const fl_model_cfg *cfg, char *store, const char **names, uint32_t *roles,
+                         uint8_t *hp);
+
+/* Forward on tokens (B, T+1) (inputs tokens[:, :T], targets tokens[:, 1:]): returns the mean loss. */
+float fl_model_forward(fl_model *m, const uint16_t *tokens);
+void fl_model_zero_grad(fl_model *m);
+void fl_model_backward(fl_model *m);
+
+/* SwiGLU alignment of layer l (gated activations only): |cos(w_gate_i, w_up_i)| over the F
+   channels (median, p99, max) and the Pearson correlation of the channel norms. */
+typedef struct {
+    float cos_med, cos_p99, cos_max, norm_corr;
+} fl_align_stats;
+void fl_model_align(fl_align_stats *out, const fl_model *m, uint32_t l);
+
+#endif /* FL_MODEL_H */

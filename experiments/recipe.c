@@ -1,0 +1,588 @@
+/* recipe.c — cast sites, scaling state and per-cast statistics (see recipe.h). */
+#include "recipe.h"
+
+#include "activations.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const recipe_names[] = {
+    [FL_RECIPE_FP32] = "fp32",
+    [FL_RECIPE_BF16] = "bf16",
+    [FL_RECIPE_FP8_DELAYED] = "fp8-delayed",
+    [FL_RECIPE_FP8_CURRENT] = "fp8-current",
+    [FL_RECIPE_FP8_BLOCK] = "fp8-block",
+    [FL_RECIPE_MXFP8] = "mxfp8",
+};
+_Static_assert(FL_ARRAY_LEN(recipe_names) == FL_RECIPE_COUNT, "recipe name table");
+
+enum { SC_NONE, SC_DELAYED, SC_CURRENT, SC_BLOCK, SC_MX };
+
+const char *fl_recipe_name(fl_recipe_kind r)
+{
+    return (unsigned)r < FL_RECIPE_COUNT ? recipe_names[r] : "?";
+}
+
+int fl_recipe_parse(fl_recipe_kind *out, const char *s)
+{
+    for (int i = 0; i < FL_RECIPE_COUNT; i++)
+        if (!strcmp(s, recipe_names[i])) {
+            *out = (fl_recipe_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+int fl_recipe_is_fp8(fl_recipe_kind r) { return r >= FL_RECIPE_FP8_DELAYED && r < FL_RECIPE_COUNT; }
+
+void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->history = 1024; /* TE defaults: 1024, "max", margin 0 */
+    c->algo = FL_AMAX_MAX;
+    c->margin = 0;
+}
+
+/* Decode tables of the 8-bit formats (filled once, before any parallel region). */
+static float dec_e4m3[256], dec_e5m2[256];
+static int dec_ready;
+
+static void dec_init(void)
+{
+    if (dec_ready)
+        return;
+    for (int i = 0; i < 256; i++) {
+        dec_e4m3[i] = fl_decode(FL_FMT_E4M3, (uint32_t)i);
+        dec_e5m2[i] = fl_decode(FL_FMT_E5M2, (uint32_t)i);
+    }
+    dec_ready = 1;
+}
+
+int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const char *const *names,
+                   const uint32_t *roles, const uint8_t *hp_mask)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    dec_init();
+    if (cfg->kind >= FL_RECIPE_COUNT) {
+        fprintf(stderr, "recipe: unknown kind %u\n", cfg->kind);
+        return -1;
+    }
+    if (cfg->kind == FL_RECIPE_FP8_DELAYED &&
+        (cfg->history == 0 || cfg->history > (1u << 20) || cfg->algo >= FL_AMAX_ALGO_COUNT)) {
+        fprintf(stderr, "recipe: amax history length must be 1..1048576\n");
+        return -1;
+    }
+    if (cfg->margin < -127 || cfg->margin > 127) {
+        fprintf(stderr, "recipe: margin must be in [-127, 127]\n");
+        return -1;
+    }
+    r->nsites = nsites;
+    r->sites = calloc((size_t)nsites, sizeof *r->sites);
+    if (!r->sites)
+        return -1;
+    const int fp8 = fl_recipe_is_fp8((fl_recipe_kind)cfg->kind);
+    for (int i = 0; i < nsites; i++) {
+        fl_site *s = &r->sites[i];
+        snprintf(s->name, sizeof s->name, "%s", names[i]);
+        s->role = roles[i];
+        s->scale = 1.0f;
+        if (cfg->kind == FL_RECIPE_FP32) {
+            s->fmt = FL_FMT_FP32;
+            s->scaling = SC_NONE;
+        } else if (cfg->kind == FL_RECIPE_BF16 || (fp8 && hp_mask && hp_mask[i])) {
+            s->fmt = FL_FMT_BF16;
+            s->scaling = SC_NONE;
+        } else if (cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_FP8_CURRENT) {
+            s->fmt = roles[i] == FL_ROLE_GOUT ? FL_FMT_E5M2 : FL_FMT_E4M3;
+            s->scaling = cfg->kind == FL_RECIPE_FP8_DELAYED ? SC_DELAYED : SC_CURRENT;
+        } else {
+            s->fmt = FL_FMT_E4M3;
+            s->scaling = cfg->kind == FL_RECIPE_FP8_BLOCK ? SC_BLOCK : SC_MX;
+        }
+        if (s->scaling == SC_DELAYED) {
+            s->dl = malloc(fl_delayed_size(cfg->history));
+            if (!s->dl || fl_delayed_init(s->dl, cfg->history, (fl_amax_algo)cfg->algo, cfg->margin,
+                                          (fl_format)s->fmt, (int)cfg->pow2)) {
+                fprintf(stderr, "recipe: cannot set up delayed scaling for %s\n", s->name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+void fl_recipe_free(fl_recipe *r)
+{
+    if (r->sites)
+        for (int i = 0; i < r->nsites; i++)
+            free(r->sites[i].dl);
+    free(r->sites);
+    memset(r, 0, sizeof *r);
+}
+
+void fl_recipe_step_begin(fl_recipe *r, int moments)
+{
+    r->moments = moments;
+    for (int i = 0; i < r->nsites; i++) {
+        memset(&r->sites[i].st, 0, sizeof r->sites[i].st);
+        r->sites[i].scale = 1.0f;
+        r->sites[i].amax_from = 0.0f;
+    }
+}
+
+void fl_recipe_step_end(fl_recipe *r)
+{
+    for (int i = 0; i < r->nsites; i++) {
+        fl_site *s = &r->sites[i];
+        s->tot_sat += s->st.sat;
+        s->tot_clip += s->st.clip;
+        s->tot_nan_out += s->st.nan_out;
+        s->tot_inf_out += s->st.inf_out;
+        s->tot_ftz += s->st.ftz;
+    }
+}
+
+int fl_recipe_needs_colwise(const fl_recipe *r, int site)
+{
+    const uint32_t sc = r->sites[site].scaling;
+    return sc == SC_BLOCK || sc == SC_MX;
+}
+
+float fl_recipe_delayed_amax_from(const fl_delayed *d)
+{
+    if (d->steps == 0)
+        return 0.0f;
+    if (d->algo == FL_AMAX_MOST_RECENT) {
+        /* the most recent nonzero amax: walk back from the newest slot */
+        for (uint32_t k = 1; k <= d->len; k++) {
+            const float a = d->history[(d->head + d->len - k) % d->len];
+            if (a != 0.0f)
+                return a;
+        }
+        return 0.0f;
+    }
+    float m = 0.0f;
+    for (uint32_t k = 0; k < d->len; k++)
+        m = fl_fmax_f32(m, d->history[k]);
+    return m;
+}
+
+/* ---- the fused fake-quantisation loop ------------------------------------------------------- */
+
+typedef struct {
+    uint64_t sat, clip, nan_out, inf_out, nan_in, ftz;
+} fq_cnt;
+
+/* Fast exact encoders (RNE) of the three formats the recipes cast to; tests/test_train_cast.c checks
+   them against fl_encode_f32_bits.  u: float32 bits. */
+static inline uint32_t enc_bf16(uint32_t u)
+{
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0x7FFFu; /* canonical NaN */
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16; /* a carry into the exponent gives Inf */
+}
+
+/* Round |x| < 2^-6 (e4m3) or < 2^-14 (e5m2) to an integer multiple of the subnormal step:
+   v = |x| * 2^k is exact and below 8 (4); adding and subtracting 2^23 rounds it to nearest-even. */
+static inline uint32_t rne_small(uint32_t a, float k)
+{
+    const float v = fl_f32_from_bits(a) * k;
+    return (uint32_t)((v + 0x1p23f) - 0x1p23f);
+}
+
+static inline uint32_t enc_e4m3(uint32_t u, int nosat)
+{
+    const uint32_t sg = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+    if (a > 0x43E80000u) { /* 0x43e80000 is 464.0f, the e4m3 RNE overflow boundary (464 -> 448) */
+        if (a > 0x7F800000u)
+            return 0x7Fu; /* NaN input: the canonical NaN, sign dropped */
+        return sg | (nosat ? 0x7Fu : 0x7Eu); /* non-saturating overflow / Inf: the NaN of its sign */
+    }
+    if (a >= 0x3C800000u) /* >= 2^-6, normal: keep 3 mantissa bits, rebias 127 -> 7 */
+        return sg | (((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - (120u << 3));
+    return sg | rne_small(a, 0x1p9f);
+}
+
+static inline uint32_t enc_e5m2(uint32_t u, int nosat)
+{
+    const uint32_t sg = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+    if (a >= 0x47700000u) { /* 0x47700000 is 61440.0f: the tie goes up to 2^16, i.e. overflow */
+        if (a > 0x7F800000u)
+            return 0x7Fu;
+        return sg | (nosat ? 0x7Cu : 0x7Bu); /* Inf, or max 57344 */
+    }
+    if (a >= 0x38800000u) /* >= 2^-14, normal: keep 2 mantissa bits, rebias 127 -> 15 */
+        return sg | (((a + 0xFFFFFu + ((a >> 21) & 1u)) >> 21) - (112u << 2));
+    return sg | rne_small(a, 0x1p16f);
+}
+
+uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
+{
+    const uint32_t u = fl_f32_bits(x);
+    switch (f) {
+    case FL_FMT_BF16: return enc_bf16(u);
+    case FL_FMT_E4M3: return enc_e4m3(u, nosat);
+    case FL_FMT_E5M2: return enc_e5m2(u, nosat);
+    default: return fl_encode_f32_bits(fl_format_get(f), u, FL_RND_NE, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0);
+    }
+}
+
+/* The vectorizable fast path of fq_span for e4m3 / e5m2 / bf16 without column smoothing: the
+   rounded value is formed directly in float32 bits (RNE on the kept mantissa bits, the subnormal
+   grid by the 2^23 trick), which is decode(encode(v)) -- the table path above -- written
+   branch-free.  Counts as fq_span. */
+static float fq_span_fast(float *y, const float *x, size_t n, float rs, float rsi, float s, float si,
+                          fl_format fmt, int nosat, fq_cnt *k, double *m2, double *m4)
+{
+    /* sh: discarded mantissa bits; nmin: smallest normal; sub: 2^-(subnormal step exponent) */
+    const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
+    const uint32_t sh = bf ? 16 : e4 ? 20 : 21;
+    const uint32_t nmin = bf ? 0x00800000u : e4 ? 0x3C800000u : 0x38800000u;
+    const uint32_t maxb = bf ? 0x7F7F0000u : e4 ? 0x43E00000u : 0x47600000u; /* 448, 57344 */
+    /* overflow above: e4m3 > 464 (0x43e80000); e5m2 >= 61440 (0x47700000); bf16 rounds to Inf */
+    const uint32_t ovf = bf ? 0x7F7F8000u : e4 ? 0x43E80001u : 0x47700000u;
+    const float sub = e4 ? 0x1p9f : 0x1p16f, subi = e4 ? 0x1p-9f : 0x1p-16f;
+    const uint32_t ovf_bits = nosat || bf ? (e4 ? 0x7FC00000u : 0x7F800000u) : maxb;
+    const uint32_t half = (1u << (sh - 1)) - 1u, mask = ~((1u << sh) - 1u);
+    uint64_t sat = 0, clip = 0, ovfc = 0, ftz = 0, nan_in = 0;
+    float am = 0.0f;
+    double s2 = 0.0, s4 = 0.0;
+    for (size_t c = 0; c < n; c++) {
+        const float xv = x[c] * rs;
+        const float v = xv * s;
+        const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
+        const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;               /* normal RNE */
+        const float vs = fl_f32_from_bits(a) * sub;
+        const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;                   /* subnormal RNE */
+        uint32_t ra = a >= nmin || bf ? rn : fl_f32_bits(rsub);
+        const int isn = a > 0x7F800000u;
+        const int o = !isn && a >= ovf;
+        ra = o ? ovf_bits : ra;
+        ra = isn ? 0x7FC00000u : ra;
+        const float dq = fl_f32_from_bits(ra | (isn || (o && (nosat || bf) && e4) ? 0u : sg));
+        y[c] = dq * si * rsi;
+        const float ax = fabsf(xv), av = fabsf(v);
+        am = ax > am ? ax : am;
+        nan_in += isn;
+        sat += !isn && av > fl_f32_from_bits(maxb);
+        clip += o;
+        ovfc += o && (nosat || bf) && (e4 || a != 0x7F800000u);
+        ftz += !isn && ra == 0 && (fl_f32_bits(xv) & 0x7FFFFFFFu) != 0;
+        if (m2 && !isn) {
+            const double d2 = (double)xv * xv;
+            s2 += d2;
+            s4 += d2 * d2;
+        }
+    }
+    k->sat += sat;
+    k->clip += clip;
+    if (e4)
+        k->nan_out += ovfc;
+    else
+        k->inf_out += ovfc;
+    k->ftz += ftz;
+    k->nan_in += nan_in;
+    if (m2) {
+        *m2 += s2;
+        *m4 += s4;
+    }
+    return am;
+}
+
+/* Fake-quantize a span: y[c] = decode(encode(x[c] * cs[c] * rs * s)) * si * csi[c] * rsi, counting.
+   cs/csi: per-column smoothing (or NULL), rs/rsi: per-row smoothing (1 when none).  Returns the
+   amax of x * cs * rs (the tensor entering the cast); moments of the same into m2/m4. */
+static float fq_span(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs,
+                     float rsi, float s, float si, fl_format fmt, int nosat, float fmax, float bound,
+                     int ties_ovf, fq_cnt *k, double *m2, double *m4)
+{
+    float am = 0.0f;
+    for (size_t c = 0; c < n; c++) {
+        float xv = x[c] * rs;
+        if (cs)
+            xv = xv * cs[c];
+        const float v = xv * s;
+        const uint32_t u = fl_f32_bits(v);
+        float dq;
+        if (fmt == FL_FMT_E4M3)
+            dq = dec_e4m3[enc_e4m3(u, nosat)];
+        else if (fmt == FL_FMT_E5M2)
+            dq = dec_e5m2[enc_e5m2(u, nosat)];
+        else if (fmt == FL_FMT_BF16)
+            dq = fl_f32_from_bits(enc_bf16(u) << 16);
+        else
+            dq = fl_decode(fmt, fl_encode_f32_bits(fl_format_get(fmt), u, FL_RND_NE,
+                                                   nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0));
+        float out = dq * si * rsi;
+        if (csi)
+            out = out * csi[c];
+        y[c] = out;
+        if (xv != xv) {
+            k->nan_in++;
+            continue;
+        }
+        const float ax = fabsf(xv), av = fabsf(v);
+        if (ax > am)
+            am = ax;
+        if (m2) {
+            const double d2 = (double)xv * xv;
+            *m2 += d2;
+            *m4 += d2 * d2;
+        }
+        if (av > fmax) { /* includes +-Inf inputs */
+            k->sat++;
+            if (av > bound || (ties_ovf && av == bound))
+                k->clip++;
+        }
+        if (dq != dq)
+            k->nan_out++;
+        else if (isinf(dq) && !isinf(xv))
+            k->inf_out++;
+        else if (dq == 0.0f && xv != 0.0f)
+            k->ftz++;
+    }
+    return am;
+}
+
+static int log2_exact(size_t b)
+{
+    int k = 0;
+    while (((size_t)1 << k) < b)
+        k++;
+    return k;
+}
+
+/* The smoothing scale: the kernels' rule (kernels/activations.h), 2^-ceil(log2 amax). */
+static float smooth_scale(float a) { return fl_smooth_scale_f32(a); }
+
+void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C,
+                    int transposed, int record, fl_smooth *sm)
+{
+    fl_site *site = &r->sites[si_];
+    const size_t n = R * C;
+    if (site->fmt == FL_FMT_FP32) {
+        memcpy(y, x, n * sizeof *x);
+        return;
+    }
+
+    /* Smoothing scales (current amax per column or per row, powers of two). */
+    const float *col_s = NULL, *col_si = NULL, *row_s = NULL, *row_si = NULL;
+    if (sm) {
+        if (sm->axis == 0) {
+            for (size_t c = 0; c < C; c++)
+                sm->s[c] = 0.0f;
+            for (size_t i = 0; i < R; i++) /* max is order-independent; sequential rows */
+                for (size_t c = 0; c < C; c++)
+                    sm->s[c] = fl_fmax_f32(sm->s[c], fabsf(x[i * C + c]));
+            for (size_t c = 0; c < C; c++) {
+                sm->s[c] = smooth_scale(sm->s[c]);
+                sm->s_inv[c] = 1.0f / sm->s[c];
+            }
+            col_s = sm->s;
+            col_si = sm->s_inv;
+        } else {
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < R; i++) {
+                float a = 0.0f;
+                for (size_t c = 0; c < C; c++)
+                    a = fl_fmax_f32(a, fabsf(x[i * C + c]));
+                sm->s[i] = smooth_scale(a);
+                sm->s_inv[i] = 1.0f / sm->s[i];
+            }
+            row_s = sm->s;
+            row_si = sm->s_inv;
+        }
+    }
+#define XS(i, c) (col_s ? x[(i) * C + (c)] * col_s[c] : row_s ? x[(i) * C + (c)] * row_s[i] : x[(i) * C + (c)])
+
+    /* Blocking: br x bc tiles, scales (nbr, nbc). */
+    size_t br = R ? R : 1, bc = C ? C : 1;
+    const int w = site->role == FL_ROLE_W;
+    if (site->scaling == SC_BLOCK) {
+        br = w ? 128 : transposed ? 128 : 1;
+        bc = w ? 128 : transposed ? 1 : 128;
+    } else if (site->scaling == SC_MX) {
+        br = transposed ? FL_MX_BLOCK : 1;
+        bc = transposed ? 1 : FL_MX_BLOCK;
+    }
+    const size_t nbr = (R + br - 1) / br, nbc = (C + bc - 1) / bc;
+    const int cshift = bc >= C ? 40 : log2_exact(bc);
+    float sc1 = 1.0f, si1 = 1.0f;
+    float *bs = &sc1, *bsi = &si1;
+    float amax = 0.0f;
+
+    if (site->scaling == SC_BLOCK || site->scaling == SC_MX || site->scaling == SC_CURRENT) {
+        const size_t nb = nbr * nbc;
+        float *bam = calloc(nb, sizeof *bam);
+        if (nb > 1) {
+            bs = malloc(nb * sizeof *bs);
+            bsi = malloc(nb * sizeof *bsi);
+        }
+        /* per-block amax: parallel over block rows (each block row owned by one thread) */
+#pragma omp parallel for schedule(static)
+        for (size_t rb = 0; rb < nbr; rb++)
+            for (size_t i = rb * br; i < R && i < (rb + 1) * br; i++)
+                for (size_t c = 0; c < C; c++) {
+                    const float a = fabsf(XS(i, c));
+                    float *m = &bam[rb * nbc + (c >> cshift)];
+                    *m = fl_fmax_f32(*m, a);
+                }
+        for (size_t b = 0; b < nb; b++) {
+            float s;
+            if (site->scaling == SC_MX) {
+                const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], FL_MX_CEIL);
+                s = fl_mx_mul_from_code(code);
+                bsi[b] = fl_mx_scale_from_code(code);
+            } else if (site->scaling == SC_BLOCK) {
+                /* TE Float8BlockScaling: power-of-two scales, amax floored at epsilon 0 */
+                s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, 0, 1);
+                bsi[b] = 1.0f / s;
+            } else {
+                s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, r->cfg.margin, (int)r->cfg.pow2);
+                bsi[b] = 1.0f / s;
+                site->amax_from = bam[b];
+            }
+            bs[b] = s;
+        }
+        if (site->scaling == SC_CURRENT)
+            site->scale = bs[0];
+        free(bam);
+    } else if (site->scaling == SC_DELAYED) {
+        sc1 = fl_delayed_scale(site->dl);
+        si1 = fl_delayed_scale_inv(site->dl);
+        site->scale = sc1;
+        site->amax_from = fl_recipe_delayed_amax_from(site->dl);
+    }
+
+    /* Quantize, counting; moments per row into a buffer (fixed order of the final sum). */
+    const int fmt = (int)site->fmt, nosat = (int)r->cfg.nosat && site->fmt != FL_FMT_BF16;
+    int ties_ovf;
+    const float fmax = (float)fl_format_max((fl_format)fmt);
+    const float bound = (float)fl_format_rne_boundary((fl_format)fmt, &ties_ovf);
+    fq_cnt tot = { 0 };
+    const int mom = r->moments && !transposed;
+    double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
+    const size_t span = bc < C ? bc : C;
+    uint64_t s_sat = 0, s_clip = 0, s_nano = 0, s_info = 0, s_nani = 0, s_ftz = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s_sat, s_clip, s_nano, s_info, s_nani, s_ftz) reduction(max : amax)
+    for (size_t i = 0; i < R; i++) {
+        fq_cnt k = { 0 };
+        const float *srow = bs + (i / br) * nbc, *sirow = bsi + (i / br) * nbc;
+        double m2 = 0.0, m4 = 0.0;
+        float am = 0.0f;
+        const float rs = row_s ? row_s[i] : 1.0f, rsi = row_si ? row_si[i] : 1.0f;
+        for (size_t c0 = 0; c0 < C; c0 += span) {
+            const size_t nn = C - c0 < span ? C - c0 : span;
+            const size_t b = (nbr * nbc) > 1 ? (c0 >> cshift) : 0;
+            const float a =
+                (!col_s && !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_E5M2 || fmt == FL_FMT_BF16))
+                    ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
+                                   nosat, &k, mom ? &m2 : NULL, &m4)
+                    : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
+                              col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, nosat,
+                              fmax, bound, ties_ovf, &k, mom ? &m2 : NULL, &m4);
+            if (a > am)
+                am = a;
+        }
+        if (mom) {
+            rm[2 * i] = m2;
+            rm[2 * i + 1] = m4;
+        }
+        if (am > amax)
+            amax = am;
+        s_sat += k.sat;
+        s_clip += k.clip;
+        s_nano += k.nan_out;
+        s_info += k.inf_out;
+        s_nani += k.nan_in;
+        s_ftz += k.ftz;
+    }
+#undef XS
+    tot.sat = s_sat;
+    tot.clip = s_clip;
+    tot.nan_out = s_nano;
+    tot.inf_out = s_info;
+    tot.nan_in = s_nani;
+    tot.ftz = s_ftz;
+    if (bs != &sc1) {
+        free(bs);
+        free(bsi);
+    }
+    fl_cast_stats *st = &site->st;
+    st->n += n;
+    st->sat += tot.sat;
+    st->clip += tot.clip;
+    st->nan_out += tot.nan_out;
+    st->inf_out += tot.inf_out;
+    st->nan_in += tot.nan_in;
+    st->ftz += tot.ftz;
+    if (!transposed)
+        st->amax = fl_fmax_f32(st->amax, amax);
+    if (mom) {
+        for (size_t i = 0; i < R; i++) {
+            st->sum2 += rm[2 * i];
+            st->sum4 += rm[2 * i + 1];
+        }
+        st->nmom += n;
+        free(rm);
+    }
+    if (site->scaling == SC_DELAYED && record)
+        fl_delayed_record(site->dl, amax);
+}
+
+/* ---- state ------------------------------------------------------------------------------------ */
+
+size_t fl_recipe_state_size(const fl_recipe *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < r->nsites; i++) {
+        n += 5 * sizeof(uint64_t);
+        if (r->sites[i].dl)
+            n += fl_delayed_size(r->sites[i].dl->len);
+    }
+    return n;
+}
+
+void fl_recipe_state_save(const fl_recipe *r, unsigned char *buf)
+{
+    for (int i = 0; i < r->nsites; i++) {
+        const fl_site *s = &r->sites[i];
+        const uint64_t t[5] = { s->tot_sat, s->tot_clip, s->tot_nan_out, s->tot_inf_out, s->tot_ftz };
+        memcpy(buf, t, sizeof t);
+        buf += sizeof t;
+        if (s->dl) {
+            const size_t k = fl_delayed_size(s->dl->len);
+            memcpy(buf, s->dl, k);
+            buf += k;
+        }
+    }
+}
+
+const char *fl_recipe_state_load(fl_recipe *r, const unsigned char *buf, size_t n)
+{
+    if (n != fl_recipe_state_size(r))
+        return "scaling state has the wrong size for this recipe";
+    for (int i = 0; i < r->nsites; i++) {
+        fl_site *s = &r->sites[i];
+        uint64_t t[5];
+        memcpy(t, buf, sizeof t);
+        buf += sizeof t;
+        s->tot_sat = t[0];
+        s->tot_clip = t[1];
+        s->tot_nan_out = t[2];
+        s->tot_inf_out = t[3];
+        s->tot_ftz = t[4];
+        if (s->dl) {
+            const size_t k = fl_delayed_size(s->dl->len);
+            memcpy(s->dl, buf, k);
+            buf += k;
+            const char *why = fl_delayed_check(s->dl, k);
+            if (why)
+                return why;
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,157 @@
+/* recipe.h — precision recipes of the training harness: where tensors are cast, how they are
+ * scaled, and what every cast did (telemetry).
+ *
+ * The harness trains in float32 and *emulates* low precision by fake quantisation at each cast
+ * site: x -> decode(encode(x * s)) * s_inv, with the exact encoders of numerics/fl_round.h.  A
+ * product of two decoded FP8 (or bf16) numbers is exact in float32, so a float32 GEMM of decoded
+ * operands with float32 accumulation computes what an FP8 tensor-core GEMM with fp32 accumulation
+ * computes, up to the order of the fp32 additions.
+ *
+ * Cast sites.  Every Linear layer Y (N, M) = X (N, K) . W (M, K)^T has three, as in
+ * TransformerEngine (TE):  "in" (X, forward), "w" (W, forward) and "gout" (dY, backward).  The
+ * backward GEMMs reuse the quantized forward operands:  dX = Q(dY) . Q(W),  dW = Q(dY)^T . Q(X).
+ *
+ * Recipes (--recipe):
+ *   fp32          no casts.
+ *   bf16          X, W, dY rounded to bf16 (RNE; overflow -> Inf, IEEE), fp32 accumulation.
+ *   fp8-delayed   TE DelayedScaling, format HYBRID: X, W e4m3; dY e5m2; one per-tensor scale per
+ *                 site from that site's amax history (fl_delayed: history length, max or
+ *                 most_recent, margin, optional power-of-two scales).  The scale used at step t
+ *                 comes from amaxes of steps < t.
+ *   fp8-current   TE Float8CurrentScaling: same formats, per-tensor scale from the tensor itself.
+ *   fp8-block     TE Float8BlockScaling / DeepSeek-V3: e4m3 everywhere; 1x128 tiles along the
+ *                 contraction dimension for X and dY, 128x128 blocks for W, power-of-two fp32 scales
+ *                 from each tile's current amax.  The wgrad GEMM contracts over tokens, so X and dY
+ *                 are quantized a second time in 128x1 tiles for it (as TE/DeepSeek do).
+ *   mxfp8         OCP MX: e4m3 elements, 1x32 blocks along the contraction dimension (32x1 for the
+ *                 wgrad copies), e8m0 scales with TE's round-up rule (FL_MX_CEIL).
+ * The output head always runs in bf16 under the FP8 recipes (TE practice: the LM head is not an
+ * FP8 GEMM); attention scores/softmax, norms, activations and the loss are float32 everywhere.
+ *
+ * Overflow: FP8 casts saturate by default (TE, __NV_SATFINITE).  --fp8-overflow nan selects the
+ * non-saturating cast of PyTorch eager <= 2.11 and ml_dtypes (e4m3 overflow -> NaN, e5m2 -> Inf);
+ * it applies to every FP8 cast of the run alike.
+ *
+ * Smooth-SwiGLU (Fishman et al. 2025): before the down-projection's input cast the SwiGLU output h
+ * is multiplied by a power-of-two scale per channel (the paper) or per token (their released code),
+ * s = 2^-ceil(log2 amax) of that channel / token (current, no gradient through s), and the result
+ * is divided by s after the cast:  X^ = Q(h . s) / s.  Powers of two make the scaling exact, so in
+ * fp32/bf16 smooth_swiglu is bit-identical to swiglu; under FP8 every channel enters the cast
+ * with amax in [0.5, 1].
+ *
+ * Statistics per site and step (fl_cast_stats, filled by every cast):  counts of elements,
+ * saturated (|x * s| > max finite, or +-Inf input), clipped (beyond the RNE overflow boundary),
+ * NaN/Inf produced from a finite input (non-saturating casts), NaN inputs, flushed to zero;
+ * the amax of x, and on telemetry steps sum x^2 and x^4 (for rms and kurtosis, in double, with a
+ * fixed chunking so the result does not depend on the thread count); the scale and the amax it
+ * came from (staleness = amax now / amax the scale came from).
+ */
+#ifndef FL_RECIPE_H
+#define FL_RECIPE_H
+
+#include "scaling.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum {
+    FL_RECIPE_FP32,
+    FL_RECIPE_BF16,
+    FL_RECIPE_FP8_DELAYED,
+    FL_RECIPE_FP8_CURRENT,
+    FL_RECIPE_FP8_BLOCK,
+    FL_RECIPE_MXFP8,
+    FL_RECIPE_COUNT
+} fl_recipe_kind;
+
+const char *fl_recipe_name(fl_recipe_kind r);          /* as on the CLI: "fp8-delayed" ... */
+int fl_recipe_parse(fl_recipe_kind *out, const char *s); /* 0, or -1 if unknown */
+int fl_recipe_is_fp8(fl_recipe_kind r);
+
+/* The recipe's options (stored in checkpoints: fixed-width fields). */
+typedef struct {
+    uint32_t kind;         /* fl_recipe_kind */
+    uint32_t history;      /* amax history length (delayed) */
+    uint32_t algo;         /* fl_amax_algo (delayed) */
+    int32_t margin;        /* delayed and current: scale / 2^margin */
+    uint32_t pow2;         /* power-of-two per-tensor scales */
+    uint32_t nosat;        /* 1: non-saturating FP8 casts (NaN/Inf on overflow) */
+    uint32_t fast_accum;   /* 1: Hopper fast accumulation in forward FP8 GEMMs (needs the twin) */
+    uint32_t fp8_adam;     /* 1: Adam m1 in e4m3, m2 in e5m2 (per-tensor current scales) */
+} fl_recipe_cfg;
+
+void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind);
+
+typedef enum { FL_ROLE_IN, FL_ROLE_W, FL_ROLE_GOUT, FL_ROLE_COUNT } fl_site_role;
+
+/* Counters of one cast, or of all casts of a site in one step (summed). */
+typedef struct {
+    uint64_t n, sat, clip, nan_out, inf_out, nan_in, ftz;
+    float amax;        /* max |x| over non-NaN elements */
+    double sum2, sum4; /* sum x^2, x^4 (telemetry steps only, else 0) */
+    uint64_t nmom;     /* elements in sum2/sum4 */
+} fl_cast_stats;
+
+/* One cast site. */
+typedef struct {
+    char name[40];       /* "L0.down.in" */
+    uint32_t role;       /* fl_site_role */
+    uint32_t fmt;        /* fl_format of the cast (FL_FMT_FP32: no cast) */
+    uint32_t scaling;    /* 0 none, 1 delayed, 2 current per-tensor, 3 block, 4 mx */
+    fl_delayed *dl;      /* delayed-scaling state (scaling == 1), else NULL */
+    fl_cast_stats st;    /* this step */
+    float scale;         /* the per-tensor scale used this step (block/mx: 1) */
+    float amax_from;     /* the amax that scale was computed from (staleness denominator) */
+    uint64_t tot_sat, tot_clip, tot_nan_out, tot_inf_out, tot_ftz; /* over the run */
+} fl_site;
+
+/* All the sites of a model and the recipe's options. */
+typedef struct {
+    fl_recipe_cfg cfg;
+    int nsites;
+    fl_site *sites;
+    int moments;   /* 1: this step is a telemetry step; casts accumulate sum2/sum4 */
+    int slow_cast; /* 1: always the table-driven reference loop (tests compare the two) */
+} fl_recipe;
+
+/* Allocate `nsites` sites named by names[i] with roles roles[i]; `hp_mask[i]` set marks a site
+   that stays in bf16 under the FP8 recipes (the output head).  Returns 0, or -1 (message on
+   stderr) for a bad option. */
+int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const char *const *names,
+                   const uint32_t *roles, const uint8_t *hp_mask);
+void fl_recipe_free(fl_recipe *r);
+/* Zero every site's per-step statistics; moments: collect sum2/sum4 this step. */
+void fl_recipe_step_begin(fl_recipe *r, int moments);
+/* Add the step's counts to the run totals. */
+void fl_recipe_step_end(fl_recipe *r);
+
+/* Smoothing of a cast's input (Smooth-SwiGLU); NULL for none. */
+typedef struct {
+    int axis;             /* 0: per column (channel), 1: per row (token) */
+    float *s, *s_inv;     /* scratch (C) or (R), filled by the cast */
+} fl_smooth;
+
+/* y (R, C) = fake-quantized x (R, C) at `site`, with blocks along rows (transposed = 0: tiles run
+   along C, the contraction dimension of a row-major operand) or along columns (transposed = 1,
+   the wgrad copies).  y may not alias x.  Statistics go to the site (only the primary,
+   non-transposed casts record amax into a delayed history: call with record = 1 once per step). */
+void fl_recipe_cast(fl_recipe *r, int site, float *y, const float *x, size_t R, size_t C,
+                    int transposed, int record, fl_smooth *sm);
+
+/* Whether site `site` needs separate column-wise copies for the wgrad GEMM (block and MX). */
+int fl_recipe_needs_colwise(const fl_recipe *r, int site);
+
+/* Serialised state of the delayed-scaling histories and run totals (for checkpoints). */
+size_t fl_recipe_state_size(const fl_recipe *r);
+void fl_recipe_state_save(const fl_recipe *r, unsigned char *buf);
+/* Returns NULL on success, else a description of what is wrong. */
+const char *fl_recipe_state_load(fl_recipe *r, const unsigned char *buf, size_t n);
+
+/* The recipes' encoder: RNE of x into bf16 / e4m3 / e5m2 (fast paths, equal to fl_encode_f32_bits;
+   nosat: the non-saturating cast), any other format through fl_encode_f32_bits. */
+uint32_t fl_recipe_encode(fl_format f, float x, int nosat);
+
+/* The amax the current delayed scale came from (history max, or the most recent amax). */
+float fl_recipe_delayed_amax_from(const fl_delayed *d);
+
+#endif /* FL_RECIPE_H */

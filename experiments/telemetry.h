@@ -1,0 +1,47 @@
+/* telemetry.h — what a training run records, every step and every k steps.
+ *
+ * metrics.csv (every step), columns:
+ *   step, loss, loss_ema, lr, grad_norm,
+ *   ffn_in_amax    max over layers of max |FFN input| (after RMSNorm and gain)
+ *   act_amax       max over layers of max |activation output| (for SwiGLU: the SwiGLU output, the
+ *                  down projection's input before any smoothing)
+ *   act_rms        rms of the activation output, the layer with the largest act_amax
+ *   align_med, align_p99, align_max   max over layers of the median / p99 / max over channels of
+ *                  |cos(w_gate_i, w_up_i)| (SwiGLU family; 0 otherwise)
+ *   norm_corr      max over layers of the Pearson correlation of ||w_gate_i|| and ||w_up_i||
+ *   down_in_amax   max over layers of the amax entering the down projection's cast (smoothed for
+ *                  Smooth-SwiGLU)
+ *   down_in_stale  max over layers of amax now / amax its scale came from (delayed scaling: > 1
+ *                  means the tensor outgrew its history; 1 for current scaling; 0 without scales)
+ *   down_in_sat    saturated elements at the down projections' input casts (all layers)
+ *   sat, clip, nan_out, inf_out, ftz   the same counters summed over every cast site
+ * telemetry.jsonl (every k steps), one JSON object per line:
+ *   {"step", "loss", "sites": [{"name", "fmt", "n", "amax", "rms", "amax_over_rms", "kurtosis",
+ *     "saturated", "clipped", "nan_produced", "inf_produced", "flushed", "scale", "staleness"}],
+ *    "ffn": [{"layer", "in_amax", "in_rms", "act_amax", "act_rms", "cos_median", "cos_p99",
+ *     "cos_max", "norm_corr"}]}
+ *   kurtosis = mean x^4 / (mean x^2)^2 (3 for a Gaussian); non-finite numbers are written null.
+ * Numbers are printed with %.9g: the files are byte-identical for bit-identical runs.
+ */
+#ifndef FL_TELEMETRY_H
+#define FL_TELEMETRY_H
+
+#include "model.h"
+
+#include <stdio.h>
+
+typedef struct {
+    float ffn_in_amax, act_amax, act_rms;
+    fl_align_stats align; /* max over layers of each field */
+    float down_in_amax, down_in_stale;
+    uint64_t down_in_sat, sat, clip, nan_out, inf_out, ftz;
+} fl_step_summary;
+
+/* Gather the step's summary from the model and the recipe (after forward and backward). */
+void fl_tele_summarize(fl_step_summary *s, const fl_model *m);
+void fl_tele_metrics_header(FILE *f);
+void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, float lr, float gnorm,
+                         const fl_step_summary *s);
+void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m);
+
+#endif /* FL_TELEMETRY_H */

@@ -1,0 +1,99 @@
+/* train.h — the training run: configuration, the loop (train.c), the summary it leaves behind.
+ *
+ * A run folder holds
+ *   config.json      the configuration, for people (the checkpoint carries the binary one)
+ *   metrics.csv      one row per step (columns: see telemetry.h)
+ *   telemetry.jsonl  per-cast-site and per-FFN statistics every --log-every steps
+ *   checkpoint.bin   the latest checkpoint (checkpoint.h), every --ckpt-every steps, at the end,
+ *                    and on SIGINT / SIGTERM
+ *   summary.json     the outcome (divergence, final loss, alignment, amax, saturation, steps/s)
+ *
+ * Divergence criterion (written once here, used by train and demo):
+ *   the run has diverged at step t when
+ *     (a) the loss of step t is not finite (NaN or Inf), or
+ *     (b) the exponential moving average of the loss (weight div_ema per step, default 0.02 ~ a
+ *         50-step window) has stayed above its running minimum by more than div_margin nats
+ *         (default 1.0) for div_window consecutive steps (default 100); t is the first of them.
+ *   With stop_on_div the run ends at the step the divergence is declared.
+ */
+#ifndef FL_TRAIN_H
+#define FL_TRAIN_H
+
+#include "model.h"
+#include "recipe.h"
+
+#include <stdint.h>
+
+enum { FL_SCHED_CONSTANT, FL_SCHED_COSINE };
+enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS };
+
+/* Every field fixed-width, no padding holes (the struct is stored in checkpoints and compared). */
+typedef struct {
+    fl_model_cfg model;    /* 7 u32 + act (2 u32) + float = 40 bytes */
+    fl_recipe_cfg recipe;  /* 8 u32 */
+    uint64_t steps, seed;
+    float lr, lr_min_frac, wd, beta1, beta2, adam_eps, clip;
+    uint32_t warmup, schedule;
+    uint32_t data_kind;
+    uint64_t data_len;     /* synthetic corpus length */
+    uint64_t data_hash;    /* FNV-1a of the corpus (filled at start) */
+    char data_path[512];
+    uint32_t log_every, ckpt_every;
+    float div_margin, div_ema;
+    uint32_t div_window, stop_on_div;
+    float trigger_rate;    /* FL_DATA_TRIGGERS: probability of a trigger event per sentence (data.h) */
+    uint32_t trigger_len;  /* FL_DATA_TRIGGERS: payload tokens after the trigger token */
+} fl_train_cfg;
+
+void fl_train_cfg_default(fl_train_cfg *c);
+
+/* Options of one invocation (not part of the run's identity). */
+typedef struct {
+    const char *dir;
+    int threads;      /* OpenMP and OpenBLAS threads; 0 = keep the checkpoint's / default */
+    int quiet;        /* no progress bar / summary line */
+    int resume;
+} fl_train_opts;
+
+/* The persistent counters of a run (checkpointed). */
+typedef struct {
+    uint64_t step;          /* steps completed */
+    double ema, ema_min;
+    uint32_t above, diverged;
+    uint64_t div_step;      /* first step of the divergence (valid when diverged) */
+    uint32_t div_reason;    /* 1 non-finite loss, 2 loss above running minimum */
+    uint32_t threads;
+    uint64_t sat_total, clip_total, nanout_total, ftz_total, down_sat_total;
+    uint64_t first_sat_step, first_down_sat_step; /* UINT64_MAX: none yet */
+    uint64_t metrics_off, tele_off;                /* file lengths at this checkpoint */
+    float act_amax_max, in_amax_max, align_start, align_end, last_loss, pad_;
+    uint64_t adam_sat, adam_ftz;
+} fl_train_state;
+
+/* Run (or resume) a training run in opts->dir.  Returns a CLI exit status (cli.h). */
+int fl_train_run(const fl_train_cfg *cfg, const fl_train_opts *opts);
+
+/* Read a run folder's checkpoint config (for `train --resume`): 0, or -1 with message. */
+int fl_train_read_cfg(fl_train_cfg *cfg, fl_train_state *st, const char *dir, char *err, size_t errlen);
+
+/* Check a configuration: NULL if fine, else what is wrong (for exit 2). */
+const char *fl_train_cfg_check(const fl_train_cfg *c);
+
+/* Write config.json-style JSON of cfg to f. */
+void fl_train_cfg_json(FILE *f, const fl_train_cfg *c);
+
+/* Apply one CLI flag (cmd_train.c) to c: 0 done (*used = 1 when val was consumed), 1 not a
+   training flag, 2 bad value (message printed). */
+int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, const char *val, int *used);
+
+/* OpenBLAS picks its kernels from the CPU model at load time; on virtual CPUs that report no model
+   (as here) it falls back to the "Prescott" SSE3 kernels, 5-7x slower than the AVX-512 ones.  When
+   OPENBLAS_CORETYPE is unset and the fallback was taken, set it from the CPU's features (avx512f:
+   SkylakeX, avx2: Haswell) and re-execute this program (argv: main's full argv, NULL-terminated).
+   Returns only when nothing was done (or exec failed). */
+void fl_blas_ensure_coretype(char **argv);
+
+/* Set by SIGINT/SIGTERM handlers installed by fl_train_run. */
+extern volatile int fl_train_stop_flag;
+
+#endif /* FL_TRAIN_H */

@@ -1,0 +1,117 @@
+/* ulp_report.h — the accumulator of an ulp validation: counts, histogram, exact sum, worst cases.
+ *
+ * One fl_ulp_report summarises any number of judged outputs.  Each output arrives as an fl_ulp_case
+ * whose error `ulp` has already been decided exactly (experiments/ULP.md):
+ *
+ *   ulp  the error |y - f(x)| / ulp(f(x)) of the output y against the exact value f(x), in the ulp of
+ *        f(x)'s binade in the output format (Zimmermann et al.), ROUNDED TO NEAREST (ties to even)
+ *        onto the reporting grid: multiples of 2^-FL_ULP_GRID_BITS below 2^(53 - FL_ULP_GRID_BITS),
+ *        53-bit binary64 numbers above.  Every reported error is therefore an integer multiple of
+ *        2^-FL_ULP_GRID_BITS, which is what makes the sum below exact.
+ *        +Inf when the output or the exact value is NaN or infinite and they do not match
+ *        (the output is NaN/Inf where the reference is not, or the reverse).
+ *   cr       the output's encoding equals the correctly rounded one (any NaN equals any NaN).
+ *   special  the output's class differs from the reference's: NaN, +-Inf, saturation (the exact value
+ *            overflowed and the reference clamped it to +-max) or finite.
+ *
+ * Exactness and merging.  The sum of errors is kept as an integer count of 2^-FL_ULP_GRID_BITS units
+ * in FL_ULP_SUM_LIMBS 64-bit limbs (384 bits: errors below 2^300 ulp, 2^64 of them, fit), counts are
+ * integers, the maximum is a maximum, and the worst list keeps the FL_ULP_WORST largest errors
+ * ordered by (error descending, index ascending).  fl_ulp_report_merge is therefore exactly
+ * associative and commutative: shards of a sweep merged in any order, by threads, by processes or
+ * from JSON files, give the report of the whole sweep bit for bit, provided element indices are
+ * global (unique across shards).
+ *
+ * Finite and infinite errors.  max_ulp, the sum and mean_ulp cover the outputs with a finite error;
+ * outputs with an infinite error are counted in `infinite` (and in the histogram's last bucket) and
+ * lead the worst list.
+ */
+#ifndef FL_ULP_REPORT_H
+#define FL_ULP_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_format.h"
+
+#define FL_ULP_GRID_BITS 20    /* reported errors are multiples of 2^-20 ulp */
+#define FL_ULP_WORST 10
+#define FL_ULP_MAX_INPUTS 4
+#define FL_ULP_SUM_LIMBS 6
+
+/* Histogram buckets of the reported error: 0, (0, 0.5], (0.5, 1], (1, 2], (2, 4], (4, 16], > 16. */
+typedef enum {
+    FL_ULP_HIST_0,
+    FL_ULP_HIST_HALF,
+    FL_ULP_HIST_1,
+    FL_ULP_HIST_2,
+    FL_ULP_HIST_4,
+    FL_ULP_HIST_16,
+    FL_ULP_HIST_MORE,
+    FL_ULP_HIST_COUNT
+} fl_ulp_hist;
+
+typedef struct {
+    uint64_t index;                    /* element index (global over the sweep / arrays) */
+    uint64_t in[FL_ULP_MAX_INPUTS];    /* input bit patterns, in the inputs' storage formats */
+    uint32_t out;                      /* output encoding */
+    uint32_t ref;                      /* correctly rounded encoding */
+    double ulp;                        /* reported error (see above); +Inf for a special mismatch */
+    int cr;                            /* out equals ref */
+    int special;                       /* class mismatch */
+} fl_ulp_case;
+
+typedef struct {
+    uint64_t count;                    /* outputs judged */
+    uint64_t correctly_rounded;
+    uint64_t faithful;                 /* error <= 1 ulp */
+    uint64_t mismatched_special;
+    uint64_t infinite;                 /* outputs whose error is infinite */
+    uint64_t hist[FL_ULP_HIST_COUNT];
+    uint64_t sum[FL_ULP_SUM_LIMBS];    /* sum of finite errors in 2^-FL_ULP_GRID_BITS units, little-endian limbs */
+    double max_ulp;                    /* largest finite error; 0 when there is none */
+    int n_worst;
+    fl_ulp_case worst[FL_ULP_WORST];   /* (error desc, index asc) */
+} fl_ulp_report;
+
+void fl_ulp_report_init(fl_ulp_report *r);
+/* Adds one judged output. */
+void fl_ulp_report_add(fl_ulp_report *r, const fl_ulp_case *c);
+/* dst += src (exact, associative, commutative). */
+void fl_ulp_report_merge(fl_ulp_report *dst, const fl_ulp_report *src);
+/* Mean of the finite errors: the exact sum divided by their count, as a double within one ulp
+   (a function of the exact sum and the count only, so equal reports give equal means; 0 when
+   there is no finite error). */
+double fl_ulp_report_mean(const fl_ulp_report *r);
+
+/* The bucket of an error (the reported value; +Inf goes to FL_ULP_HIST_MORE). */
+fl_ulp_hist fl_ulp_hist_bucket(double ulp);
+/* "0", "<=0.5", "<=1", "<=2", "<=4", "<=16", ">16". */
+const char *fl_ulp_hist_label(fl_ulp_hist b);
+
+/* Round a non-negative real given as a double onto the reporting grid (to nearest, ties to even).
+   Exact for any double input: the grid is coarser than binary64 at every magnitude. */
+double fl_ulp_grid_round(double e);
+/* 1 if e is a point of the reporting grid (or +Inf). */
+int fl_ulp_on_grid(double e);
+
+/* The exact sum as a decimal integer of 2^-FL_ULP_GRID_BITS units (for JSON, where numbers are
+   doubles); buf needs 128 bytes.  Parse returns 0, or -1 for anything but a decimal integer that fits. */
+void fl_ulp_sum_to_string(char *buf, size_t n, const uint64_t sum[FL_ULP_SUM_LIMBS]);
+int fl_ulp_sum_from_string(uint64_t sum[FL_ULP_SUM_LIMBS], const char *s);
+
+/* Is case a ahead of case b in the worst list? (error desc, index asc) */
+int fl_ulp_case_before(const fl_ulp_case *a, const fl_ulp_case *b);
+
+/* A validation split across worker processes (experiments/ulp_mpi.c sets this before running the
+   ulp command).  Worker `rank` of `size` judges its contiguous share of the elements; reduce() then
+   merges every worker's report and its n_stats counters (summed) into rank 0's, which alone prints.
+   NULL (the default): one process. */
+typedef struct {
+    int rank, size;
+    void (*reduce)(fl_ulp_report *r, uint64_t *stats, int n_stats, void *ctx);
+    void *ctx;
+} fl_ulp_workers;
+extern const fl_ulp_workers *fl_ulp_workers_hook;
+
+#endif /* FL_ULP_REPORT_H */

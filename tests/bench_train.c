@@ -1,0 +1,117 @@
+/* bench_train.c — training throughput of the harness next to the OpenBLAS sgemm FLOP rate measured
+ * in the same run.
+ *
+ * For each configuration (the demo's model, and a wider one where GEMMs dominate) and recipe
+ * (fp32, bf16, fp8-delayed) it runs `steps` training steps through fl_train_run (everything a real
+ * step does: casts, twins, attention, AdamW, telemetry) and reports steps/s and the model's GEMM
+ * FLOP rate:  FLOPs/step = 3 * (2 N sum_linears K M + 2 * 2 B H (T (T+1) / 2) hs)  (forward + 2x
+ * backward; causal attention counted on its lower triangle).  The sgemm rate is measured on the
+ * model's largest Linear shape (N x 2F x C) with the same thread count.  ratio = model rate /
+ * sgemm rate: the share of peak GEMM throughput the whole training step achieves.
+ * Usage: bench_train [steps (default 60)] [threads (default 1)]
+ */
+#include "train.h"
+
+#include <cblas.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double sgemm_rate(int M, int N, int K)
+{
+    float *a = malloc((size_t)M * K * sizeof *a), *b = malloc((size_t)N * K * sizeof *b), *c = malloc((size_t)M * N * sizeof *c);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        b[i] = (float)(i % 5) * 0.1f;
+    int it = 0;
+    const double t0 = now();
+    double t;
+    do {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        it++;
+        t = now() - t0;
+    } while (t < 0.5);
+    free(a);
+    free(b);
+    free(c);
+    return 2.0 * M * N * K * it / t;
+}
+
+static double step_flops(const fl_model_cfg *m)
+{
+    const double N = (double)m->B * m->T, C = m->C, F = m->F, G = fl_act_gated(m->act) ? 2 : 1;
+    const double lin = m->L * (3 * C * C + C * C + G * F * C + F * C) + (double)m->V * C;
+    const double att = m->L * 2.0 * 2.0 * m->B * (double)m->T * (m->T + 1) / 2.0 * C;
+    return 3.0 * (2.0 * N * lin + att);
+}
+
+int main(int argc, char **argv)
+{
+    fl_blas_ensure_coretype(argv);
+    const int steps = argc > 1 ? atoi(argv[1]) : 60;
+    const int threads = argc > 2 ? atoi(argv[2]) : 1;
+    openblas_set_num_threads(threads);
+    char base[256];
+    snprintf(base, sizeof base, "/tmp/fp8lab_bench_train_%d", (int)getpid());
+    if (mkdir(base, 0755)) {
+        fprintf(stderr, "bench_train: cannot create %s\n", base);
+        return 1;
+    }
+    printf("bench_train: %d steps per run, %d thread(s), OpenBLAS core %s\n", steps, threads, openblas_get_corename());
+    printf("%-22s %-12s %9s %12s %12s %7s\n", "model", "recipe", "steps/s", "model GF/s", "sgemm GF/s", "ratio");
+    const struct {
+        const char *name;
+        uint32_t C, F, T, B;
+    } models[2] = { { "demo C64 F256 T64 B16", 64, 256, 64, 16 }, { "wide C256 F1024 T64 B16", 256, 1024, 64, 16 } };
+    const fl_recipe_kind recs[3] = { FL_RECIPE_FP32, FL_RECIPE_BF16, FL_RECIPE_FP8_DELAYED };
+    for (int mi = 0; mi < 2; mi++) {
+        fl_train_cfg c;
+        fl_train_cfg_default(&c);
+        c.model.C = models[mi].C;
+        c.model.F = models[mi].F;
+        c.model.T = models[mi].T;
+        c.model.B = models[mi].B;
+        c.model.H = 4;
+        c.model.L = 2;
+        c.steps = (uint64_t)steps;
+        c.data_len = 1 << 16;
+        c.log_every = 10;
+        c.ckpt_every = 1000000;
+        const int N = (int)(c.model.B * c.model.T);
+        const double peak = sgemm_rate(N, 2 * (int)c.model.F, (int)c.model.C);
+        for (int r = 0; r < 3; r++) {
+            c.recipe.kind = recs[r];
+            char dir[512], p[600];
+            snprintf(dir, sizeof dir, "%s/%d-%d", base, mi, r);
+            fl_train_opts o = { dir, threads, 1, 0 };
+            if (fl_train_run(&c, &o)) {
+                fprintf(stderr, "bench_train: run failed\n");
+                return 1;
+            }
+            snprintf(p, sizeof p, "%s/summary.json", dir);
+            json_error_t e;
+            json_t *j = json_load_file(p, 0, &e);
+            const double sps = j ? json_number_value(json_object_get(j, "steps_per_s")) : 0;
+            json_decref(j);
+            const double rate = sps * step_flops(&c.model);
+            printf("%-22s %-12s %9.2f %12.2f %12.2f %6.1f%%\n", models[mi].name, fl_recipe_name(recs[r]), sps,
+                   rate / 1e9, peak / 1e9, 100.0 * rate / peak);
+            fflush(stdout);
+        }
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    return system(cmd) ? 1 : 0;
+}

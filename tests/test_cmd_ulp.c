@@ -1,0 +1,446 @@
+/* test_cmd_ulp.c — `fp8lab ulp` end to end, through the CLI binary ($FP8LAB, else build/fp8lab):
+ *   planted faults: correctly rounded outputs (MPFR) with a few perturbed by known amounts (+-k ulps,
+ *     NaN, Inf, a broken saturation) are found exactly: counts, the worst list's order and indices,
+ *     and the errors, which must equal the exact ones (MPFR at 256 bits) to the 2^-20 grid;
+ *   safetensors inputs and outputs (BF16 tensors chosen by --tensor), and a malformed file;
+ *   --range shards merged with --merge (in either order) equal the whole range; overlaps are refused;
+ *   --mpfr-only gives the same JSON as the fast path on ranges of every fast function;
+ *   exit statuses 0, 1, 2 and 3 (the --max-ulp gate). */
+#include "check.h"
+#include "fl_round.h"
+#include "npy.h"
+#include "ref.h"
+#include "ulp.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static const char *cli;
+
+/* Runs the CLI with args; stdout into dir/out.json; returns the exit status. */
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s ulp %s >%s/out.json 2>%s/err.txt", cli, args, dir, dir);
+    const int st = system(cmd);
+    CHECK(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
+    return WEXITSTATUS(st);
+}
+
+static json_t *load_out(void)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/out.json", dir);
+    json_error_t je;
+    json_t *o = json_load_file(p, 0, &je);
+    CHECK(o, "output is not JSON: %s", je.text);
+    return o;
+}
+
+static char *slurp(const char *name)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "rb");
+    CHECK(f, "cannot read %s", p);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static long long geti(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    CHECK(json_is_integer(v), "no integer '%s' in the report", k);
+    return json_integer_value(v);
+}
+
+static void write_npy(const char *name, fl_dtype dt, const void *data, size_t n)
+{
+    char p[128], err[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    fl_array a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    a.ndim = 1;
+    a.shape[0] = (int64_t)n;
+    a.count = n;
+    a.data = (void *)data;
+    CHECK(fl_npy_write(p, &a, err, sizeof err) == 0, "%s", err);
+}
+
+/* The exact error of output code y against f(x) (MPFR, 256 bits), in ulps of f's binade. */
+static double exact_err(const char *fn, fl_format fmt, float x, uint32_t y)
+{
+    const fl_ref_fn *rf = fl_ref_lookup(fn);
+    fl_ref_params p;
+    fl_ref_params_init(&p, rf);
+    mpfr_t xv, f, d;
+    mpfr_inits2(256, xv, f, d, (mpfr_ptr)0);
+    mpfr_set_flt(xv, x, MPFR_RNDN);
+    mpfr_srcptr xs[1] = { xv };
+    CHECK(fl_ref_value(f, fl_ref_find_eval(rf, "")->eval, xs, &p) == 0, "no reference");
+    const double u = fl_ulp(fmt, mpfr_get_d(f, MPFR_RNDN));
+    mpfr_set_flt(d, fl_decode(fmt, y), MPFR_RNDN);
+    mpfr_sub(d, d, f, MPFR_RNDN);
+    const double e = fabs(mpfr_get_d(d, MPFR_RNDN)) / u;
+    mpfr_clears(xv, f, d, (mpfr_ptr)0);
+    return e;
+}
+
+static uint32_t ref_code(const char *fn, fl_format fmt, fl_overflow ovf, float x)
+{
+    const fl_ref_fn *rf = fl_ref_lookup(fn);
+    fl_ref_params p;
+    fl_ref_params_init(&p, rf);
+    mpfr_t xv;
+    mpfr_init2(xv, 64);
+    mpfr_set_flt(xv, x, MPFR_RNDN);
+    mpfr_srcptr xs[1] = { xv };
+    uint32_t c;
+    CHECK(fl_ref_round(&c, fmt, FL_RND_NE, ovf, fl_ref_find_eval(rf, "")->eval, xs, &p) == 0, "no reference");
+    mpfr_clear(xv);
+    return c;
+}
+
+/* code moved by k representable steps (same sign side; the tests stay away from zero and max) */
+static uint32_t step(uint32_t c, int k, fl_format fmt)
+{
+    const uint32_t sbit = 1u << (fl_format_get(fmt)->bits - 1);
+    const int neg = (c & sbit) != 0;
+    const int64_t mag = (int64_t)(c & (sbit - 1)) + (neg ? -k : k);
+    return (neg ? sbit : 0) | (uint32_t)mag;
+}
+
+static json_t *worst_at(json_t *o, size_t i)
+{
+    json_t *w = json_object_get(o, "worst");
+    CHECK(json_is_array(w) && i < json_array_size(w), "no worst[%zu]", i);
+    return json_array_get(w, i);
+}
+
+static double worst_ulp(json_t *o, size_t i)
+{
+    json_t *u = json_object_get(worst_at(o, i), "ulp");
+    if (json_is_string(u)) {
+        CHECK(!strcmp(json_string_value(u), "inf"), "ulp string '%s'", json_string_value(u));
+        return INFINITY;
+    }
+    return json_number_value(u);
+}
+
+static void test_planted_fp32(void)
+{
+    enum { N = 3000 };
+    static float x[N];
+    static uint32_t y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((i - N / 2) * 0.0137 + 0.001 * (i % 7)); /* [-20.5, 20.5], away from binade edges */
+        y[i] = ref_code("silu", FL_FMT_FP32, FL_OVF_NOSATURATE, x[i]);
+    }
+    /* plants: index -> perturbation */
+    const struct { int i, k; } steps[] = { { 17, 1 }, { 100, -3 }, { 555, 40 }, { 1800, 2 }, { 2999, -1 } };
+    for (size_t s = 0; s < FL_ARRAY_LEN(steps); s++)
+        y[steps[s].i] = step(y[steps[s].i], steps[s].k, FL_FMT_FP32);
+    y[1200] = 0x7FC00000u; /* NaN */
+    y[1500] = 0x7F800000u; /* +Inf */
+    write_npy("x.npy", FL_DT_F32, x, N);
+    write_npy("y.npy", FL_DT_F32, y, N);
+    char args[512];
+    snprintf(args, sizeof args, "silu --format fp32 --inputs %s/x.npy --outputs %s/y.npy --json", dir, dir);
+    CHECK(run(args) == 0, "planted fp32: exit status: %s", slurp("err.txt"));
+    json_t *o = load_out();
+    CHECK(geti(o, "count") == N, "count");
+    CHECK(geti(o, "correctly_rounded") == N - 7, "correctly_rounded %lld", geti(o, "correctly_rounded"));
+    CHECK(geti(o, "mismatched_special") == 2, "mismatched_special %lld", geti(o, "mismatched_special"));
+    CHECK(geti(o, "infinite_errors") == 2, "infinite_errors");
+    /* worst: the two specials by index, then the steps by their exact errors, descending */
+    int order[7] = { 1200, 1500 };
+    double exact[7] = { INFINITY, INFINITY };
+    for (size_t s = 0; s < FL_ARRAY_LEN(steps); s++) {
+        order[2 + s] = steps[s].i;
+        exact[2 + s] = exact_err("silu", FL_FMT_FP32, x[steps[s].i], y[steps[s].i]);
+    }
+    for (int a = 2; a < 7; a++)
+        for (int b = a + 1; b < 7; b++)
+            if (exact[b] > exact[a]) {
+                const double t = exact[a];
+                exact[a] = exact[b];
+                exact[b] = t;
+                const int ti = order[a];
+                order[a] = order[b];
+                order[b] = ti;
+            }
+    for (size_t i = 0; i < FL_ARRAY_LEN(order); i++) {
+        json_t *w = worst_at(o, i);
+        CHECK(json_integer_value(json_object_get(w, "index")) == order[i], "worst[%zu] is index %lld, want %d", i,
+              (long long)json_integer_value(json_object_get(w, "index")), order[i]);
+        const double got = worst_ulp(o, i);
+        if (i < 2) {
+            CHECK(isinf(got) && json_is_true(json_object_get(w, "mismatched_special")), "worst[%zu] not inf/special", i);
+            continue;
+        }
+        CHECK(fabs(got - exact[i]) <= 0x1p-21 * (1 + 1e-9), "index %d: reported %.9f ulp, exact %.9f", order[i], got,
+              exact[i]);
+        CHECK(!json_is_true(json_object_get(w, "correctly_rounded")), "index %d flagged correctly rounded", order[i]);
+    }
+    CHECK(worst_ulp(o, 7) <= 0.5, "the rest are correctly rounded: worst[7] = %g", worst_ulp(o, 7));
+    const double max = json_number_value(json_object_get(o, "max_ulp"));
+    CHECK(max == worst_ulp(o, 2), "max_ulp %g is the largest finite error", max);
+    json_decref(o);
+    /* the gate: exit 3 above the bound or on any special mismatch */
+    snprintf(args, sizeof args, "silu --format fp32 --inputs %s/x.npy --outputs %s/y.npy --max-ulp 100", dir, dir);
+    CHECK(run(args) == 3, "gate must fail on the NaN/Inf outputs");
+    CHECK(strstr(slurp("out.json"), "FAILED"), "text report names the gate");
+}
+
+static void test_planted_e4m3(void)
+{
+    /* saturating e4m3: f > 464 saturates to 448 (0x7E) */
+    enum { N = 600 };
+    static float x[N];
+    static uint8_t y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = i < 500 ? (float)((i - 250) * 0.0371 + 0.003) : (float)(470 + i); /* the last 100 saturate */
+        y[i] = (uint8_t)ref_code("silu", FL_FMT_E4M3, FL_OVF_SATURATE, x[i]);
+    }
+    CHECK(y[550] == 0x7E && y[120] != 0x7E, "setup: saturation where expected");
+    y[550] = 0x7D;                     /* 416 where the reference saturates: class mismatch, finite error */
+    y[560] = 0x7F;                     /* NaN */
+    y[300] = (uint8_t)step(y[300], 1, FL_FMT_E4M3);
+    write_npy("x8.npy", FL_DT_F32, x, N);
+    write_npy("y8.npy", FL_DT_U8, y, N);
+    char args[512];
+    snprintf(args, sizeof args, "silu --format e4m3 --inputs %s/x8.npy --outputs %s/y8.npy --output-format e4m3 --json",
+             dir, dir);
+    CHECK(run(args) == 0, "planted e4m3: %s", slurp("err.txt"));
+    json_t *o = load_out();
+    CHECK(!strcmp(json_string_value(json_object_get(o, "overflow")), "saturate"), "e4m3 saturates by default");
+    CHECK(geti(o, "correctly_rounded") == N - 3, "correctly_rounded %lld", geti(o, "correctly_rounded"));
+    CHECK(geti(o, "mismatched_special") == 2, "mismatched_special %lld (broken saturation + NaN)",
+          geti(o, "mismatched_special"));
+    CHECK(geti(o, "infinite_errors") == 1, "one infinite error (the NaN)");
+    CHECK(json_integer_value(json_object_get(worst_at(o, 0), "index")) == 560, "NaN first");
+    /* 416 against silu(1020) ~ 1020: |416 - f| / ulp(f) with ulp 64 in [512, 1024) */
+    const double want = exact_err("silu", FL_FMT_E4M3, x[550], 0x7D);
+    json_t *w1 = worst_at(o, 1);
+    CHECK(json_integer_value(json_object_get(w1, "index")) == 550 && json_is_true(json_object_get(w1, "mismatched_special")),
+          "broken saturation second");
+    CHECK(fabs(worst_ulp(o, 1) - want) <= 0x1p-21 * (1 + 1e-9), "saturation error %.9f vs %.9f", worst_ulp(o, 1), want);
+    CHECK(json_integer_value(json_object_get(worst_at(o, 2), "index")) == 300, "the +1 step third");
+    const double want3 = exact_err("silu", FL_FMT_E4M3, x[300], y[300]);
+    CHECK(fabs(worst_ulp(o, 2) - want3) <= 0x1p-21 * (1 + 1e-9), "step error %.9f vs %.9f", worst_ulp(o, 2), want3);
+    json_decref(o);
+}
+
+/* A safetensors file: tensors (name, dtype, data), little-endian, in the order given. */
+static void write_safetensors(const char *name, int n, const char *const *names, const char *const *dtypes,
+                              const void *const *data, const size_t *bytes, const size_t *counts, size_t trunc)
+{
+    char header[2048];
+    int k = snprintf(header, sizeof header, "{\"__metadata__\":{\"format\":\"pt\"}");
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        k += snprintf(header + k, sizeof header - (size_t)k, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                      names[i], dtypes[i], counts[i], off, off + bytes[i]);
+        off += bytes[i];
+    }
+    k += snprintf(header + k, sizeof header - (size_t)k, "}");
+    while (k % 8)
+        header[k++] = ' ';
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (uint8_t)((uint64_t)k >> (8 * i));
+    fwrite(len, 1, 8, f);
+    fwrite(header, 1, (size_t)k, f);
+    size_t written = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = bytes[i];
+        if (trunc && written + b > off - trunc)
+            b = off - trunc > written ? off - trunc - written : 0;
+        fwrite(data[i], 1, b, f);
+        written += b;
+    }
+    fclose(f);
+}
+
+static void test_safetensors(void)
+{
+    enum { N = 1024 };
+    static uint16_t xb[N], yb[N];
+    static int64_t ids[3] = { 1, 2, 3 };
+    for (int i = 0; i < N; i++) {
+        xb[i] = (uint16_t)fl_encode_f32(FL_FMT_BF16, (float)(i - N / 2) / 37.0f, FL_RND_NE, FL_OVF_NOSATURATE, 0);
+        yb[i] = (uint16_t)ref_code("silu", FL_FMT_BF16, FL_OVF_NOSATURATE, fl_decode(FL_FMT_BF16, xb[i]));
+    }
+    yb[77] = (uint16_t)step(yb[77], 2, FL_FMT_BF16);
+    const char *names[] = { "act.x", "act.y", "ids" };
+    const char *dtypes[] = { "BF16", "BF16", "I64" };
+    const void *data[] = { xb, yb, ids };
+    const size_t bytes[] = { sizeof xb, sizeof yb, sizeof ids }, counts[] = { N, N, 3 };
+    write_safetensors("t.safetensors", 3, names, dtypes, data, bytes, counts, 0);
+    char args[512];
+    snprintf(args, sizeof args,
+             "silu --format bf16 --inputs %s/t.safetensors --tensor act.x --outputs %s/t.safetensors --tensor act.y --json",
+             dir, dir);
+    CHECK(run(args) == 0, "safetensors: %s", slurp("err.txt"));
+    json_t *o = load_out();
+    CHECK(geti(o, "count") == N && geti(o, "correctly_rounded") == N - 1, "safetensors counts");
+    CHECK(json_integer_value(json_object_get(worst_at(o, 0), "index")) == 77, "safetensors worst index");
+    json_t *in0 = json_array_get(json_object_get(worst_at(o, 0), "inputs"), 0);
+    char hex[16];
+    snprintf(hex, sizeof hex, "0x%04x", xb[77]);
+    CHECK(!strcmp(json_string_value(json_object_get(in0, "hex")), hex), "input hex %s, want %s",
+          json_string_value(json_object_get(in0, "hex")), hex);
+    json_decref(o);
+    /* a tensor of an unsupported dtype, a missing tensor, an ambiguous file, a truncated file */
+    snprintf(args, sizeof args, "silu --format bf16 --inputs %s/t.safetensors --tensor ids --outputs %s/t.safetensors --tensor act.y",
+             dir, dir);
+    CHECK(run(args) == 1 && strstr(slurp("err.txt"), "I64"), "I64 tensor refused: %s", slurp("err.txt"));
+    snprintf(args, sizeof args, "silu --format bf16 --inputs %s/t.safetensors --tensor nope --outputs %s/t.safetensors --tensor act.y",
+             dir, dir);
+    CHECK(run(args) == 1 && strstr(slurp("err.txt"), "nope"), "missing tensor named: %s", slurp("err.txt"));
+    snprintf(args, sizeof args, "silu --format bf16 --inputs %s/t.safetensors --outputs %s/t.safetensors --tensor act.y",
+             dir, dir);
+    CHECK(run(args) == 1 && strstr(slurp("err.txt"), "--tensor"), "ambiguous file: %s", slurp("err.txt"));
+    write_safetensors("bad.safetensors", 3, names, dtypes, data, bytes, counts, 10);
+    snprintf(args, sizeof args, "silu --format bf16 --inputs %s/bad.safetensors --tensor act.x --outputs %s/t.safetensors --tensor act.y",
+             dir, dir);
+    CHECK(run(args) == 1 && strstr(slurp("err.txt"), "bad.safetensors"), "truncated file named: %s", slurp("err.txt"));
+}
+
+static char *json_text(void)
+{
+    static char buf[3][1 << 16];
+    static int k;
+    char *b = buf[k++ % 3];
+    strcpy(b, slurp("out.json"));
+    return b;
+}
+
+/* Equal reports, ignoring the shard list. */
+static void same_report(json_t *a, json_t *b, const char *what)
+{
+    static const char *const keys[] = { "function", "format", "count", "correctly_rounded", "faithful",
+                                        "mismatched_special", "infinite_errors", "max_ulp", "mean_ulp",
+                                        "sum_ulp_units", "histogram", "worst" };
+    for (size_t i = 0; i < FL_ARRAY_LEN(keys); i++)
+        CHECK(json_equal(json_object_get(a, keys[i]), json_object_get(b, keys[i])), "%s: '%s' differs", what, keys[i]);
+}
+
+static void test_shards(void)
+{
+    char args[512];
+    const char *impl = "--impl silu_f32_naive";
+    snprintf(args, sizeof args, "%s --range 0x3f7f0000:0x3f820000 --json", impl);
+    CHECK(run(args) == 0, "whole");
+    json_t *whole = load_out();
+    snprintf(args, sizeof args, "%s --range 0x3f7f0000:0x3f80a000 --json > %s/s1.json; %s ulp %s --range 0x3f80a000:0x3f820000 --json",
+             impl, dir, cli, impl); /* the second command of the line needs its own "ulp" */
+    CHECK(run(args) == 0, "shards");
+    char s2[128];
+    snprintf(s2, sizeof s2, "%s/s2.json", dir);
+    rename(strcat(strcpy(args, dir), "/out.json"), s2);
+    snprintf(args, sizeof args, "--merge %s/s2.json %s/s1.json --json", dir, dir);
+    CHECK(run(args) == 0, "merge: %s", slurp("err.txt"));
+    json_t *m = load_out();
+    same_report(whole, m, "merged shards vs whole");
+    CHECK(json_array_size(json_object_get(m, "shards")) == 2, "merged report lists its shards");
+    json_decref(m);
+    snprintf(args, sizeof args, "--merge %s/s1.json %s/s2.json --json", dir, dir);
+    CHECK(run(args) == 0, "merge 2");
+    m = load_out();
+    same_report(whole, m, "merged shards (other order) vs whole");
+    json_decref(m);
+    snprintf(args, sizeof args, "--merge %s/s1.json %s/s1.json", dir, dir);
+    CHECK(run(args) == 1 && strstr(slurp("err.txt"), "overlaps"), "overlapping shards refused");
+    json_decref(whole);
+}
+
+static void test_mpfr_only(void)
+{
+    static const char *const impls[] = { "silu_f32_naive", "sigmoid_via_tanhf_f32", "tanhf_f32", "gelu_erff_f32",
+                                         "gelu_tanh_f32", "silu_f32_e4m3", "swiglu_bf16" };
+    /* around 1, around -6, tiny, large, NaN/Inf */
+    static const char *const ranges[] = { "0x3f7ffe00:0x3f800200", "0xc0bfff00:0xc0c00100", "0x33ffff00:0x34000100",
+                                          "0x42ffff00:0x43000100", "0x7f7fff80:0x7f800080" };
+    char args[512];
+    for (size_t i = 0; i < FL_ARRAY_LEN(impls); i++)
+        for (size_t r = 0; r < FL_ARRAY_LEN(ranges); r++) {
+            snprintf(args, sizeof args, "--impl %s --range %s --json", impls[i], ranges[r]);
+            CHECK(run(args) == 0, "fast %s", args);
+            const char *a = json_text();
+            snprintf(args, sizeof args, "--impl %s --range %s --json --mpfr-only", impls[i], ranges[r]);
+            CHECK(run(args) == 0, "mpfr %s", args);
+            const char *b = json_text();
+            CHECK(!strcmp(a, b), "--mpfr-only differs from the fast path: %s", args);
+        }
+}
+
+/* build/fp8lab-mpi (make ulp-mpi) under mpirun -np 2 prints the one-process report. */
+static void test_mpi(void)
+{
+    char mpi[256], cmd[1024];
+    snprintf(mpi, sizeof mpi, "%s", cli);
+    char *slash = strrchr(mpi, '/');
+    snprintf(slash ? slash + 1 : mpi, sizeof mpi - (size_t)(slash ? slash + 1 - mpi : 0), "fp8lab-mpi");
+    if (access(mpi, X_OK) != 0 || system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("note: %s or mpirun missing: MPI check skipped (make ulp-mpi)\n", mpi);
+        return;
+    }
+    const char *args = "--impl silu_f32_naive --range 0x3f7f0000:0x3f830000 --json";
+    CHECK(run(args) == 0, "one process");
+    const char *one = json_text();
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 "
+             "%s ulp %s >%s/out.json 2>%s/err.txt",
+             mpi, args, dir, dir);
+    const int st = system(cmd);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun -np 2 failed: %s", slurp("err.txt"));
+    CHECK(!strcmp(one, json_text()), "the 2-rank report differs from the one-process report");
+    printf("mpirun -np 2: report identical to one process\n");
+}
+
+static void test_exit_codes(void)
+{
+    CHECK(run("--impl silu_f32_naive --range 0x3f000000:0x3f001000 --max-ulp 0.5") == 3, "gate 0.5 fails");
+    CHECK(run("--impl silu_f32_naive --range 0x3f000000:0x3f001000 --max-ulp 4") == 0, "gate 4 passes");
+    CHECK(run("--impl silu_f32_naive --range 0x3f000000:0x3f001000 --bogus") == 2, "unknown option");
+    CHECK(run("--impl nope --exhaustive") == 2, "unknown impl");
+    CHECK(run("--impl silu_f32_naive") == 2, "no sweep given");
+    CHECK(run("silu --inputs a.npy --outputs b.npy") == 2, "no --format");
+    CHECK(run("silu --format fp32 --inputs /nonexistent/a.npy --outputs /nonexistent/b.npy") == 1, "missing file");
+    CHECK(strstr(slurp("err.txt"), "/nonexistent/a.npy"), "message names the file");
+    CHECK(run("--impl gelu_tanh_as_gelu_bf16 --exhaustive") == 0, "bf16 exhaustive runs");
+    CHECK(strstr(slurp("out.json"), "re-check the worst:   fp8lab ulp gelu --format bf16 --impl gelu_tanh_as_gelu_bf16 --range"),
+          "text report gives the re-check command");
+}
+
+int main(void)
+{
+    cli = getenv("FP8LAB") ? getenv("FP8LAB") : "build/fp8lab";
+    if (access(cli, X_OK) != 0)
+        SKIP("no CLI binary at %s", cli);
+    strcpy(dir, "/tmp/fl_cmd_ulp_XXXXXX");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    test_planted_fp32();
+    test_planted_e4m3();
+    test_safetensors();
+    test_shards();
+    test_mpfr_only();
+    test_mpi();
+    test_exit_codes();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    PASS("test_cmd_ulp");
+}
