@@ -1,9 +1,13 @@
 /* cmd_order.c — `fp8lab order`: the safe polynomial order of PolyReLU / PolyNorm for a format, a
  * scaling scheme and an implementation strategy (experiments/order.h, experiments/ORDER.md). */
+#include "checkpoint.h"
 #include "cli.h"
+#include "data.h"
+#include "model.h"
 #include "npy.h"
 #include "order.h"
 #include "safetensors.h"
+#include "train.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -15,7 +19,8 @@ static const char *const help =
     "                    [--a0 X .. --a4 X] [--row-len N] [--bulk B] [--eps E] [--pow pow|mul]\n"
     "                    [--range R | --no-ulp] [--amax A,..] [--json]\n"
     "       fp8lab order --input X.npy|X.safetensors [--tensor NAME] [--sample-rows K] [--seed S]\n"
-    "                    [--max-flush F] [same selection flags] [--json]\n"
+    "                    [--max-flush F] [--dump P.npy] [same selection flags] [--json]\n"
+    "       fp8lab order --run DIR [--dump P.npy] [...]   pre-activations of a training run\n"
     "\n"
     "Analytic map (no --input): for each activation, order, format and strategy, computed with MPFR:\n"
     "  overflow threshold   the smallest positive real input at which an intermediate or the output exceeds\n"
@@ -39,6 +44,10 @@ static const char *const help =
     "drawn with --seed, default 1).  An order is safe when nothing overflowed or was clipped and at most\n"
     "--max-flush (default 0.01) of the outputs were flushed.\n"
     "  --tensor NAME   the tensor of a .safetensors file (default: its only / first floating tensor)\n"
+    "  --run DIR       a run folder of 'fp8lab train': its checkpoint's weights, one fp32 forward on the batch\n"
+    "                  the run trains on next; the tensor is every layer's FFN pre-activation (the fc output;\n"
+    "                  the gate plane for gated activations), (L * B * T, F)\n"
+    "  --dump P.npy    also write the studied tensor (float32) to P.npy\n"
     "\n"
     "Formats: bf16 fp16 e4m3 e5m2 e3m2 e2m3 e2m1 (default: all of them).  --json: one JSON object\n"
     "{\"entries\": [{\"act\", \"order\", \"format\", \"strategy\", \"overflow_threshold\", ...}], ...}.\n"
@@ -127,6 +136,84 @@ static void fmt_num(char *b, size_t n, double v)
         snprintf(b, n, "none");
     else
         snprintf(b, n, "%.6g", v);
+}
+
+/* The FFN pre-activations of a training run: the weights of DIR/checkpoint.bin (section 3 holds the
+   parameters, as experiments/train.c writes them; the configuration comes through fl_train_read_cfg),
+   one forward in fp32 (the recipe's casts left out: the fp32 master weights' pre-activations) on the
+   batch of step `st.step` (the next one the run would train on).  x (L * N, F): layer-major. */
+static int load_run(float **x, size_t *R, size_t *C, const char *dir)
+{
+    char err[4600], path[4200];
+    fl_train_cfg cfg;
+    fl_train_state st;
+    *x = NULL;
+    if (fl_train_read_cfg(&cfg, &st, dir, err, sizeof err)) {
+        fprintf(stderr, "fp8lab order: %s\n", err);
+        return FL_EXIT_FAIL;
+    }
+    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
+    fl_ckpt ck;
+    if (fl_ckpt_read(&ck, path, err, sizeof err)) {
+        fprintf(stderr, "fp8lab order: %s\n", err);
+        return FL_EXIT_FAIL;
+    }
+    fl_data data;
+    if (cfg.data_kind == FL_DATA_TEXT ? fl_data_load_text(&data, cfg.data_path, (size_t)cfg.model.T + 2, err, sizeof err)
+                                      : fl_data_synthetic(&data, cfg.seed, (size_t)cfg.data_len)) {
+        fprintf(stderr, "fp8lab order: %s: cannot rebuild the run's data: %s\n", dir,
+                cfg.data_kind == FL_DATA_TEXT ? err : "out of memory");
+        fl_ckpt_free(&ck);
+        return FL_EXIT_FAIL;
+    }
+    cfg.recipe.kind = FL_RECIPE_FP32;
+    const int nsites = fl_model_nsites(&cfg.model);
+    char *store = calloc((size_t)nsites, 40);
+    const char **names = calloc((size_t)nsites, sizeof *names);
+    uint32_t *roles = calloc((size_t)nsites, sizeof *roles);
+    uint8_t *hp = calloc((size_t)nsites, 1);
+    const size_t B = cfg.model.B, T = cfg.model.T, L = cfg.model.L, F = cfg.model.F, N = B * T;
+    const size_t G = fl_act_gated(cfg.model.act) ? 2 : 1;
+    uint16_t *batch = malloc(B * (T + 1) * sizeof *batch);
+    fl_recipe rec;
+    fl_model m;
+    memset(&m, 0, sizeof m);
+    int rc = FL_EXIT_FAIL, rec_ok = 0;
+    if (!store || !names || !roles || !hp || !batch)
+        goto out;
+    fl_model_site_names(&cfg.model, store, names, roles, hp);
+    if (fl_recipe_init(&rec, &cfg.recipe, nsites, names, roles, hp))
+        goto out;
+    rec_ok = 1;
+    if (fl_model_init(&m, &cfg.model, &rec, cfg.seed))
+        goto out;
+    const fl_ckpt_section *sp = fl_ckpt_find(&ck, 3); /* CK_PARAMS */
+    if (!sp || sp->size != m.nparams * sizeof(float)) {
+        fprintf(stderr, "fp8lab order: %s: no parameter section of %zu floats (a checkpoint of another layout?)\n", path,
+                m.nparams);
+        goto out;
+    }
+    memcpy(m.params, sp->data, sp->size);
+    fl_data_batch(batch, &data, cfg.seed, st.step, B, T);
+    fl_model_forward(&m, batch);
+    *x = malloc(L * N * F * sizeof **x);
+    if (!*x)
+        goto out;
+    for (size_t l = 0; l < L; l++)
+        memcpy(*x + l * N * F, m.pre + l * G * N * F, N * F * sizeof **x);
+    *R = L * N;
+    *C = F;
+    rc = 0;
+out:
+    if (rc && !*x)
+        fprintf(stderr, "fp8lab order: %s: cannot rebuild the model\n", dir);
+    fl_model_free(&m);
+    if (rec_ok)
+        fl_recipe_free(&rec);
+    fl_data_free(&data);
+    fl_ckpt_free(&ck);
+    free(store), free(names), free(roles), free(hp), free(batch);
+    return rc;
 }
 
 /* Read the tensor: float32 (R, C) in *x.  Returns 0, or FL_EXIT_FAIL after a message naming the file. */
@@ -238,7 +325,7 @@ static int is_value_flag(const char *a)
 {
     static const char *const flags[] = { "--act", "--order", "--format", "--strategy", "--pow", "--row-len",
                                          "--sample-rows", "--seed", "--bulk", "--eps", "--range", "--max-flush",
-                                         "--amax", "--input", "--tensor", "--a0", "--a1", "--a2", "--a3", "--a4" };
+                                         "--amax", "--input", "--tensor", "--run", "--dump", "--a0", "--a1", "--a2", "--a3", "--a4" };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (!strcmp(a, flags[i]))
             return 1;
@@ -247,7 +334,7 @@ static int is_value_flag(const char *a)
 
 int fl_cmd_order(int argc, char **argv)
 {
-    const char *cmd = "order", *input = NULL, *tensor = NULL;
+    const char *cmd = "order", *input = NULL, *tensor = NULL, *run_dir = NULL, *dump = NULL;
     sel acts = { 2, { FL_ORDER_POLYRELU, FL_ORDER_POLYNORM } };
     sel orders = { 3, { 2, 3, 4 } };
     sel fmts = { 7, { FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_E3M2, FL_FMT_E2M3, FL_FMT_E2M1 } };
@@ -343,12 +430,22 @@ int fl_cmd_order(int argc, char **argv)
         } else if (!strcmp(a, "--tensor")) {
             tensor = v;
             i++;
+        } else if (!strcmp(a, "--run")) {
+            run_dir = v;
+            i++;
+        } else if (!strcmp(a, "--dump")) {
+            dump = v;
+            i++;
         } else {
             return fl_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
     }
     if (tensor && !input)
         return fl_cli_usage_error(cmd, "--tensor needs --input FILE.safetensors");
+    if (input && run_dir)
+        return fl_cli_usage_error(cmd, "--input and --run are alternatives");
+    if (dump && !input && !run_dir)
+        return fl_cli_usage_error(cmd, "--dump needs --input or --run");
 
     json_t *root = json_object();
     json_t *config = json_object();
@@ -364,15 +461,28 @@ int fl_cmd_order(int argc, char **argv)
         }
     json_object_set_new(config, "coefficients", json_object_size(coef) ? coef : (json_decref(coef), json_string("default: a0 = 0, a_i = 1/r")));
 
-    if (input) {
+    if (input || run_dir) {
         float *x;
         size_t R, C;
-        const int rc = load_input(&x, &R, &C, input, tensor);
+        const int rc = input ? load_input(&x, &R, &C, input, tensor) : load_run(&x, &R, &C, run_dir);
         if (rc) {
             json_decref(config);
             json_decref(root);
             return rc;
         }
+        if (dump) {
+            char err[1024];
+            fl_array arr = { FL_DT_F32, 2, { (int64_t)R, (int64_t)C }, R * C, 0, x };
+            if (fl_npy_write(dump, &arr, err, sizeof err)) {
+                fprintf(stderr, "fp8lab order: %s\n", err);
+                free(x);
+                json_decref(config);
+                json_decref(root);
+                return FL_EXIT_FAIL;
+            }
+        }
+        if (!input)
+            input = run_dir;
         double amax = 0, ss = 0;
         for (size_t i = 0; i < R * C; i++) {
             amax = fmax(amax, fabs((double)x[i]));

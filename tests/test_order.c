@@ -449,6 +449,33 @@ static void test_cli(void)
         CHECK(run(out, sizeof out, args) == 1 && strstr(out, path) && strstr(out, "missing"), "missing tensor: %s", out);
     }
 
+    /* --run: the pre-activations of a (tiny) training run, dumped with --dump */
+    snprintf(args, sizeof args,
+             "train --act polynorm3 --recipe bf16 --steps 2 --seed 1 --out %s/run --width 16 --layers 1 --heads 2 "
+             "--ffn 32 --seq 8 --batch 2 --data-len 4096 --quiet --threads 1",
+             dir);
+    if (run(out, sizeof out, args) != 0) {
+        printf("note: 'fp8lab %s' failed, --run not checked: %s\n", args, out);
+    } else {
+        snprintf(args, sizeof args, "order --run %s/run --act polynorm --order 3 --format fp16 --dump %s/pre.npy --json", dir, dir);
+        CHECK(run(out, sizeof out, args) == 0, "order --run: %s", out);
+        root = json_loads(out, 0, &jerr);
+        CHECK(root && json_integer_value(json_object_get(root, "rows")) == 16 &&
+                  json_integer_value(json_object_get(root, "cols")) == 32,
+              "--run: (L * B * T, F) = (16, 32): %s", out);
+        json_decref(root);
+        snprintf(path, sizeof path, "%s/pre.npy", dir);
+        fl_array pre;
+        CHECK(fl_npy_read(&pre, path, err, sizeof err) == 0 && pre.dtype == FL_DT_F32 && pre.ndim == 2 &&
+                  pre.shape[0] == 16 && pre.shape[1] == 32,
+              "--dump: %s", err);
+        for (size_t i = 0; i < pre.count; i++)
+            CHECK(isfinite(((float *)pre.data)[i]), "finite pre-activations");
+        fl_array_free(&pre);
+    }
+    CHECK(run(out, sizeof out, "order --run /nonexistent/run") == 1 && strstr(out, "/nonexistent/run"), "--run missing: %s", out);
+    CHECK(run(out, sizeof out, "order --dump x.npy") == 2, "--dump without input: %s", out);
+
     /* bad input: exit 1 naming the file */
     snprintf(path, sizeof path, "%s/junk.npy", dir);
     FILE *fj = fopen(path, "w");
