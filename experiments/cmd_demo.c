@@ -11,7 +11,9 @@
  *   run do not, and Smooth-SwiGLU's final loss is within 5% of BF16's;
  * and reports the causal chain: gate/up alignment at the start and end, the growth of the SwiGLU
  * output's amax against its input's (log-log slope), the first saturation at the down
- * projection's input cast and the divergence step.  Exit status 0 when the outcome holds, 3
+ * projection's input cast, the largest staleness of its delayed scale (amax now / the amax the
+ * scale came from: what a cast must survive) and the divergence step.  The readable summary is
+ * printed and written to OUT/summary.txt.  Exit status 0 when the outcome holds, 3
  * (a failed gate) when it does not: the numbers are printed either way.
  */
 #include "cli.h"
@@ -20,6 +22,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,7 +43,8 @@ static const char *const help =
     "  --long         the same experiment for hours (more steps; same configuration otherwise)\n"
     "  --sequential   run the three trainings one after another with all threads\n"
     "  train options  any 'fp8lab train' option changes all three runs alike (ablations), e.g.\n"
-    "                 --wd 0, --fp8-overflow saturate, --amax-history 16, --seed 2, --steps N;\n"
+    "                 --wd 0, --fp8-overflow nan --margin 2, --amax-history 16, --data triggers, --seed 2,\n"
+    "                 --steps N;\n"
     "                 --recipe R replaces fp8-delayed in the two FP8 runs (fp8-current, fp8-block, mxfp8)\n"
     "Exit status: 0 the outcome was reproduced, 3 it was not (numbers printed either way).\n";
 
@@ -86,6 +90,8 @@ typedef struct {
     double slope;  /* log-log slope of act_amax vs ffn_in_amax */
     double in_growth, act_growth; /* amax end / start (first and last 5% of steps, medians) */
     uint64_t sat_before_div;      /* saturated elements at down.in before the divergence step */
+    double stale_max;             /* max over steps of down.in amax / the amax its scale came from */
+    long stale_step;              /* the step where it was reached */
     long nrows;
 } demo_result;
 
@@ -119,6 +125,8 @@ static int analyse_metrics(demo_result *r, const char *dir, long div_step)
         return -1;
     }
     r->sat_before_div = 0;
+    r->stale_max = 0.0;
+    r->stale_step = -1;
     while (fgets(line, sizeof line, f)) {
         double v[20];
         int k = 0;
@@ -135,6 +143,10 @@ static int analyse_metrics(demo_result *r, const char *dir, long div_step)
         if (div_step >= 0 && step >= div_step)
             break;
         r->sat_before_div += (uint64_t)v[14];
+        if (v[13] > r->stale_max) {
+            r->stale_max = v[13];
+            r->stale_step = step;
+        }
         if (!(v[5] > 0) || !(v[6] > 0) || !isfinite(v[5]) || !isfinite(v[6]))
             continue;
         if (n == cap) {
@@ -182,6 +194,22 @@ static int analyse_metrics(demo_result *r, const char *dir, long div_step)
     free(xin);
     free(xact);
     return 0;
+}
+
+/* The readable summary goes to stdout and to OUT/summary.txt. */
+static FILE *summary_file;
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    if (summary_file) {
+        va_start(ap, fmt);
+        vfprintf(summary_file, fmt, ap);
+        va_end(ap);
+    }
 }
 
 static double jnum(json_t *o, const char *k)
@@ -252,6 +280,9 @@ int fl_cmd_demo(int argc, char **argv)
         return FL_EXIT_FAIL;
     }
 
+    char sp[4300];
+    snprintf(sp, sizeof sp, "%s/summary.txt", out);
+    summary_file = fopen(sp, "w");
     fl_train_cfg cfgs[3];
     char dirs[3][4200];
     for (int k = 0; k < 3; k++) {
@@ -261,13 +292,13 @@ int fl_cmd_demo(int argc, char **argv)
             cfgs[k].recipe.kind = FL_RECIPE_BF16;
         snprintf(dirs[k], sizeof dirs[k], "%s/%s", out, runs[k].name);
     }
-    printf("fp8lab demo: seed %llu, %llu steps, d_model %u, %u layers, ffn %u, seq %u, batch %u, lr %g constant, "
+    say("fp8lab demo: seed %llu, %llu steps, d_model %u, %u layers, ffn %u, seq %u, batch %u, lr %g constant, "
            "wd %g, %s (history %u, %s, margin %d, %s casts)\n",
            (unsigned long long)base.seed, (unsigned long long)base.steps, base.model.C, base.model.L, base.model.F,
            base.model.T, base.model.B, base.lr, base.wd, fl_recipe_name((fl_recipe_kind)base.recipe.kind),
            base.recipe.history, fl_amax_algo_name((fl_amax_algo)base.recipe.algo), base.recipe.margin,
            base.recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating");
-    printf("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)base.recipe.kind),
+    say("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)base.recipe.kind),
            fl_recipe_name((fl_recipe_kind)base.recipe.kind), out);
     fflush(stdout);
 
@@ -357,7 +388,7 @@ int fl_cmd_demo(int argc, char **argv)
     const int prc = fl_plot_runs(out, title, 3, plot_runs);
 
     json_t *jr = json_array();
-    printf("\n%-14s %-12s %-9s %-8s %-10s %-9s %-9s %-9s %-7s %-10s %-10s\n", "act", "recipe", "diverged", "at step",
+    say("\n%-14s %-12s %-9s %-8s %-10s %-9s %-9s %-9s %-7s %-10s %-10s\n", "act", "recipe", "diverged", "at step",
            "final loss", "align 0", "align end", "amax max", "slope", "sat(down)", "sat(all)");
     for (int k = 0; k < 3; k++) {
         json_t *s = res[k].sum;
@@ -378,6 +409,7 @@ int fl_cmd_demo(int argc, char **argv)
         json_object_set_new(o, "first_down_in_saturation_step", json_incref(json_object_get(s, "first_down_in_saturation_step")));
         json_object_set_new(o, "nan_produced_total", json_integer((json_int_t)jnum(s, "nan_produced_total")));
         json_object_set_new(o, "amax_loglog_slope", jnum_or_null(res[k].slope));
+        json_object_set_new(o, "down_in_staleness_max", jnum_or_null(res[k].stale_max));
         json_object_set_new(o, "ffn_in_amax_growth", jnum_or_null(res[k].in_growth));
         json_object_set_new(o, "act_amax_growth", jnum_or_null(res[k].act_growth));
         json_object_set_new(o, "steps_done", json_incref(json_object_get(s, "steps_done")));
@@ -387,7 +419,7 @@ int fl_cmd_demo(int argc, char **argv)
         char at[32] = "-";
         if (dv)
             snprintf(at, sizeof at, "%lld", (long long)jnum(s, "diverged_step"));
-        printf("%-14s %-12s %-9s %-8s %-10.4f %-9.3f %-9.3f %-9.4g %-7.2f %-10lld %-10lld\n", fl_act_name(cfgs[k].model.act),
+        say("%-14s %-12s %-9s %-8s %-10.4f %-9.3f %-9.3f %-9.4g %-7.2f %-10lld %-10lld\n", fl_act_name(cfgs[k].model.act),
                fl_recipe_name((fl_recipe_kind)cfgs[k].recipe.kind), dv ? "YES" : "no", at, fl,
                jnum(s, "alignment_start"), jnum(s, "alignment_end"), jnum(s, "amax_max"), res[k].slope,
                (long long)jnum(s, "down_in_saturated_total"), (long long)jnum(s, "saturated_total"));
@@ -399,25 +431,43 @@ int fl_cmd_demo(int argc, char **argv)
     const double l_bf = jnum(res[0].sum, "final_loss"), l_sm = jnum(res[2].sum, "final_loss");
     const double rel = fabs(l_sm - l_bf) / l_bf;
     const int ok = d_sw && !d_bf && !d_sm && isfinite(rel) && rel <= 0.05;
-    printf("\n  SwiGLU/FP8 %s", d_sw ? "diverged" : "did NOT diverge");
+    say("\n  SwiGLU/FP8 %s", d_sw ? "diverged" : "did NOT diverge");
     if (d_sw)
-        printf(" at step %lld (%s)", (long long)jnum(res[1].sum, "diverged_step"),
+        say(" at step %lld (%s)", (long long)jnum(res[1].sum, "diverged_step"),
                json_string_value(json_object_get(res[1].sum, "divergence")));
-    printf("; BF16 control %s; Smooth-SwiGLU/FP8 %s; Smooth vs BF16 final loss %+.2f%%\n",
+    say("; BF16 control %s; Smooth-SwiGLU/FP8 %s; Smooth vs BF16 final loss %+.2f%%\n",
            d_bf ? "DIVERGED" : "stable", d_sm ? "DIVERGED" : "stable", 100.0 * (l_sm - l_bf) / l_bf);
-    printf("  chain (SwiGLU/FP8): alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax grew x%.3g while its input's grew x%.3g "
+    char *first_sat = json_is_integer(json_object_get(res[1].sum, "first_down_in_saturation_step"))
+                          ? json_dumps(json_object_get(res[1].sum, "first_down_in_saturation_step"), JSON_ENCODE_ANY)
+                          : strdup("none");
+    say("  chain (SwiGLU/FP8): alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax grew x%.3g while its input's grew x%.3g "
            "(log-log slope %.2f); %llu saturated down-projection inputs %s, the first at step %s\n",
            jnum(res[1].sum, "alignment_start"), jnum(res[1].sum, "alignment_end"), res[1].act_growth, res[1].in_growth,
            res[1].slope, (unsigned long long)res[1].sat_before_div, d_sw ? "before the divergence" : "in the run",
-           json_is_integer(json_object_get(res[1].sum, "first_down_in_saturation_step"))
-               ? json_dumps(json_object_get(res[1].sum, "first_down_in_saturation_step"), JSON_ENCODE_ANY) : "none");
-    printf("  outcome: %s   (%.0f s wall; plots in %s/*.png)\n", ok ? "REPRODUCED" : "NOT reproduced", wall, out);
+           first_sat);
+    free(first_sat);
+    say("  staleness (SwiGLU/FP8): the down-projection input outgrew the amax its delayed scale came from by at most "
+        "x%.3g (step %ld); with margin %d a saturating cast clips above x%g, a non-saturating one gives NaN/Inf "
+        "above x%.3g\n",
+        res[1].stale_max, res[1].stale_step, base.recipe.margin, ldexp(1.0, base.recipe.margin),
+        ldexp(464.0 / 448.0, base.recipe.margin));
+    double la[3] = { -1, -1, -1 };
+    if (getloadavg(la, 3) < 0)
+        la[0] = la[1] = la[2] = -1;
+    say("  outcome: %s   (%.0f s wall, load average %.2f %.2f %.2f at the end; plots in %s/*.png; %s casts)\n",
+        ok ? "REPRODUCED" : "NOT reproduced", wall, la[0], la[1], la[2], out,
+        base.recipe.nosat ? "non-saturating" : "saturating");
+    if (summary_file) {
+        fclose(summary_file);
+        summary_file = NULL;
+    }
 
     json_t *doc = json_object();
     json_object_set_new(doc, "runs", jr);
     json_object_set_new(doc, "reproduced", json_boolean(ok));
     json_object_set_new(doc, "smooth_vs_bf16_final_loss_rel", jnum_or_null(rel));
     json_object_set_new(doc, "wall_s", json_real(wall));
+    json_object_set_new(doc, "load_average_end", json_real(la[0]));
     json_object_set_new(doc, "divergence_criterion",
                         json_string("non-finite loss, or loss EMA above its running minimum by more than div_margin nats "
                                     "for div_window consecutive steps (experiments/train.h)"));

@@ -332,6 +332,21 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
 
 /* ---- attention ------------------------------------------------------------------------------------ */
 
+/* The score dot products s_j = sum_d q[d] k_j[d] run sequentially in d for every key j, as a
+   scalar loop would, but over a transposed copy kt (hs, T) so that the loop over j is the inner,
+   vectorised one: the same operations in the same order, so the same bits. */
+static void attn_scores(float *s, const float *q, const float *kt, size_t hs, size_t T, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        s[j] = 0.0f;
+    for (size_t d = 0; d < hs; d++) {
+        const float qd = q[d];
+        const float *kd = kt + d * T;
+        for (size_t j = 0; j < n; j++)
+            s[j] += qd * kd[j];
+    }
+}
+
 static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_t T, size_t C, size_t H)
 {
     const size_t hs = C / H;
@@ -340,19 +355,20 @@ static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             float *Pbh = P + (b * H + h) * T * T;
+            float *kt = malloc(hs * T * sizeof *kt); /* (hs, T) keys of this head, transposed */
+            for (size_t j = 0; j < T; j++)
+                for (size_t d = 0; d < hs; d++)
+                    kt[d * T + j] = qkv[(b * T + j) * 3 * C + C + h * hs + d];
             for (size_t t = 0; t < T; t++) {
                 const float *q = qkv + (b * T + t) * 3 * C + h * hs;
                 float *pr = Pbh + t * T;
+                attn_scores(pr, q, kt, hs, T, t + 1);
                 float mx = -INFINITY;
                 for (size_t j = 0; j <= t; j++) {
-                    const float *k = qkv + (b * T + j) * 3 * C + C + h * hs;
-                    float s = 0.0f;
-                    for (size_t d = 0; d < hs; d++)
-                        s += q[d] * k[d];
-                    s *= scale;
-                    pr[j] = s;
-                    if (s > mx)
-                        mx = s;
+                    const float sj = pr[j] * scale;
+                    pr[j] = sj;
+                    if (sj > mx)
+                        mx = sj;
                 }
                 float sum = 0.0f;
                 for (size_t j = 0; j <= t; j++) {
@@ -373,6 +389,7 @@ static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_
                         o[d] += pr[j] * v[d];
                 }
             }
+            free(kt);
         }
 }
 
@@ -386,7 +403,11 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             const float *Pbh = P + (b * H + h) * T * T;
-            float dP[4096];
+            float *dP = malloc(T * sizeof *dP);
+            float *vt = malloc(hs * T * sizeof *vt); /* (hs, T) values of this head, transposed */
+            for (size_t j = 0; j < T; j++)
+                for (size_t d = 0; d < hs; d++)
+                    vt[d * T + j] = qkv[(b * T + j) * 3 * C + 2 * C + h * hs + d];
             for (size_t t = 0; t < T; t++)
                 for (size_t d = 0; d < hs; d++)
                     dqkv[(b * T + t) * 3 * C + h * hs + d] = dqkv[(b * T + t) * 3 * C + C + h * hs + d] =
@@ -394,17 +415,13 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
             for (size_t t = 0; t < T; t++) {
                 const float *pr = Pbh + t * T;
                 const float *go = dout + (b * T + t) * C + h * hs;
+                attn_scores(dP, go, vt, hs, T, t + 1); /* dP_j = sum_d go[d] v_j[d], d in order */
                 float dot = 0.0f;
                 for (size_t j = 0; j <= t; j++) {
-                    const float *v = qkv + (b * T + j) * 3 * C + 2 * C + h * hs;
                     float *dv = dqkv + (b * T + j) * 3 * C + 2 * C + h * hs;
-                    float s = 0.0f;
-                    for (size_t d = 0; d < hs; d++) {
-                        s += go[d] * v[d];
+                    for (size_t d = 0; d < hs; d++)
                         dv[d] += pr[j] * go[d];
-                    }
-                    dP[j] = s;
-                    dot += pr[j] * s;
+                    dot += pr[j] * dP[j];
                 }
                 const float *q = qkv + (b * T + t) * 3 * C + h * hs;
                 float *dq = dqkv + (b * T + t) * 3 * C + h * hs;
@@ -418,6 +435,8 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
                     }
                 }
             }
+            free(vt);
+            free(dP);
         }
 }
 

@@ -234,7 +234,7 @@ uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
    rounded value is formed directly in float32 bits (RNE on the kept mantissa bits, the subnormal
    grid by the 2^23 trick), which is decode(encode(v)) -- the table path above -- written
    branch-free.  Counts as fq_span. */
-static float fq_span_fast(float *y, const float *x, size_t n, float rs, float rsi, float s, float si,
+__attribute__((noinline)) static float fq_span_fast(float *y, const float *x, size_t n, float rs, float rsi, float s, float si,
                           fl_format fmt, int nosat, fq_cnt *k, double *m2, double *m4)
 {
     /* sh: discarded mantissa bits; nmin: smallest normal; sub: 2^-(subnormal step exponent) */
@@ -247,35 +247,54 @@ static float fq_span_fast(float *y, const float *x, size_t n, float rs, float rs
     const float sub = e4 ? 0x1p9f : 0x1p16f, subi = e4 ? 0x1p-9f : 0x1p-16f;
     const uint32_t ovf_bits = nosat || bf ? (e4 ? 0x7FC00000u : 0x7F800000u) : maxb;
     const uint32_t half = (1u << (sh - 1)) - 1u, mask = ~((1u << sh) - 1u);
+    const uint32_t nminv = bf ? 0u : nmin; /* bf16: every finite value takes the normal path */
+    const uint32_t nanmask_o = (nosat || bf) && e4 ? 0u : 0xFFFFFFFFu; /* sign kept on overflow? */
+    const uint32_t ovf_counts = (uint32_t)(nosat || bf);
+    const uint32_t inf_counts = (uint32_t)e4; /* e5m2/bf16: an Inf input is no produced Inf */
+    /* Accumulators: integer counts and the maximum of bit patterns, so a vectorised loop's lanes
+       give the sequential loop's results exactly. */
     uint64_t sat = 0, clip = 0, ovfc = 0, ftz = 0, nan_in = 0;
-    float am = 0.0f;
-    double s2 = 0.0, s4 = 0.0;
+    uint32_t amb = 0; /* the bit pattern of the amax */
+    /* Branch-free: selections are masks (m = 0 or ~0), the amax a maximum of the bit patterns of
+       |x| (ordered like the values for non-negative floats; NaN patterns excluded). */
+#define SEL(m, p, q) (((p) & (m)) | ((q) & ~(m)))
     for (size_t c = 0; c < n; c++) {
         const float xv = x[c] * rs;
         const float v = xv * s;
         const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
-        const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;               /* normal RNE */
+        const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
         const float vs = fl_f32_from_bits(a) * sub;
-        const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;                   /* subnormal RNE */
-        uint32_t ra = a >= nmin || bf ? rn : fl_f32_bits(rsub);
-        const int isn = a > 0x7F800000u;
-        const int o = !isn && a >= ovf;
-        ra = o ? ovf_bits : ra;
-        ra = isn ? 0x7FC00000u : ra;
-        const float dq = fl_f32_from_bits(ra | (isn || (o && (nosat || bf) && e4) ? 0u : sg));
-        y[c] = dq * si * rsi;
-        const float ax = fabsf(xv), av = fabsf(v);
-        am = ax > am ? ax : am;
+        const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;               /* subnormal RNE */
+        const uint32_t mnorm = 0u - (uint32_t)(a >= nminv);
+        const uint32_t r0 = SEL(mnorm, rn, fl_f32_bits(rsub));
+        const uint32_t isn = (uint32_t)(a > 0x7F800000u), misn = 0u - isn;
+        const uint32_t o = (uint32_t)(a >= ovf) & (isn ^ 1u), mo = 0u - o;
+        const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
+        const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
+        y[c] = fl_f32_from_bits(ra | (sg & keep_sign)) * si * rsi;
+        const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
+        const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
+        amb = axv > amb ? axv : amb;
         nan_in += isn;
-        sat += !isn && av > fl_f32_from_bits(maxb);
+        sat += (isn ^ 1u) & (uint32_t)(a > maxb);
         clip += o;
-        ovfc += o && (nosat || bf) && (e4 || a != 0x7F800000u);
-        ftz += !isn && ra == 0 && (fl_f32_bits(xv) & 0x7FFFFFFFu) != 0;
-        if (m2 && !isn) {
-            const double d2 = (double)xv * xv;
-            s2 += d2;
-            s4 += d2 * d2;
+        ovfc += o & ovf_counts & (inf_counts | (uint32_t)(a != 0x7F800000u));
+        ftz += (isn ^ 1u) & (uint32_t)(ra == 0) & (uint32_t)(axb != 0);
+    }
+#undef SEL
+    const float am = fl_f32_from_bits(amb);
+    if (m2) {
+        double s2 = 0.0, s4 = 0.0;
+        for (size_t c = 0; c < n; c++) {
+            const float xv = x[c] * rs;
+            if ((fl_f32_bits(xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* the pass above's !isn */
+                const double d2 = (double)xv * xv;
+                s2 += d2;
+                s4 += d2 * d2;
+            }
         }
+        *m2 += s2;
+        *m4 += s4;
     }
     k->sat += sat;
     k->clip += clip;
@@ -285,10 +304,6 @@ static float fq_span_fast(float *y, const float *x, size_t n, float rs, float rs
         k->inf_out += ovfc;
     k->ftz += ftz;
     k->nan_in += nan_in;
-    if (m2) {
-        *m2 += s2;
-        *m4 += s4;
-    }
     return am;
 }
 

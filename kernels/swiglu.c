@@ -15,6 +15,99 @@ const char *fl_smooth_axis_name(fl_smooth_axis a)
     return (unsigned)a < FL_SMOOTH_AXIS_COUNT ? names[a] : "?";
 }
 
+/* ---- the fp32 fast path ----------------------------------------------------------------------- *
+ * When every operand is fp32 (the training harness), the loops below run instead of the per-element
+ * format switch.  They compute exactly the operations of activations.h's element functions, written
+ * without early returns so that the compiler vectorises them: every branch of fl_expf_hd / fl_silu_f32
+ * / fl_silu_grad_f32 is evaluated and the right one selected, which gives the same bits (each branch is
+ * a deterministic IEEE expression; the selects only pick).  Division and fma are the same
+ * instructions in packed form.  The backward computes e = exp(-|g|) once for silu(g) and silu'(g)
+ * (the element functions compute the same e twice).  tests/test_kernels_swiglu.c compares the twins
+ * with the element functions bit for bit, specials included. */
+
+/* fl_expf_hd(a) for a = -|x| (a <= 0 or NaN: the x > FL_EXP_X_MAX branch cannot occur). */
+static inline float sw_exp_nonpos(float a)
+{
+    const float ac = a >= FL_EXP_X_MIN ? a : FL_EXP_X_MIN; /* NaN and a < -104: any in-range value */
+    const float t = ac * FL_EXP_LOG2E + FL_EXP_SHIFTER;
+    const float kf = t - FL_EXP_SHIFTER;
+    const int k = (int)kf;
+    float r = fl_fmaf(-kf, FL_EXP_LN2_HI, ac);
+    r = fl_fmaf(-kf, FL_EXP_LN2_LO, r);
+    float q = 0x1.a01a02p-13f;
+    q = fl_fmaf(q, r, 0x1.6c16c2p-10f);
+    q = fl_fmaf(q, r, 0x1.111112p-7f);
+    q = fl_fmaf(q, r, 0x1.555556p-5f);
+    q = fl_fmaf(q, r, 0x1.555556p-3f);
+    q = fl_fmaf(q, r, 0.5f);
+    const float p = 1.0f + fl_fmaf(r * r, q, r);
+    const int k1 = k / 2;
+    const float v = (p * fl_pow2f(k1)) * fl_pow2f(k - k1);
+    const float inrange = a < FL_EXP_X_MIN ? 0.0f : v; /* selects one at a time: if-convertible */
+    return fl_isnanf(a) ? a + a : inrange;
+}
+
+/* fl_silu_f32(x) from e = exp(-|x|), d = 1 + e. */
+static inline float sw_silu_ed(float x, float e, float d)
+{
+    const float pos = fl_divf(x, d), neg = fl_divf(x * e, d);
+    const float negv = e == 0.0f ? -0.0f : neg;
+    const int take_pos = (x >= 0.0f) | fl_isnanf(x);
+    return take_pos ? pos : negv;
+}
+
+static void swiglu_fwd_f32(float *restrict y, const float *restrict g, const float *restrict u, size_t n,
+                           float mg, float mu, float my)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float x = g[i] * mg;
+        const float e = sw_exp_nonpos(-fl_absf(x));
+        const float d = 1.0f + e;
+        y[i] = (sw_silu_ed(x, e, d) * (u[i] * mu)) * my;
+    }
+}
+
+static void swiglu_bwd_f32(float *restrict dg, float *restrict du, const float *restrict g,
+                           const float *restrict u, const float *restrict dy, size_t n, float mg, float mu,
+                           float md, float og, float ou)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float x = g[i] * mg, uu = u[i] * mu, dh = dy[i] * md;
+        const float e = sw_exp_nonpos(-fl_absf(x));
+        const float d = 1.0f + e;
+        const float one_over_d = fl_divf(1.0f, d), e_over_d = fl_divf(e, d);
+        const int neg = x < 0.0f;
+        const float sg = neg ? e_over_d : one_over_d, sm = neg ? one_over_d : e_over_d;
+        const float gr = sg * fl_fmaf(x, sm, 1.0f);
+        const float infv = x > 0.0f ? 1.0f : -0.0f;
+        const float grad = fl_absf(x) == fl_f32_from_bits(0x7F800000u) ? infv : gr;
+        dg[i] = ((dh * uu) * grad) * og;
+        du[i] = (dh * sw_silu_ed(x, e, d)) * ou;
+    }
+}
+
+/* amax of v[0..n) with fl_amax_update's semantics (NaN ignored); max is exact, so lanes are free. */
+static float amax_f32(const float *v, size_t n, float a0)
+{
+    float acc[16] = { 0 };
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] = fl_amax_update(acc[l], v[i + (size_t)l]);
+    float a = a0;
+    for (int l = 0; l < 16; l++)
+        a = fl_amax_update(a, acc[l]);
+    for (; i < n; i++)
+        a = fl_amax_update(a, v[i]);
+    return a;
+}
+
+static int all_f32(const fl_kin *a, const fl_kin *b, const fl_kin *c, const fl_kout *o1, const fl_kout *o2)
+{
+    return a->fmt == FL_FMT_FP32 && b->fmt == FL_FMT_FP32 && (!c || c->fmt == FL_FMT_FP32) &&
+           o1->fmt == FL_FMT_FP32 && (!o2 || o2->fmt == FL_FMT_FP32);
+}
+
 int fl_swiglu_fwd(fl_kout y, fl_kin g, fl_kin u, size_t n)
 {
     if (n == 0)
@@ -24,6 +117,12 @@ int fl_swiglu_fwd(fl_kout y, fl_kin g, fl_kin u, size_t n)
         return -1;
     }
     const float mg = fl_kin_scale_(&g), mu = fl_kin_scale_(&u), my = fl_kout_mul(&y);
+    if (all_f32(&g, &u, NULL, &y, NULL)) { /* fp32 output: my = 1, the stored value is v itself */
+        swiglu_fwd_f32(y.data, g.data, u.data, n, mg, mu, my);
+        if (y.amax)
+            fl_kout_amax(&y, amax_f32(y.data, n, 0.0f));
+        return 0;
+    }
     float amax = 0.0f;
     for (size_t i = 0; i < n; i++) {
         const float v = fl_swiglu_f32(fl_kin_get(&g, mg, i), fl_kin_get(&u, mu, i));
@@ -71,6 +170,15 @@ int fl_swiglu_bwd(fl_kout dg, fl_kout du, fl_kin g, fl_kin u, fl_kin dy, size_t 
     if (bwd_check("fl_swiglu_bwd", &dg, &du, &g, &u, &dy))
         return -1;
     float ag = 0.0f, au = 0.0f;
+    if (all_f32(&g, &u, &dy, &dg, &du)) {
+        swiglu_bwd_f32(dg.data, du.data, g.data, u.data, dy.data, n, fl_kin_scale_(&g), fl_kin_scale_(&u),
+                       fl_kin_scale_(&dy), fl_kout_mul(&dg), fl_kout_mul(&du));
+        if (dg.amax)
+            fl_kout_amax(&dg, amax_f32(dg.data, n, 0.0f));
+        if (du.amax)
+            fl_kout_amax(&du, amax_f32(du.data, n, 0.0f));
+        return 0;
+    }
     swiglu_bwd_range(&dg, &du, &ag, &au, &g, &u, &dy, 0, n, NULL, 0);
     fl_kout_amax(&dg, ag);
     fl_kout_amax(&du, au);

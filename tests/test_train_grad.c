@@ -16,6 +16,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 static float loss_at(fl_model *m, const uint16_t *tok) { return fl_model_forward(m, tok); }
@@ -80,6 +81,9 @@ static void check_act(const char *name)
 
 int main(void)
 {
+    /* One thread: the tiny model's thousands of forward passes are all OpenMP barriers and no work;
+       on a loaded machine two spinning threads made this test take minutes instead of a second. */
+    omp_set_num_threads(1);
     static const char *const acts[] = { "relu", "gelu", "swiglu", "smooth_swiglu", "smooth_swiglu_token",
                                         "polyrelu2", "polyrelu3", "polyrelu4", "polynorm2", "polynorm3",
                                         "polynorm4" };

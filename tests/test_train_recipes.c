@@ -13,6 +13,7 @@
  *     a JSON object with the per-site and per-FFN fields), config.json and summary.json.
  */
 #include "check.h"
+#include "data.h"
 #include "kernels.h"
 #include "model.h"
 #include "train.h"
@@ -264,8 +265,34 @@ static void check_runs(void)
     printf("  every recipe trains with a finite loss; metrics.csv, telemetry.jsonl, config.json, summary.json well-formed\n");
 }
 
+/* The trigger corpus: rate 0 is the plain corpus; with triggers the token V-1 occurs only as a
+   trigger, followed by the same payload (a verbatim copy may cut an event short, so >= 90%). */
+static void check_trigger_data(void)
+{
+    fl_data a, b, t;
+    CHECK(fl_data_synthetic(&a, 5, 200000) == 0 && fl_data_synthetic_ex(&b, 5, 200000, 0.0f, 8) == 0, "alloc");
+    CHECK(a.hash == b.hash && !memcmp(a.tok, b.tok, a.n * sizeof *a.tok), "FAIL trigger rate 0 changed the corpus");
+    CHECK(fl_data_synthetic_ex(&t, 5, 200000, 0.01f, 8) == 0, "alloc");
+    size_t first = 0, count = 0, same = 0;
+    for (size_t i = 0; i + 9 < t.n; i++) {
+        if (t.tok[i] != t.V - 1)
+            continue;
+        if (!count++)
+            first = i;
+        same += !memcmp(t.tok + i + 1, t.tok + first + 1, 8 * sizeof *t.tok) && t.tok[i + 9] == 0;
+    }
+    /* ~200000 / 13 sentences, 1% of them triggers: ~150 events (plus copies) */
+    CHECK(count >= 75 && count <= 400, "FAIL %zu trigger tokens in 200000 (expected ~150)", count);
+    CHECK(same * 100 >= count * 90, "FAIL only %zu of %zu trigger tokens are followed by the payload", same, count);
+    fl_data_free(&a);
+    fl_data_free(&b);
+    fl_data_free(&t);
+    printf("  trigger corpus: rate 0 is the plain corpus; %zu trigger events, %zu followed by the payload\n", count, same);
+}
+
 int main(void)
 {
+    check_trigger_data();
     check_encoders();
     check_cast_paths();
     check_smooth_twin();
