@@ -230,15 +230,13 @@ static float as_f(uint32_t b) { return fl_f32_from_bits(b); }
         }                                                                                           \
     }
 
-DEFINE_F32_IMPL(run_silu_f32, x / (1.0f + expf(-x)))
 DEFINE_F32_IMPL(run_sigmoid_f32, 1.0f / (1.0f + expf(-x)))
-DEFINE_F32_IMPL(run_sigmoid_tanhf_f32, 0.5f * tanhf(0.5f * x) + 0.5f)
 DEFINE_F32_IMPL(run_tanhf_f32, tanhf(x))
 DEFINE_F32_IMPL(run_gelu_erff_f32, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)))
-DEFINE_F32_IMPL(run_gelu_tanh_f32, 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))))
 
 static float gelu_tanh_f(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
 static float silu_f(float x) { return x / (1.0f + expf(-x)); }
+DEFINE_F32_IMPL(run_gelu_tanh_f32, gelu_tanh_f(x))
 
 /* Narrow formats: the float computation on the decoded input, rounded once (RNE) into the output
    format, saturating for 8-bit outputs (TransformerEngine's cast), IEEE overflow for bf16. */
@@ -250,27 +248,14 @@ static float silu_f(float x) { return x / (1.0f + expf(-x)); }
             out[i] = fl_encode_f32(OUT, F(fl_decode(IN, in[0][i])), FL_RND_NE, ovf, 0);             \
     }
 
-DEFINE_NARROW_IMPL(run_gelu_tanh_as_gelu_bf16, gelu_tanh_f, FL_FMT_BF16, FL_FMT_BF16)
-DEFINE_NARROW_IMPL(run_silu_bf16, silu_f, FL_FMT_BF16, FL_FMT_BF16)
 DEFINE_NARROW_IMPL(run_silu_f32_e4m3, silu_f, FL_FMT_FP32, FL_FMT_E4M3)
 DEFINE_NARROW_IMPL(run_silu_f32_e5m2, silu_f, FL_FMT_FP32, FL_FMT_E5M2)
 DEFINE_NARROW_IMPL(run_gelu_tanh_f32_e4m3, gelu_tanh_f, FL_FMT_FP32, FL_FMT_E4M3)
 DEFINE_NARROW_IMPL(run_gelu_tanh_as_gelu_f32_e4m3, gelu_tanh_f, FL_FMT_FP32, FL_FMT_E4M3)
 
-/* swiglu(g, u) = silu(g) u in bf16 (two bf16 inputs: the pair sweep) */
-static void run_swiglu_bf16(uint32_t *out, const uint32_t *const *in, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const float g = fl_decode(FL_FMT_BF16, in[0][i]), u = fl_decode(FL_FMT_BF16, in[1][i]);
-        out[i] = fl_encode_f32(FL_FMT_BF16, silu_f(g) * u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    }
-}
 
 static const impl_desc impls[] = {
-    { "silu_f32_naive", "silu", 1, { FL_FMT_FP32 }, FL_FMT_FP32, run_silu_f32, "x / (1 + expf(-x)), glibc expf", NULL, NULL, 0, NULL },
     { "sigmoid_f32_naive", "sigmoid", 1, { FL_FMT_FP32 }, FL_FMT_FP32, run_sigmoid_f32, "1 / (1 + expf(-x))", NULL, NULL, 0, NULL },
-    { "sigmoid_via_tanhf_f32", "sigmoid", 1, { FL_FMT_FP32 }, FL_FMT_FP32, run_sigmoid_tanhf_f32,
-      "0.5 tanhf(0.5 x) + 0.5", NULL, NULL, 0, NULL },
     { "tanhf_f32", "tanh", 1, { FL_FMT_FP32 }, FL_FMT_FP32, run_tanhf_f32, "glibc tanhf", NULL, NULL, 0, NULL },
     { "gelu_erff_f32", "gelu", 1, { FL_FMT_FP32 }, FL_FMT_FP32, run_gelu_erff_f32,
       "0.5 x (1 + erff(x / sqrt 2)), glibc erff", NULL, NULL, 0, NULL },
@@ -278,9 +263,6 @@ static const impl_desc impls[] = {
       "0.5 x (1 + tanhf(sqrt(2/pi) (x + 0.044715 x^3))) in float", NULL, NULL, 0, NULL },
     { "gelu_tanh_as_gelu_f32", "gelu", 1, { FL_FMT_FP32 }, FL_FMT_FP32, run_gelu_tanh_f32,
       "the tanh approximation judged against exact GELU", NULL, NULL, 0, NULL },
-    { "gelu_tanh_as_gelu_bf16", "gelu", 1, { FL_FMT_BF16 }, FL_FMT_BF16, run_gelu_tanh_as_gelu_bf16,
-      "bf16 in/out, tanh approximation in float, judged against exact GELU", NULL, NULL, 0, NULL },
-    { "silu_bf16", "silu", 1, { FL_FMT_BF16 }, FL_FMT_BF16, run_silu_bf16, "bf16 in/out, float x/(1+expf(-x))", NULL, NULL, 0, NULL },
     { "silu_f32_e4m3", "silu", 1, { FL_FMT_FP32 }, FL_FMT_E4M3, run_silu_f32_e4m3,
       "float silu, rounded to e4m3 (saturating)", NULL, NULL, 0, NULL },
     { "silu_f32_e5m2", "silu", 1, { FL_FMT_FP32 }, FL_FMT_E5M2, run_silu_f32_e5m2,
@@ -289,8 +271,6 @@ static const impl_desc impls[] = {
       "float gelu_tanh, rounded to e4m3", NULL, NULL, 0, NULL },
     { "gelu_tanh_as_gelu_f32_e4m3", "gelu", 1, { FL_FMT_FP32 }, FL_FMT_E4M3, run_gelu_tanh_as_gelu_f32_e4m3,
       "float gelu_tanh rounded to e4m3, judged against exact GELU", NULL, NULL, 0, NULL },
-    { "swiglu_bf16", "swiglu", 2, { FL_FMT_BF16, FL_FMT_BF16 }, FL_FMT_BF16, run_swiglu_bf16,
-      "silu(g) u in float, bf16 in/out", NULL, NULL, 0, NULL },
 };
 
 /* The kernels' CPU twins (kernels/twins.h) first, then the examples above. */
@@ -1244,10 +1224,6 @@ int fl_cmd_ulp(int argc, char **argv)
 #endif
         printf("plain C examples (--impl NAME):\n");
         for (size_t i = 0; i < FL_ARRAY_LEN(impls); i++) {
-#if __has_include("twins.h")
-            if (fl_twin_find(impls[i].name))
-                continue; /* a twin of that name takes precedence */
-#endif
             printf("  %-28s %-13s %s -> %s   %s\n", impls[i].name, impls[i].fn, fl_format_name(impls[i].in_fmt[0]),
                    fl_format_name(impls[i].out_fmt), impls[i].what);
         }
