@@ -96,17 +96,14 @@ FL_HD float fl_amax_update(float a, float b)
 #define FL_EXP_X_MAX 0x1.62e42ep+6f
 #define FL_EXP_X_MIN -104.0f
 
-FL_HD float fl_expf_hd(float x)
+/* The reduction and polynomial of fl_expf_hd: e^x = p * 2^kf (before the final rounding), for x in
+ * [-200, 88.73] (not NaN): kf an integer in [-289, 129], p in [0.70, 1.42] with relative error
+ * <= 1.05 ulp of p.  The first fma stays exact down to x = -200: x - kf LN2_HI is a multiple of 2^-24
+ * below 0.35 in magnitude (23 bits); kf LN2_LO and the 2-constant ln 2 add < 2^-45 relative. */
+FL_HD float fl_exp_reduce_hd(float x, float *kf_out)
 {
-    if (fl_isnanf(x))
-        return x + x;
-    if (x > FL_EXP_X_MAX)
-        return fl_f32_from_bits(0x7F800000u);
-    if (x < FL_EXP_X_MIN)
-        return 0.0f;
     const float t = x * FL_EXP_LOG2E + FL_EXP_SHIFTER; /* two roundings: --fmad=false / no contraction */
-    const float kf = t - FL_EXP_SHIFTER;                /* exact: an integer in [-151, 129] */
-    const int k = (int)kf;
+    const float kf = t - FL_EXP_SHIFTER;                /* exact: an integer */
     float r = fl_fmaf(-kf, FL_EXP_LN2_HI, x);
     r = fl_fmaf(-kf, FL_EXP_LN2_LO, r);
     float q = 0x1.a01a02p-13f;           /* 1/5040 */
@@ -115,7 +112,21 @@ FL_HD float fl_expf_hd(float x)
     q = fl_fmaf(q, r, 0x1.555556p-5f);   /* 1/24 */
     q = fl_fmaf(q, r, 0x1.555556p-3f);   /* 1/6 */
     q = fl_fmaf(q, r, 0.5f);
-    const float p = 1.0f + fl_fmaf(r * r, q, r);
+    *kf_out = kf;
+    return 1.0f + fl_fmaf(r * r, q, r);
+}
+
+FL_HD float fl_expf_hd(float x)
+{
+    if (fl_isnanf(x))
+        return x + x;
+    if (x > FL_EXP_X_MAX)
+        return fl_f32_from_bits(0x7F800000u);
+    if (x < FL_EXP_X_MIN)
+        return 0.0f;
+    float kf; /* an integer in [-151, 129] */
+    const float p = fl_exp_reduce_hd(x, &kf);
+    const int k = (int)kf;
     const int k1 = k / 2;
     return (p * fl_pow2f(k1)) * fl_pow2f(k - k1);
 }
@@ -136,9 +147,27 @@ FL_HD float fl_expf_hd(float x)
  *                     the bound is absolute, relative to M)
  * tests/test_kernels_act.c asserts these on 2.25e6 inputs over [-120, 120]; the measured maxima are
  * 2.9u, 3.2u, 3.7u and 4.1u M.
- * Tails: x < -87.3 makes e^x subnormal, so silu in fp32 loses relative accuracy there (absolute
- * error <= 2^-149 * |x|): far below the bf16/fp8 grids (2^-133, 2^-9), which flush those values.
+ * Tail x < -80 (FL_SILU_TAIL_X; e^x < 2^-115, so 1 + e^x rounds to 1): e^x becomes an fp32 subnormal
+ * below -87.3 and 0 below -104, while silu(x) * w is still a normal number for |w| up to 2^128 down to
+ * x ~ -170 (and nonzero down to -198).  So silu(x), silu'(x) and their products with a second operand
+ * w (SwiGLU's u, the backward's dy) never form e^x or silu(x) there: with e^xc = p 2^k from
+ * fl_exp_reduce_hd (xc = max(x, -200)), c = xc 2^-9 (silu) or (xc + 1) 2^-9 (silu' = e^x (1 + x) to
+ * 2^-114 relative), both exact,
+ *     silu(x) w = RN(RN(RN(c p) w) 2^(k+9))    (fl_silu_tail_times: one final scaling)
+ * |c p| < 0.56, so RN(c p) w cannot overflow (|w| <= FLT_MAX < 2^128); if RN(c p) w underflows the
+ * result is below 2^-232 and rounds to a zero of the right sign anyway.  The scaling is one rounding:
+ * by 2^(k1+9), then by 2^(k-k1), k1 = k/2 in [-144, -57] (as fl_expf_hd), both exponents in [-145, -48];
+ * the first product is exact unless it falls below 2^-126, and then the result is below 2^-184 and
+ * rounds to a zero of the right sign anyway; the second rounds once.  Clamping x at -200 is harmless: |silu(-200)| 2^128 < 2^-152 rounds to 0 and the
+ * sign is kept.  Error: p 1.05 ulp (2.1u) + c p (u) + w (u) < 4.2u relative before the final rounding
+ * (the final rounding: half an ulp of the fp32 result, 2^-150 absolute where it is subnormal), so the
+ * fp32 bounds above hold (< 7u / 8u / 14u M) and results that are bf16 subnormals are still correct to
+ * 2^-150.  Specials: x = -Inf takes c = -0 (silu(-Inf) = silu'(-Inf) = -0, so -0 * Inf = NaN as in
+ * the reference); finite x < -80 with w = +-Inf gives -+Inf (silu(x) < 0 and silu'(x) < 0 there, the
+ * exact product), where forming silu(x) first gave 0 * Inf = NaN below x = -104.
  * Specials: silu(+-Inf) = +Inf, -0; silu'(+Inf) = 1, silu'(-Inf) = -0; NaN propagates. */
+#define FL_SILU_TAIL_X -80.0f
+#define FL_SILU_TAIL_XMIN -200.0f
 typedef struct {
     float s;  /* sigmoid(x) */
     float sm; /* sigmoid(-x) = 1 - sigmoid(x) */
@@ -161,34 +190,89 @@ FL_HD fl_sigmoid_parts fl_sigmoid_parts_f32(float x)
 
 FL_HD float fl_sigmoid_f32(float x) { return fl_sigmoid_parts_f32(x).s; }
 
-FL_HD float fl_silu_f32(float x)
+/* The tail's final step: RN(RN(RN(c p) w) 2^(kf + 9)), the scaling rounded once (see above).  Defined
+   for any kf in [-289, 0] (the fp32 fast path of kernels/swiglu.c evaluates it for every element and
+   selects; its 2^(k - k1) is fl_expf_hd's second factor). */
+FL_HD float fl_silu_tail_scale(float c, float p, float kf, float w)
+{
+    const float t = (c * p) * w;
+    const int k = (int)kf;
+    const int k1 = k / 2;
+    return (t * fl_pow2f(k1 + 9)) * fl_pow2f(k - k1);
+}
+
+/* The tail's exp, e^xc = p 2^kf with xc = max(x, FL_SILU_TAIL_XMIN), and c of silu (grad = 0) or
+   silu' (grad = 1); x < FL_SILU_TAIL_X or -Inf. */
+FL_HD float fl_silu_tail_c(float x, int grad)
+{
+    const float xc = x >= FL_SILU_TAIL_XMIN ? x : FL_SILU_TAIL_XMIN;
+    const float c = (grad ? xc + 1.0f : xc) * 0x1p-9f; /* both exact */
+    return x == -fl_f32_from_bits(0x7F800000u) ? -0.0f : c;
+}
+
+FL_HD float fl_silu_tail_p(float x, float *kf)
+{
+    return fl_exp_reduce_hd(x >= FL_SILU_TAIL_XMIN ? x : FL_SILU_TAIL_XMIN, kf);
+}
+
+/* RN(silu(x) w) (grad = 0) or RN(silu'(x) w) (grad = 1) for x < FL_SILU_TAIL_X. */
+FL_HD float fl_silu_tail_times(float x, float w, int grad)
+{
+    float kf;
+    const float p = fl_silu_tail_p(x, &kf);
+    return fl_silu_tail_scale(fl_silu_tail_c(x, grad), p, kf, w);
+}
+
+/* silu and silu' outside the tail: x >= FL_SILU_TAIL_X, +Inf or NaN (so e = e^-|x| > 0). */
+FL_HD float fl_silu_body_f32(float x)
 {
     const float e = fl_expf_hd(-fl_absf(x));
     const float d = 1.0f + e;
     if (x >= 0.0f || fl_isnanf(x))
         return fl_divf(x, d);
-    if (e == 0.0f)
-        return -0.0f; /* x < -104 (also -Inf): |silu| < 2^-143 */
     return fl_divf(x * e, d);
 }
 
-FL_HD float fl_silu_grad_f32(float x)
+FL_HD float fl_silu_grad_body_f32(float x)
 {
-    if (fl_absf(x) == fl_f32_from_bits(0x7F800000u))
-        return x > 0.0f ? 1.0f : -0.0f;
+    if (x == fl_f32_from_bits(0x7F800000u))
+        return 1.0f;
     const fl_sigmoid_parts p = fl_sigmoid_parts_f32(x);
     return p.s * fl_fmaf(x, p.sm, 1.0f);
 }
 
-/* SwiGLU forward: silu(g) * u (one more rounding: relative error < 6u). */
-FL_HD float fl_swiglu_f32(float g, float u) { return fl_silu_f32(g) * u; }
+FL_HD float fl_silu_f32(float x)
+{
+    return x < FL_SILU_TAIL_X ? fl_silu_tail_times(x, 1.0f, 0) : fl_silu_body_f32(x);
+}
+
+FL_HD float fl_silu_grad_f32(float x)
+{
+    return x < FL_SILU_TAIL_X ? fl_silu_tail_times(x, 1.0f, 1) : fl_silu_grad_body_f32(x);
+}
+
+/* SwiGLU forward: silu(g) * u (one more rounding: relative error < 8u); for g < FL_SILU_TAIL_X the
+   product is formed before the exponent is applied (fl_silu_tail_times), so neither an underflowed
+   silu(g) nor 0 * Inf spoils it. */
+FL_HD float fl_swiglu_f32(float g, float u)
+{
+    return g < FL_SILU_TAIL_X ? fl_silu_tail_times(g, u, 0) : fl_silu_body_f32(g) * u;
+}
 
 /* SwiGLU backward for one element: dg = (dy*u)*silu'(g), du = dy*silu(g).
-   With dy = 1 these are the partial derivatives (u * silu'(g), silu(g)) rounded once more. */
+   With dy = 1 these are the partial derivatives (u * silu'(g), silu(g)) rounded once more.
+   g < FL_SILU_TAIL_X: the same products through the tail (one exp for both). */
 FL_HD void fl_swiglu_grad_f32(float *dg, float *du, float g, float u, float dy)
 {
-    *dg = (dy * u) * fl_silu_grad_f32(g);
-    *du = dy * fl_silu_f32(g);
+    if (g < FL_SILU_TAIL_X) {
+        float kf;
+        const float p = fl_silu_tail_p(g, &kf);
+        *dg = fl_silu_tail_scale(fl_silu_tail_c(g, 1), p, kf, dy * u);
+        *du = fl_silu_tail_scale(fl_silu_tail_c(g, 0), p, kf, dy);
+        return;
+    }
+    *dg = (dy * u) * fl_silu_grad_body_f32(g);
+    *du = dy * fl_silu_body_f32(g);
 }
 
 /* ==== 4. PolyReLU and PolyNorm =================================================================== */

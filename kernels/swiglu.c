@@ -19,51 +19,51 @@ const char *fl_smooth_axis_name(fl_smooth_axis a)
  * When every operand is fp32 (the training harness), the loops below run instead of the per-element
  * format switch.  They compute exactly the operations of activations.h's element functions, written
  * without early returns so that the compiler vectorises them: every branch of fl_expf_hd / fl_silu_f32
- * / fl_silu_grad_f32 is evaluated and the right one selected, which gives the same bits (each branch is
- * a deterministic IEEE expression; the selects only pick).  Division and fma are the same
+ * / fl_silu_grad_f32 is evaluated and the right one selected (the tail g < FL_SILU_TAIL_X of
+ * fl_swiglu_f32 / fl_swiglu_grad_f32 included, from the same exp reduction), which gives the same bits
+ * (each branch is a deterministic IEEE expression; the selects only pick).  Division and fma are the same
  * instructions in packed form.  The backward computes e = exp(-|g|) once for silu(g) and silu'(g)
  * (the element functions compute the same e twice).  tests/test_kernels_swiglu.c compares the twins
  * with the element functions bit for bit, specials included. */
 
-/* fl_expf_hd(a) for a = -|x| (a <= 0 or NaN: the x > FL_EXP_X_MAX branch cannot occur). */
-static inline float sw_exp_nonpos(float a)
+/* fl_expf_hd(a) for a = -|x| (a <= 0 or NaN: the x > FL_EXP_X_MAX branch cannot occur).  The
+   reduction runs at ac = max(a, FL_SILU_TAIL_XMIN) and p, kf are handed out too: for x < FL_SILU_TAIL_X
+   (a = x) they are fl_silu_tail_p(x)'s, and for a >= -104 ac = a as in fl_expf_hd (below -104 the
+   value is selected away, so clamping at -200 instead of -104 changes no bit). */
+static inline float sw_exp_nonpos(float a, float *p_out, float *kf_out)
 {
-    const float ac = a >= FL_EXP_X_MIN ? a : FL_EXP_X_MIN; /* NaN and a < -104: any in-range value */
-    const float t = ac * FL_EXP_LOG2E + FL_EXP_SHIFTER;
-    const float kf = t - FL_EXP_SHIFTER;
+    const float ac = a >= FL_SILU_TAIL_XMIN ? a : FL_SILU_TAIL_XMIN; /* NaN too: any in-range value */
+    float kf;
+    const float p = fl_exp_reduce_hd(ac, &kf);
     const int k = (int)kf;
-    float r = fl_fmaf(-kf, FL_EXP_LN2_HI, ac);
-    r = fl_fmaf(-kf, FL_EXP_LN2_LO, r);
-    float q = 0x1.a01a02p-13f;
-    q = fl_fmaf(q, r, 0x1.6c16c2p-10f);
-    q = fl_fmaf(q, r, 0x1.111112p-7f);
-    q = fl_fmaf(q, r, 0x1.555556p-5f);
-    q = fl_fmaf(q, r, 0x1.555556p-3f);
-    q = fl_fmaf(q, r, 0.5f);
-    const float p = 1.0f + fl_fmaf(r * r, q, r);
     const int k1 = k / 2;
     const float v = (p * fl_pow2f(k1)) * fl_pow2f(k - k1);
+    *p_out = p;
+    *kf_out = kf;
     const float inrange = a < FL_EXP_X_MIN ? 0.0f : v; /* selects one at a time: if-convertible */
     return fl_isnanf(a) ? a + a : inrange;
 }
 
-/* fl_silu_f32(x) from e = exp(-|x|), d = 1 + e. */
+/* fl_silu_f32(x) for x >= FL_SILU_TAIL_X (or NaN) from e = exp(-|x|), d = 1 + e (the callers select
+   the tail for x < FL_SILU_TAIL_X). */
 static inline float sw_silu_ed(float x, float e, float d)
 {
     const float pos = fl_divf(x, d), neg = fl_divf(x * e, d);
-    const float negv = e == 0.0f ? -0.0f : neg;
     const int take_pos = (x >= 0.0f) | fl_isnanf(x);
-    return take_pos ? pos : negv;
+    return take_pos ? pos : neg;
 }
 
 static void swiglu_fwd_f32(float *restrict y, const float *restrict g, const float *restrict u, size_t n,
                            float mg, float mu, float my)
 {
     for (size_t i = 0; i < n; i++) {
-        const float x = g[i] * mg;
-        const float e = sw_exp_nonpos(-fl_absf(x));
+        const float x = g[i] * mg, uu = u[i] * mu;
+        float p, kf;
+        const float e = sw_exp_nonpos(-fl_absf(x), &p, &kf);
         const float d = 1.0f + e;
-        y[i] = (sw_silu_ed(x, e, d) * (u[i] * mu)) * my;
+        const float body = sw_silu_ed(x, e, d) * uu;
+        const float tail = fl_silu_tail_scale(fl_silu_tail_c(x, 0), p, kf, uu);
+        y[i] = (x < FL_SILU_TAIL_X ? tail : body) * my;
     }
 }
 
@@ -73,7 +73,8 @@ static void swiglu_bwd_f32(float *restrict dg, float *restrict du, const float *
 {
     for (size_t i = 0; i < n; i++) {
         const float x = g[i] * mg, uu = u[i] * mu, dh = dy[i] * md;
-        const float e = sw_exp_nonpos(-fl_absf(x));
+        float p, kf;
+        const float e = sw_exp_nonpos(-fl_absf(x), &p, &kf);
         const float d = 1.0f + e;
         const float one_over_d = fl_divf(1.0f, d), e_over_d = fl_divf(e, d);
         const int neg = x < 0.0f;
@@ -81,8 +82,13 @@ static void swiglu_bwd_f32(float *restrict dg, float *restrict du, const float *
         const float gr = sg * fl_fmaf(x, sm, 1.0f);
         const float infv = x > 0.0f ? 1.0f : -0.0f;
         const float grad = fl_absf(x) == fl_f32_from_bits(0x7F800000u) ? infv : gr;
-        dg[i] = ((dh * uu) * grad) * og;
-        du[i] = (dh * sw_silu_ed(x, e, d)) * ou;
+        const float w = dh * uu;
+        const int tail = x < FL_SILU_TAIL_X;
+        const float tg = fl_silu_tail_scale(fl_silu_tail_c(x, 1), p, kf, w);
+        const float tu = fl_silu_tail_scale(fl_silu_tail_c(x, 0), p, kf, dh);
+        const float bg = w * grad, bu = dh * sw_silu_ed(x, e, d); /* unconditional: if-convertible */
+        dg[i] = (tail ? tg : bg) * og;
+        du[i] = (tail ? tu : bu) * ou;
     }
 }
 

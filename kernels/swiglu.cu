@@ -8,6 +8,9 @@
 //   the row's amax first and re-reads the row from L1/L2): 5 B/element with bf16 in, e4m3 out;
 //   per-channel current scales: a column-amax pass first (reads g and u: +4 B/element), then the same.
 // Amaxes are maxima: exact whatever the order, so any grid gives the twin's bits.
+// g < -80 (FL_SILU_TAIL_X): fl_swiglu_f32 / fl_swiglu_grad_f32 form silu(g) u, u silu'(g), dy silu(g)
+// before applying e^g's exponent (activations.h section 3), so a large u or dy keeps an underflowing
+// silu(g) and u = +-Inf gives -+Inf; the same element functions as the twins, so the same bits.
 #include "kernels.h"
 
 namespace {

@@ -6,7 +6,11 @@
  *   - Smooth-SwiGLU: computed scales are powers of two with amax * s in (1/2, 1] along the chosen axis
  *     (per channel: the paper; per token: the released code); the given-scale path reproduces the
  *     computed one; the backward multiplies dv by s first; an outlier channel that flushes the other
- *     channels of a per-tensor e4m3 cast is harmless with per-channel smoothing. */
+ *     channels of a per-tensor e4m3 cast is harmless with per-channel smoothing.
+ *   - the tail g < -80 (activations.h section 3): silu(g) u, u silu'(g) and dy silu(g) formed before
+ *     the exponent is applied, so that an underflowed silu(g) neither loses a normal product (fp32
+ *     within 6u / 7u + 2^-150 of a double reference, bf16 within 1/2 ulp + 2^-10) nor turns
+ *     silu(g) * Inf into NaN; the fp32 fast path equals the element functions there, specials included. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,8 +172,121 @@ static void test_smooth(void)
     CHECK(bad_smooth == 0 && bad_plain > n / 10, "smoothing");
 }
 
+/* bf16 error of y (rounded from fp32 by RNE) against the exact h, in ulps of h's binade (bf16 has
+   8 significant bits, subnormals from 2^-133). */
+static double bf16_err_ulp(float y, double h)
+{
+    const float b = fl_decode(FL_FMT_BF16, fl_encode_f32(FL_FMT_BF16, y, FL_RND_NE, FL_OVF_NOSATURATE, 0));
+    int ex;
+    frexp(h, &ex); /* |h| in [2^(ex-1), 2^ex) */
+    const int e = ex - 1 < -126 ? -126 : ex - 1;
+    return fabs((double)b - h) / ldexp(1.0, e - 7);
+}
+
+static double silu_d(double x) { return x / (1 + exp(-x)); }
+static double silu_grad_d(double x)
+{
+    const double s = 1 / (1 + exp(-x)), sm = 1 / (1 + exp(x));
+    return s * (1 + x * sm);
+}
+
+static void test_tail(void)
+{
+    /* (g, u) whose product is a normal number while silu(g) is an fp32 subnormal or 0: the old
+       silu(g) * u lost it (g = -110, u = 2^100 gave 0 instead of -2^-45.9). */
+    const float pairs[][2] = { { -87.5f, 0x1.8p40f }, { -95.25f, -0x1p80f }, { -100.0f, 0x1p60f },
+                               { -103.5f, 0x1.3p70f }, { -110.0f, 0x1p100f }, { -150.0f, 0x1.8p127f },
+                               { -170.0f, -0x1.fp127f }, { -185.0f, 0x1.fffffep127f }, { -195.0f, 0x1p127f } };
+    for (size_t i = 0; i < FL_ARRAY_LEN(pairs); i++) {
+        const float g = pairs[i][0], u = pairs[i][1];
+        const double h = silu_d(g) * u;
+        const float y = fl_swiglu_f32(g, u);
+        CHECK(fabs(y - h) <= 6 * U * fabs(h) + 0x1p-150, "FAIL tail swiglu g=%a u=%a got=%a want=%a", g, u, y, h);
+        CHECK(bf16_err_ulp(y, h) <= 0.5 + 0x1p-10, "FAIL tail swiglu bf16 g=%a u=%a: %.3f ulp", g, u, bf16_err_ulp(y, h));
+        float a, b;
+        fl_swiglu_grad_f32(&a, &b, g, 1.0f, u); /* dy = u: d/du = dy silu(g), d/dg = dy silu'(g) */
+        CHECK(same(b, y), "FAIL tail d/du = swiglu(g, dy) g=%a", g);
+        const double dd = u * silu_grad_d(g);
+        CHECK(fabs(a - dd) <= 7 * U * fabs(dd) + 0x1p-150, "FAIL tail d/dg g=%a dy=%a got=%a want=%a", g, u, a, dd);
+    }
+    /* Random tail inputs: fp32 within the bounds, bf16 within 1/2 ulp + 2^-10; max bf16 error printed. */
+    enum { N = 100000 };
+    float *g = malloc(N * 4), *u = malloc(N * 4), *dy = malloc(N * 4), *y = malloc(N * 4), *dg = malloc(N * 4),
+          *du = malloc(N * 4);
+    double wb = 0;
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(-80 - 120 * rnd());
+        u[i] = (float)((rnd() < 0.5 ? -1 : 1) * (1 + 0.99 * rnd()) * ldexp(1.0, (int)(rnd() * 148) - 20));
+        dy[i] = (float)((1 + 0.99 * rnd()) * ldexp(1.0, (int)(rnd() * 40) - 41)); /* dy u stays finite */
+    }
+    for (int i = 0; i < N; i++) {
+        const double sl = silu_d(g[i]), h = sl * u[i];
+        y[i] = fl_swiglu_f32(g[i], u[i]);
+        CHECK(fabs(y[i] - h) <= 6 * U * fabs(h) + 0x1p-150, "FAIL tail swiglu g=%a u=%a got=%a want=%a", g[i], u[i], y[i], h);
+        const double eb = bf16_err_ulp(y[i], h);
+        CHECK(eb <= 0.5 + 0x1p-10, "FAIL tail swiglu bf16 g=%a u=%a: %.4f ulp", g[i], u[i], eb);
+        wb = fmax(wb, eb);
+        float a, b;
+        fl_swiglu_grad_f32(&a, &b, g[i], u[i], dy[i]);
+        const double w = (double)(dy[i] * u[i]), ddg = w * silu_grad_d(g[i]), ddu = (double)dy[i] * sl;
+        CHECK(fabs(a - ddg) <= 6 * U * fabs(ddg) + 0x1p-150, "FAIL tail d/dg g=%a u=%a dy=%a got=%a want=%a", g[i], u[i], dy[i], a, ddg);
+        CHECK(fabs(b - ddu) <= 6 * U * fabs(ddu) + 0x1p-150, "FAIL tail d/du g=%a dy=%a got=%a want=%a", g[i], dy[i], b, ddu);
+    }
+    printf("  swiglu tail g in [-200, -80]: bf16 max error %.6f ulp (%d pairs)\n", wb, N);
+
+    /* Infinities: silu(g) < 0 for every finite g < 0, so silu(g) * Inf = -Inf however far silu(g)
+       underflows; silu(-Inf) = -0, so silu(-Inf) * Inf = NaN (the MPFR reference's values). */
+    const float inf = INFINITY;
+    CHECK(fl_swiglu_f32(-100.0f, inf) == -inf && fl_swiglu_f32(-100.0f, -inf) == inf, "FAIL swiglu(-100, +-Inf)");
+    CHECK(fl_swiglu_f32(-300.0f, inf) == -inf && fl_swiglu_f32(-1e30f, -inf) == inf, "FAIL swiglu(-300, +-Inf)");
+    CHECK(fl_swiglu_f32(-0x1.fffffep127f, inf) == -inf, "FAIL swiglu(-FLT_MAX, Inf)");
+    CHECK(isnan(fl_swiglu_f32(-inf, inf)) && isnan(fl_swiglu_f32(-inf, -inf)), "FAIL swiglu(-Inf, Inf) is NaN");
+    CHECK(isnan(fl_swiglu_f32(-100.0f, NAN)) && isnan(fl_swiglu_f32(-300.0f, NAN)), "FAIL swiglu(g, NaN)");
+    CHECK(fl_swiglu_f32(-inf, 1.0f) == 0 && signbit(fl_swiglu_f32(-inf, 1.0f)), "swiglu(-Inf, 1) = -0");
+    CHECK(fl_swiglu_f32(-300.0f, 0x1p127f) == 0 && signbit(fl_swiglu_f32(-300.0f, 0x1p127f)), "swiglu(-300, 2^127) = -0");
+    CHECK(fl_swiglu_f32(-300.0f, -1.0f) == 0 && !signbit(fl_swiglu_f32(-300.0f, -1.0f)), "swiglu(-300, -1) = +0");
+    CHECK(fl_swiglu_f32(-100.0f, 0.0f) == 0 && signbit(fl_swiglu_f32(-100.0f, 0.0f)), "swiglu(-100, +0) = -0");
+    CHECK(fl_silu_f32(-inf) == 0 && signbit(fl_silu_f32(-inf)) && fl_silu_grad_f32(-inf) == 0, "silu(-Inf)");
+    float a, b;
+    fl_swiglu_grad_f32(&a, &b, -100.0f, inf, 1.0f);
+    CHECK(a == -inf && b == (float)silu_d(-100.0) && same(b, fl_silu_f32(-100.0f)), "FAIL d/dg(-100, Inf) = -Inf got %a %a", a, b);
+    fl_swiglu_grad_f32(&a, &b, -150.0f, 1.0f, inf);
+    CHECK(a == -inf && b == -inf, "FAIL dy = Inf at g = -150: got %a %a", a, b);
+    fl_swiglu_grad_f32(&a, &b, -inf, 1.0f, inf);
+    CHECK(isnan(a) && isnan(b), "FAIL g = -Inf, dy = Inf: NaN");
+
+    /* The fp32 fast path (kernels/swiglu.c) equals the element functions around and inside the tail. */
+    const float gs[] = { -80.0f, -0x1.400002p6f, -0x1.3ffffep6f, -87.3f, -104.0f, -104.5f, -199.9f, -200.0f,
+                         -200.5f, -1e30f, -0x1.fffffep127f, -inf, NAN, 0.0f, -0.0f, inf, -1.0f };
+    const float us[] = { 0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, NAN, 0x1p127f, -0x1.fffffep127f, 1e-40f, 3.0f };
+    enum { NG = FL_ARRAY_LEN(gs), NU = FL_ARRAY_LEN(us), NS = NG * NU * NU };
+    int k = 0;
+    for (size_t i = 0; i < NG; i++)
+        for (size_t j = 0; j < NU; j++)
+            for (size_t l = 0; l < NU; l++, k++) {
+                g[k] = gs[i];
+                u[k] = us[j];
+                dy[k] = us[l];
+            }
+    CHECK(k == (int)NS && (int)NS < (int)N, "grid"); /* the rest keeps the random tail inputs above */
+    CHECK(fl_swiglu_fwd(out32(y), in32(g), in32(u), N) == 0, "rc");
+    CHECK(fl_swiglu_bwd(out32(dg), out32(du), in32(g), in32(u), in32(dy), N) == 0, "rc");
+    for (int i = 0; i < N; i++) {
+        fl_swiglu_grad_f32(&a, &b, g[i], u[i], dy[i]);
+        CHECK(same(y[i], fl_swiglu_f32(g[i], u[i])) && same(dg[i], a) && same(du[i], b),
+              "FAIL tail twin != element g=%a u=%a dy=%a", g[i], u[i], dy[i]);
+    }
+    free(g);
+    free(u);
+    free(dy);
+    free(y);
+    free(dg);
+    free(du);
+}
+
 int main(void)
 {
+    test_tail();
     test_swiglu();
     test_smooth();
     PASS("test_kernels_swiglu");
