@@ -107,12 +107,14 @@ CUDA_ARCHS   := 89 90 $(if $(NVCC),$(shell $(NVCC) --list-gpu-arch 2>/dev/null |
 NVCCFLAGS    := -std=c++17 -O3 --fmad=false -I. -Inumerics -Ikernels -Ireference
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o)
 CUDA_PTX     := $(CUDA_SRC:%.cu=$(BUILD)/%.ptx)
+# every .cu includes kernels/ and numerics/ headers: a header change rebuilds them
+CUDA_HDR     := $(wildcard kernels/*.h numerics/*.h)
 
-$(BUILD)/kernels/%.ptx: kernels/%.cu
+$(BUILD)/kernels/%.ptx: kernels/%.cu $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -arch=sm_90 -ptx $< -o $@
 
-$(BUILD)/kernels/%.cu.o: kernels/%.cu
+$(BUILD)/kernels/%.cu.o: kernels/%.cu $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Xptxas -v -c $< -o $@ 2> $@.ptxas
 	@if grep -E "[1-9][0-9]* bytes spill (stores|loads)" $@.ptxas; then echo "register spills in $<"; rm -f $@; exit 1; fi
