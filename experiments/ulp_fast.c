@@ -10,6 +10,8 @@
 
 #include <math.h>
 #include <mpfr.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fl_round.h"
@@ -382,45 +384,161 @@ static int fast_gelu_tanh(fl_encl *e, float xf)
 
 /* ---- gelu(x) = x Phi(x) -------------------------------------------------------------------------- */
 
-/* S(a) = sum_{n>=0} a^(2n+1) / (2n+1)!! for 0 < a < 3 (Phi(a) = 1/2 + phi(a) S(a)), as an enclosure
-   sum + [0, tail].  Terms t_n = t_{n-1} a^2/(2n+1) in dd (dd * double, dd / small integer: 2u^2 + 6u^2
-   each, so term n is within 8n u^2 relative) while they exceed 2^-45 of the sum, in double after
-   (their relative error 2n u on a part below 2^-45).  The sum of N <= 60 dd terms: 4N u^2 each.  The
-   series stops when t_N a^2/(2N+3) < 2^-95 sum; the remainder is below t_N rho/(1 - rho),
-   rho = a^2/(2N+3) < 1, added to *tail. */
-static dd phi_series(double a, double *tail)
+/* Phi(x) for |x| < 3 by Taylor expansion about the nearest node a0 = k/64, |k| <= 192, h = x - a0
+   (exact: x and a0 are multiples of ulp(x) or x = h for k = 0; |h| <= 1/128).
+     Phi(a0 + h) = c0 + sum_{n>=1} cn h^n,  c0 = Phi(a0),  cn = phi(a0) g(n-1) / n,
+   where gm are the Taylor coefficients of phi(a0 + h)/phi(a0) = e^(-a0 h - h^2/2): g0 = 1, g1 = -a0,
+   (m+1) g(m+1) = -a0 gm - g(m-1).  At start-up MPFR computes Gm = m! gm EXACTLY (G(m+1) = -a0 Gm
+   - m G(m-1) on dyadic numbers; every operation's ternary value is checked to be 0 at 256 bits), then at
+   128 bits phi(a0) (3 roundings), cn = phi(a0) G(n-1)/n! (2 more) and c0 = erfc(|a0|/sqrt2)/2 for
+   a0 <= 0 or 1 - erfc(a0/sqrt2)/2 for a0 > 0 (the rounded argument moves erfc by at most 10x its own
+   relative error for |a0|/sqrt2 <= 2.13): every cn within 2^-123 relative.  Stored: c0..c6 as dd
+   (within 2^-105.9 of cn), c7..c12 as doubles.
+   Error bound PHI_ERR[k] (absolute, computed at |h| = 1/128, which bounds every smaller |h| since each
+   term below is increasing in |h|), with S = sum_{n<=12} |cn| 2^-7n and Sd = its part n >= 7:
+     truncation: for m >= |a0| (every m >= 3), |g(m+1)| <= (|a0| + 1)/(m+1) max(|gm|, |g(m-1)|) <= that
+       max, so |gm| <= M = max(|g11|, |g12|) for all m >= 11, and
+       sum_{n>=13} |cn| h^n <= phi(a0) M h^13 / (13 (1 - h));
+     Horner in double on c7..c12 (6 coefficient roundings, 5 fma roundings, each <= u times a partial
+       sum of the |cn| h^(n-7)): <= 6.01 u Sd < 2^-50 Sd (times h^7, which Sd includes);
+     Horner in dd on c0..c6: 7 steps P h + cn (dd_horner_step, absolute error <= 7.02 u^2 (|P h| + |cn|)
+       with |P h| + |cn| <= a partial sum of the |cm| h^(m-n) times (1 + 2^-48)), plus the stored dd
+       coefficients' 2^-105.9 = 1.07 u^2: (7 * 7.03 u^2 + 1.07 u^2) S = 50.3 u^2 S < 2^-100 S.
+   PHI_ERR = 1.01 (2^-100 S + 2^-50 Sd + truncation), rounded up.  Over all nodes PHI_ERR < 2^-99.7
+   Phi(a0) (measured once; it only says how tight the enclosure is, the bound is PHI_ERR itself), and
+   Phi(x) >= (1 - 2^-5) Phi(a0) on |h| <= 1/128 (phi/Phi <= 3.3 for a0 >= -3), so < 2^-99.6 Phi(x). */
+#define PHI_HALF 192 /* nodes k = -192 .. 192 */
+#define PHI_NODES (2 * PHI_HALF + 1)
+#define PHI_DD 7
+#define PHI_DEG 12
+static dd PHI_C[PHI_NODES][PHI_DD];
+static double PHI_D[PHI_NODES][PHI_DEG + 1 - PHI_DD];
+static double PHI_ERR[PHI_NODES];
+
+static void phi_nodes_init(void)
 {
-    const double a2 = a * a; /* exact */
-    dd t = { a, 0 }, s = { a, 0 };
-    double td = 0, sd = 0;
-    int n = 1;
-    for (;; n++) {
-        const double k = 2.0 * n + 1;
-        t = dd_mul_d(t, a2);
-        const double th = t.h / k;
-        t = fast_two_sum(th, (fma(-th, k, t.h) + t.l) / k);
-        s = dd_add(s, t);
-        if (t.h < 0x1p-45 * s.h)
-            break;
+    mpfr_t a0, t, E, ph, C, c, acc, S, Sd, T1, T2, G[PHI_DEG + 1];
+    mpfr_inits2(128, a0, t, E, ph, C, c, acc, S, Sd, (mpfr_ptr)0);
+    mpfr_inits2(256, T1, T2, (mpfr_ptr)0);
+    for (int m = 0; m <= PHI_DEG; m++)
+        mpfr_init2(G[m], 256);
+    mpfr_const_pi(C, MPFR_RNDN);
+    mpfr_mul_2ui(C, C, 1, MPFR_RNDN);
+    mpfr_rec_sqrt(C, C, MPFR_RNDN); /* 1/sqrt(2 pi) */
+    unsigned long fact[PHI_DEG + 1];
+    fact[0] = 1;
+    for (int n = 1; n <= PHI_DEG; n++)
+        fact[n] = fact[n - 1] * (unsigned long)n;
+    int inexact = 0;
+    for (int k = 0; k <= PHI_HALF; k++) {
+        mpfr_set_si_2exp(a0, k, -6, MPFR_RNDN);
+        mpfr_sqrt_ui(t, 2, MPFR_RNDN);
+        mpfr_div(t, a0, t, MPFR_RNDN);
+        mpfr_erfc(E, t, MPFR_RNDN);
+        mpfr_div_2ui(E, E, 1, MPFR_RNDN); /* Phi(-a0) */
+        mpfr_sqr(t, a0, MPFR_RNDN);       /* exact */
+        mpfr_div_2ui(t, t, 1, MPFR_RNDN);
+        mpfr_neg(t, t, MPFR_RNDN);
+        mpfr_exp(ph, t, MPFR_RNDN);
+        mpfr_mul(ph, ph, C, MPFR_RNDN); /* phi(a0) = phi(-a0) */
+        for (int s = 1; s >= -1; s -= 2) {
+            if (k == 0 && s < 0)
+                break;
+            const int i = PHI_HALF + s * k;
+            if (s > 0)
+                mpfr_ui_sub(c, 1, E, MPFR_RNDN);
+            else
+                mpfr_set(c, E, MPFR_RNDN);
+            mpfr_to_dd(&PHI_C[i][0].h, &PHI_C[i][0].l, c);
+            mpfr_abs(S, c, MPFR_RNDU);
+            mpfr_set_ui(Sd, 0, MPFR_RNDN);
+            /* G(m) for the node s a0 */
+            mpfr_set_ui(G[0], 1, MPFR_RNDN);
+            inexact |= mpfr_mul_si(G[1], a0, -s, MPFR_RNDN);
+            for (int m = 1; m < PHI_DEG; m++) {
+                inexact |= mpfr_mul(T1, a0, G[m], MPFR_RNDN);
+                if (s > 0)
+                    mpfr_neg(T1, T1, MPFR_RNDN);
+                inexact |= mpfr_mul_ui(T2, G[m - 1], (unsigned long)m, MPFR_RNDN);
+                inexact |= mpfr_sub(G[m + 1], T1, T2, MPFR_RNDN);
+            }
+            for (int n = 1; n <= PHI_DEG; n++) {
+                mpfr_div_ui(c, G[n - 1], fact[n], MPFR_RNDN);
+                mpfr_mul(c, c, ph, MPFR_RNDN);
+                if (n < PHI_DD)
+                    mpfr_to_dd(&PHI_C[i][n].h, &PHI_C[i][n].l, c);
+                else
+                    PHI_D[i][n - PHI_DD] = mpfr_get_d(c, MPFR_RNDN);
+                mpfr_abs(acc, c, MPFR_RNDU);
+                mpfr_mul_2si(acc, acc, -7 * n, MPFR_RNDU); /* |cn| 2^-7n: exact */
+                mpfr_add(S, S, acc, MPFR_RNDU);
+                if (n >= PHI_DD)
+                    mpfr_add(Sd, Sd, acc, MPFR_RNDU);
+            }
+            /* truncation: phi(a0) max(|g11|, |g12|) 2^-91 / 13 * 128/127 */
+            mpfr_abs(acc, G[PHI_DEG - 1], MPFR_RNDU);
+            mpfr_div_ui(acc, acc, fact[PHI_DEG - 1], MPFR_RNDU);
+            mpfr_abs(t, G[PHI_DEG], MPFR_RNDU);
+            mpfr_div_ui(t, t, fact[PHI_DEG], MPFR_RNDU);
+            mpfr_max(acc, acc, t, MPFR_RNDU);
+            mpfr_mul(acc, acc, ph, MPFR_RNDU);
+            mpfr_mul_2si(acc, acc, -7 * (PHI_DEG + 1), MPFR_RNDU);
+            mpfr_mul_ui(acc, acc, 128, MPFR_RNDU);
+            mpfr_div_ui(acc, acc, 127UL * (PHI_DEG + 1), MPFR_RNDU);
+            /* 1.01 (2^-100 S + 2^-50 Sd + truncation) */
+            mpfr_mul_2si(S, S, -100, MPFR_RNDU);
+            mpfr_mul_2si(Sd, Sd, -50, MPFR_RNDU);
+            mpfr_add(acc, acc, S, MPFR_RNDU);
+            mpfr_add(acc, acc, Sd, MPFR_RNDU);
+            mpfr_mul_d(acc, acc, 1.01, MPFR_RNDU);
+            PHI_ERR[i] = mpfr_get_d(acc, MPFR_RNDU);
+        }
     }
-    td = t.h;
-    for (n++;; n++) {
-        const double k = 2.0 * n + 1;
-        td = td * a2 / k;
-        sd += td;
-        if (td * a2 / (k + 2) < 0x1p-95 * s.h)
-            break;
+    if (inexact) { /* cannot happen (the Gm have < 200 significant bits); never trust a rounded table */
+        fprintf(stderr, "ulp_fast: the Phi Taylor table is not exact\n");
+        abort();
     }
-    const double rho = a2 / (2.0 * n + 3);
-    *tail = td * rho / (1 - rho) * (1 + 0x1p-40) + sd * 0x1p-40; /* remainder + the double part's error */
-    return dd_add_d(s, sd);
+    for (int m = 0; m <= PHI_DEG; m++)
+        mpfr_clear(G[m]);
+    mpfr_clears(a0, t, E, ph, C, c, acc, S, Sd, T1, T2, (mpfr_ptr)0);
+}
+
+/* One step of Horner's rule in dd, P h + c, for |P.l| <= u|P.h| and |c.l| <= u|c.h|: the product's high
+   part split exactly (two_prod), its low part and c.l added in double, the highs summed exactly
+   (two_sum), the sum renormalised exactly (two_sum).  Three roundings: u|P.l h + e0| <= 2u^2 |P.h h|,
+   u|e + c.l| <= u^2 (2|P.h h| + |c.h|) and u|sl + v| <= u^2 (3|P.h h| + 2|c.h|) (all to first order):
+   absolute error <= 7.02 u^2 (|P| |h| + |c|), for any signs. */
+static inline dd dd_horner_step(dd P, double h, dd c)
+{
+    const dd p = two_prod(P.h, h);
+    const double e = fma(P.l, h, p.l);
+    const dd s = two_sum(p.h, c.h);
+    return two_sum(s.h, s.l + (e + c.l));
+}
+
+/* Phi(x) for |x| < 3 (x a binary32 value) within *err (absolute; see above). */
+static inline dd phi_taylor(double x, double *err)
+{
+    const int k = (int)rint(x * 64); /* x * 64 exact */
+    const double h = x - k * 0x1p-6; /* exact */
+    const double *cd = PHI_D[k + PHI_HALF];
+    const dd *cc = PHI_C[k + PHI_HALF];
+    double p = cd[PHI_DEG - PHI_DD];
+    for (int n = PHI_DEG - PHI_DD - 1; n >= 0; n--)
+        p = fma(p, h, cd[n]);
+    dd P = dd_horner_step((dd){ p, 0 }, h, cc[PHI_DD - 1]);
+    for (int n = PHI_DD - 2; n >= 0; n--)
+        P = dd_horner_step(P, h, cc[n]);
+    *err = PHI_ERR[k + PHI_HALF];
+    return P;
 }
 
 /* Mills' ratio R(a) = (1 - Phi(a)) / phi(a) for 3 <= a <= 16 by Taylor expansion about the nearest
    node a0 = 3 + k/64 (|h| = |a - a0| <= 1/128).  R' = aR - 1, so R^(n+1) = a R^(n) + n R^(n-1) and
    the Taylor coefficients obey c1 = a0 c0 - 1, c(n+1) = (a0 cn + c(n-1)) / (n+1): computed at start-up
-   by MPFR at 192 bits from c0 = R(a0) = sqrt(pi/2) e^(a0^2/2) erfc(a0/sqrt2), stored c0..c5 as dd and
-   c6..c13 as doubles.  The same recurrence bounds the tail: |c(n+1)| <= (a0+1)/(n+1) max(|cn|,|c(n-1)|),
+   by MPFR at 192 bits from c0 = R(a0) (mills_chain_step: within 2^-302, rounded to 192 bits), stored
+   c0..c5 as dd and c6..c13 as doubles.  The same recurrence bounds the tail:
+   |c(n+1)| <= (a0+1)/(n+1) max(|cn|,|c(n-1)|),
    so from n = 40 >= 2(a0+1) on the coefficients do not grow and sum_{n>40} |cn| h^n <= m40 h^41/(1-h);
    sum_{n=14..40} |cn| h^n is summed exactly.  Each node also stores the rounding bound: 2^-104 of the
    dd terms and 2^-48 of the double terms (coefficient rounding plus at most 16 roundings of Horner's
@@ -432,6 +550,92 @@ static dd R_C[R_NODES][R_DD];
 static double R_D[R_NODES][R_DEG + 1 - R_DD];
 static double R_ERR[R_NODES];
 
+/* R(a0) at every node, without an erfc per node (MPFR's erfc costs ~0.3 ms at these arguments: it
+   was 90% of gelu's start-up).  One erfc at a0 = 16, then downward steps of d = 1/64:
+     R(b) = w R(b + d) + J,   w = e^(-b d - d^2/2),   J = int_0^d e^(-b s - s^2/2) ds
+   (split int_b^inf e^(-t^2/2) dt at b + d).  J = sum_n gn(b) d^(n+1)/(n+1) with gn the Taylor
+   coefficients of e^(-b s - s^2/2): g0 = 1, g1 = -b, (m+1) g(m+1) = -b gm - g(m-1); Gn = n! gn is
+   computed EXACTLY (dyadic, 640 bits, ternary values checked) and each term Gn / (n+1)! 2^-6(n+1) is
+   rounded once at 320 bits.  Errors (absolute; everything at 320 bits, u' = 2^-320):
+     truncation after n = 56: for m >= b the recurrence gives |g(m+1)| <= max(|gm|, |g(m-1)|), so the
+       rest is <= max(|g55|, |g56|) d^58 / (58 (1 - d)); computed at run time, checked < 2^-330;
+     the terms and the 57 additions: <= 114 u' sum |tn| <= 114 u' d e^(b d + d^2/2) < 2^-318.6 (the |gn|
+       are majorised by the coefficients of e^(b s + s^2/2));
+     w (exact argument, correctly rounded exp), w R and the final sum: <= 3 u' R(3) < 2^-320 (R(3) < 0.31);
+   so each step adds < 2^-318 and the error already present is multiplied by w < 1: after 832 steps
+   < 2^-308, plus the start R(16) = sqrt(pi/2) e^128 erfc(16/sqrt2) (relative 2^-310: erfc's condition
+   number at 11.3 is < 2^8) < 2^-314.  R >= R(16) > 1/17: every R(a0) within 2^-302 relative, below
+   the 192-bit rounding that follows (the former erfc per node at 192 bits gave ~2^-184).  As a guard
+   against a slip, the chained R(3) is compared with erfc at the end (abort beyond 2^-290). */
+#define CHAIN_PREC 320
+#define CHAIN_N 56
+static void mills_chain_start(mpfr_ptr R, double a0)
+{
+    mpfr_t t, u;
+    mpfr_inits2(CHAIN_PREC + 64, t, u, (mpfr_ptr)0);
+    mpfr_set_d(t, a0, MPFR_RNDN);
+    mpfr_sqrt_ui(u, 2, MPFR_RNDN);
+    mpfr_div(u, t, u, MPFR_RNDN);
+    mpfr_erfc(R, u, MPFR_RNDN);
+    mpfr_sqr(u, t, MPFR_RNDN);
+    mpfr_div_2ui(u, u, 1, MPFR_RNDN);
+    mpfr_exp(u, u, MPFR_RNDN);
+    mpfr_mul(R, R, u, MPFR_RNDN);
+    mpfr_const_pi(u, MPFR_RNDN);
+    mpfr_div_2ui(u, u, 1, MPFR_RNDN);
+    mpfr_sqrt(u, u, MPFR_RNDN);
+    mpfr_mul(R, R, u, MPFR_RNDN);
+    mpfr_clears(t, u, (mpfr_ptr)0);
+}
+
+/* R <- R(b) from R = R(b + 1/64), b = 3 + kb/64; returns nonzero when an exactness or truncation check
+   fails. */
+static int mills_chain_step(mpfr_ptr R, int kb, mpfr_t *F /* F[n] = (n+1)! */)
+{
+    mpfr_t b, G0, G1, G2, T, J, t, w;
+    mpfr_inits2(640, b, G0, G1, G2, T, (mpfr_ptr)0);
+    mpfr_inits2(CHAIN_PREC, J, t, w, (mpfr_ptr)0);
+    int bad = 0;
+    mpfr_set_si_2exp(b, 3 * 64 + kb, -6, MPFR_RNDN);
+    mpfr_set_ui(G0, 1, MPFR_RNDN);
+    mpfr_neg(G1, b, MPFR_RNDN);
+    mpfr_set_ui_2exp(J, 1, -6, MPFR_RNDN); /* n = 0: G0 / 1! d */
+    for (int n = 1; n <= CHAIN_N; n++) {
+        if (n >= 2) { /* G(n) = -b G(n-1) - (n-1) G(n-2) */
+            bad |= mpfr_mul(T, b, G1, MPFR_RNDN) != 0;
+            bad |= mpfr_mul_ui(G2, G0, (unsigned long)(n - 1), MPFR_RNDN) != 0;
+            bad |= mpfr_add(G2, G2, T, MPFR_RNDN) != 0;
+            mpfr_neg(G2, G2, MPFR_RNDN);
+            mpfr_swap(G0, G1);
+            mpfr_swap(G1, G2); /* G1 = G(n), G0 = G(n-1) */
+        }
+        mpfr_div(t, G1, F[n], MPFR_RNDN);
+        mpfr_mul_2si(t, t, -6 * (n + 1), MPFR_RNDN);
+        mpfr_add(J, J, t, MPFR_RNDN);
+    }
+    /* truncation: max(|g55|, |g56|) d^58 / (58 (1 - d)) < 2^-330, with gn = Gn (n+1) / (n+1)! */
+    mpfr_abs(G0, G0, MPFR_RNDN); /* exact; G0, G1 are not used after this */
+    mpfr_abs(G1, G1, MPFR_RNDN);
+    mpfr_div(t, G0, F[CHAIN_N - 1], MPFR_RNDU);
+    mpfr_mul_ui(t, t, CHAIN_N, MPFR_RNDU);
+    mpfr_div(w, G1, F[CHAIN_N], MPFR_RNDU);
+    mpfr_mul_ui(w, w, CHAIN_N + 1, MPFR_RNDU);
+    mpfr_max(t, t, w, MPFR_RNDU);
+    mpfr_mul_2si(t, t, -6 * (CHAIN_N + 2), MPFR_RNDU);
+    mpfr_mul_ui(t, t, 64, MPFR_RNDU);
+    mpfr_div_ui(t, t, 63UL * (CHAIN_N + 2), MPFR_RNDU);
+    bad |= mpfr_cmp_ui_2exp(t, 1, -330) >= 0;
+    /* w = e^(-b d - d^2/2), exact argument */
+    mpfr_mul_2si(T, b, -6, MPFR_RNDN);
+    mpfr_add_d(T, T, 0x1p-13, MPFR_RNDN);
+    mpfr_neg(T, T, MPFR_RNDN);
+    mpfr_exp(w, T, MPFR_RNDN);
+    mpfr_mul(R, R, w, MPFR_RNDN);
+    mpfr_add(R, R, J, MPFR_RNDN);
+    mpfr_clears(b, G0, G1, G2, T, J, t, w, (mpfr_ptr)0);
+    return bad;
+}
+
 static void mills_init(void)
 {
     mpfr_t c[42], a0, t, h, acc;
@@ -439,20 +643,20 @@ static void mills_init(void)
         mpfr_init2(c[n], 192);
     mpfr_inits2(192, a0, t, h, acc, (mpfr_ptr)0);
     mpfr_set_ui_2exp(h, 1, -7, MPFR_RNDN);
-    for (int k = 0; k < R_NODES; k++) {
+    /* c0 = R(a0) by the downward chain from a0 = 16 (mills_chain_step) */
+    mpfr_t Rk, F[CHAIN_N + 1];
+    mpfr_init2(Rk, CHAIN_PREC);
+    for (int n = 0; n <= CHAIN_N; n++) {
+        mpfr_init2(F[n], 640);
+        mpfr_fac_ui(F[n], (unsigned long)(n + 1), MPFR_RNDN); /* exact: 57! < 2^257 */
+    }
+    mills_chain_start(Rk, 16.0);
+    int bad = 0;
+    for (int k = R_NODES - 1; k >= 0; k--) {
+        if (k < R_NODES - 1)
+            bad |= mills_chain_step(Rk, k, F);
         mpfr_set_si_2exp(a0, 3 * 64 + k, -6, MPFR_RNDN);
-        /* c0 = sqrt(pi/2) e^(a0^2/2) erfc(a0/sqrt 2) */
-        mpfr_sqrt_ui(t, 2, MPFR_RNDN);
-        mpfr_div(t, a0, t, MPFR_RNDN);
-        mpfr_erfc(c[0], t, MPFR_RNDN);
-        mpfr_sqr(t, a0, MPFR_RNDN);
-        mpfr_div_2ui(t, t, 1, MPFR_RNDN);
-        mpfr_exp(t, t, MPFR_RNDN);
-        mpfr_mul(c[0], c[0], t, MPFR_RNDN);
-        mpfr_const_pi(t, MPFR_RNDN);
-        mpfr_div_2ui(t, t, 1, MPFR_RNDN);
-        mpfr_sqrt(t, t, MPFR_RNDN);
-        mpfr_mul(c[0], c[0], t, MPFR_RNDN);
+        mpfr_set(c[0], Rk, MPFR_RNDN);
         mpfr_mul(c[1], a0, c[0], MPFR_RNDN);
         mpfr_sub_ui(c[1], c[1], 1, MPFR_RNDN);
         for (int n = 1; n < 41; n++) {
@@ -485,6 +689,18 @@ static void mills_init(void)
         err += mpfr_get_d(acc, MPFR_RNDU) * 1.01;
         R_ERR[k] = err * 1.01;
     }
+    /* the guard: the chain's R(3) against erfc */
+    mpfr_t R3;
+    mpfr_init2(R3, CHAIN_PREC);
+    mills_chain_start(R3, 3.0);
+    mpfr_sub(R3, R3, Rk, MPFR_RNDN);
+    if (bad || (!mpfr_zero_p(R3) && mpfr_get_exp(R3) > -290)) {
+        fprintf(stderr, "ulp_fast: the Mills-ratio chain failed its check\n");
+        abort();
+    }
+    mpfr_clears(R3, Rk, (mpfr_ptr)0);
+    for (int n = 0; n <= CHAIN_N; n++)
+        mpfr_clear(F[n]);
     for (int n = 0; n < 42; n++)
         mpfr_clear(c[n]);
     mpfr_clears(a0, t, h, acc, (mpfr_ptr)0);
@@ -513,8 +729,9 @@ static dd mills(double a, double *err)
      + 0.07 x^4.
    x >= 9: 0 < 1 - Phi(x) < phi(x)/x < 2^-62.9: f in [x(1 - 2^-62), x), one-sided.
    x <= -16: |f| = |x| (1 - Phi(|x|)) < phi(16) < 2^-186: proxy -2^-900.
-   |x| < 3: Phi(x) = 1/2 +- phi(|x|) S(|x|): the subtraction for x < 0 (Phi(x) >= Phi(-3) > 2^-9.6)
-     amplifies the relative error of phi S (2^-86) at most 2^9.6 times: radius 2^-74 + the series tail.
+   2^-30 <= |x| < 3: Phi(x) from its Taylor expansion about the nearest node k/64 (phi_taylor, absolute
+     error <= PHI_ERR[k] < 2^-99.6 Phi(x)); f = x Phi, one dd * double (2u^2 < 2^-104 |f|): radius
+     16 PHI_ERR |x| + 2^-100 |f| (no exp, no cancellation: Phi(x) > Phi(-3) is evaluated directly).
    |x| >= 3: 1 - Phi(|x|) = phi(x) R(|x|), R from its Taylor expansion (mills); Phi(x) = 1 - that for
      x > 0 (absolute error relative to Phi <= 2^-86 * 2^-9.5), or that itself for x < 0. */
 static int fast_gelu(fl_encl *e, float xf)
@@ -533,20 +750,14 @@ static int fast_gelu(fl_encl *e, float xf)
         return set_side(e, x, 0, x * 0x1p-62 * (1 + 0x1p-50), -1);
     if (x <= -16)
         return set_encl(e, -PROXY_TINY, 0, 0);
-    /* phi(a) = phi0 e^(-a^2/2): a^2 exact, e^ within 2^-87, times phi0 (2^-106 + 5u^2) */
-    const dd ex = exp_dd(-0.5 * a * a, 0);
-    const dd ph = dd_mul(ex, C_SQRT2PI_INV);
     dd Phi;
     double abserr; /* absolute error bound on Phi */
     if (a < 3) {
-        double tail;
-        const dd S = phi_series(a, &tail);
-        const dd A = dd_mul(ph, S); /* in (0, 1/2) */
-        /* relative error of A: 2^-87 + 2^-106 + 5u^2 (ph) + (8 * 60 + 4 * 60) u^2 (S) + 5u^2 < 2^-86.5,
-           plus the tail (absolute, scaled by ph <= 0.4). */
-        abserr = A.h * 0x1p-86 + tail * 0.4;
-        Phi = dd_add_d(x > 0 ? A : (dd){ -A.h, -A.l }, 0.5);
+        Phi = phi_taylor(x, &abserr);
     } else {
+        /* phi(a) = phi0 e^(-a^2/2): a^2 exact, e^ within 2^-87, times phi0 (2^-106 + 5u^2) */
+        const dd ex = exp_dd(-0.5 * a * a, 0);
+        const dd ph = dd_mul(ex, C_SQRT2PI_INV);
         double rerr;
         const dd R = mills(a, &rerr);
         const dd Q = dd_mul(ph, R);
@@ -613,6 +824,7 @@ const fl_fast_fn *fl_fast_lookup(const char *name)
             if (fast_fns[i].eval == fast_gelu && !__atomic_load_n(&mills_ready, __ATOMIC_ACQUIRE)) {
 #pragma omp critical(fl_fast_init)
                 if (!mills_ready) {
+                    phi_nodes_init();
                     mills_init();
                     __atomic_store_n(&mills_ready, 1, __ATOMIC_RELEASE);
                 }

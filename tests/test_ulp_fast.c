@@ -4,7 +4,9 @@
  * (sampled: N_PER random mantissas per binade and sign, seed printed), plus the region boundaries and
  * their neighbours.  The exact value is MPFR's (fl_ref_value at 256 bits): it must lie in
  * [c - r, c + r], and r must be small enough for the judge to decide (r <= 2^-60 |c| outside the
- * proxies).  Prints the largest observed |f - c| / r per function (the bounds' slack).
+ * proxies).  Prints the largest observed |f - c| / r per function (the bounds' slack).  For gelu also
+ * every Taylor node and node switch, and the CLI's fast report against --mpfr-only on ranges across its
+ * regions (byte for byte).
  * Usage: test_ulp_fast [N_PER]   (default 40) */
 #include "check.h"
 #include "ref.h"
@@ -25,6 +27,7 @@ static uint32_t next32(void)
 }
 
 static double worst_slack;
+static double gelu_taylor_slack, gelu_taylor_rel;
 static float worst_x;
 
 static void check_one2(const fl_fast_fn *fn, const fl_ref_fn *ref, const fl_ref_evaluator *ev, uint32_t xb, uint32_t ub);
@@ -73,6 +76,13 @@ static void check_one2(const fl_fast_fn *fn, const fl_ref_fn *ref, const fl_ref_
               xb, e.ch, e.cl, e.r, dist);
         CHECK(e.r <= 0x1p-60 * fabs(e.ch) + 0x1p-1019 || e.r == 0, "%s: radius %a too wide for c=%a at x=%a", fn->name, e.r, e.ch,
               (double)x);
+        /* gelu's Taylor region 2^-30 <= |x| < 3: the slack, and the radius relative to |c| */
+        if (!strcmp(fn->name, "gelu") && fabsf(x) >= 0x1p-30f && fabsf(x) < 3.0f) {
+            if (dist / e.r > gelu_taylor_slack)
+                gelu_taylor_slack = dist / e.r;
+            if (e.r / fabs(e.ch) > gelu_taylor_rel)
+                gelu_taylor_rel = e.r / fabs(e.ch);
+        }
         /* the slack of the double-double middles (radii 2^-81 .. 2^-70 relative), not the series */
         if (e.r >= 0x1p-85 * fabs(e.ch) && fabs(x) >= 0x1p-20f && dist / e.r > worst_slack) {
             worst_slack = dist / e.r;
@@ -80,6 +90,50 @@ static void check_one2(const fl_fast_fn *fn, const fl_ref_fn *ref, const fl_ref_
         }
     }
     mpfr_clears(xv, uv, f, c, d, (mpfr_ptr)0);
+}
+
+/* The CLI's report with the fast path equals --mpfr-only's (JSON, byte for byte) on ranges across gelu's
+   regions: 0, the tiny edge 2^-30, the first node switch 1/128, negative nodes and node switches, and
+   the series/Mills boundary 3, each for both signs.  Needs the CLI ($FP8LAB, else build/fp8lab). */
+static char *cli_json(const char *cli, const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s ulp %s --json --no-progress 2>/dev/null", cli, args);
+    FILE *p = popen(cmd, "r");
+    CHECK(p, "cannot run %s", cmd);
+    static char bufs[2][1 << 16];
+    static int w;
+    char *b = bufs[w++ % 2];
+    const size_t n = fread(b, 1, sizeof bufs[0] - 1, p);
+    b[n] = 0;
+    CHECK(pclose(p) == 0 && n > 0, "failed: %s", cmd);
+    return b;
+}
+
+static void cli_vs_mpfr(void)
+{
+    const char *cli = getenv("FP8LAB") ? getenv("FP8LAB") : "build/fp8lab";
+    FILE *f = fopen(cli, "rb");
+    if (!f) {
+        printf("note: %s missing: CLI comparison skipped\n", cli);
+        return;
+    }
+    fclose(f);
+    static const char *const ranges[] = { "0x00000000:0x00000100", "0x80000000:0x80000100",
+                                          "0x307fff00:0x30800100", "0xb07fff00:0xb0800100",
+                                          "0x3bffff00:0x3c000100", "0xbbffff00:0xbc000100",
+                                          "0xbf3fff00:0xbf400100", "0xbfc2ff00:0xbfc30100",
+                                          "0x403fff00:0x40400100", "0xc03fff00:0xc0400100" };
+    char args[256];
+    for (size_t r = 0; r < FL_ARRAY_LEN(ranges); r++) {
+        snprintf(args, sizeof args, "--impl gelu_erff_f32 --range %s", ranges[r]);
+        const char *a = cli_json(cli, args);
+        snprintf(args, sizeof args, "--impl gelu_erff_f32 --range %s --mpfr-only", ranges[r]);
+        const char *b = cli_json(cli, args);
+        CHECK(!strcmp(a, b), "--mpfr-only differs from the fast path: gelu_erff_f32 --range %s", ranges[r]);
+    }
+    printf("gelu_erff_f32: fast path == --mpfr-only on %zu ranges around 0, 2^-30, 1/128, -0.75, -1.52, 3\n",
+           FL_ARRAY_LEN(ranges));
 }
 
 int main(int argc, char **argv)
@@ -111,8 +165,23 @@ int main(int argc, char **argv)
                     check_one(fn, ref, ev, (uint32_t)((int32_t)fl_f32_bits(s * edges[i]) + dlt));
         check_one(fn, ref, ev, 0);
         check_one(fn, ref, ev, 0x80000000u);
+        if (!strcmp(names[k], "gelu")) {
+            /* gelu's Taylor nodes k/64, |k| <= 192: every node and every switch between two nodes (the
+               midpoints (2k+1)/128), with their float neighbours, on both sides of 0 */
+            for (int j = -192; j <= 192; j++)
+                for (int mid = 0; mid < 2; mid++) {
+                    const float v = (float)(j * 0x1p-6 + mid * 0x1p-7);
+                    if (v == 0 || fabsf(v) >= 3.0f)
+                        continue;
+                    for (int dlt = -2; dlt <= 2; dlt++)
+                        check_one(fn, ref, ev, (uint32_t)((int32_t)fl_f32_bits(v) + dlt));
+                }
+        }
         printf("%-10s largest |f - c| / r in the double-double middle = %.3g (x=%a)\n", names[k], worst_slack,
                (double)worst_x);
+        if (!strcmp(names[k], "gelu"))
+            printf("%-10s Taylor region 2^-30 <= |x| < 3: largest |f - c| / r = %.3g, largest r / |c| = 2^%.2f\n",
+                   names[k], gelu_taylor_slack, log2(gelu_taylor_rel));
     }
     /* swiglu(g, u): random bf16 pairs over the whole range, and g across silu's regions */
     {
@@ -135,5 +204,6 @@ int main(int argc, char **argv)
                 check_one2(fn, ref, ev, fl_f32_bits(far[i]), next32());
         printf("%-10s largest |f - c| / r in the double-double middle = %.3g\n", "swiglu", worst_slack);
     }
+    cli_vs_mpfr();
     PASS("test_ulp_fast");
 }
