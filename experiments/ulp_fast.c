@@ -288,6 +288,9 @@ static int fast_silu(fl_encl *e, float xf)
    |x| < 2^-30: sigma(x) in 1/2 + x/4 - sign(x) [0, |x|^3/48] (tanh bounds as in silu).
    x >= 104: 1 - sigma(x) < e^-104 < 2^-150: proxy 1 - 2^-900.
    x <= -125: sigma(x) < e^-125 < 2^-180: proxy 2^-900.
+   37 <= x < 104: within 2^-81 of 1 the relative radius would contain 1 (a binade edge) and leave
+     the output to MPFR; instead 1 - sigma(x) = E - E^2/(1 + E) in [E(1 - 2^-53), E] with E = e^-x,
+     and Eh = RN(exp_dd(-x)) is within E 2^-52.9 of E: centre (1, -Eh), radius Eh 2^-50.
    Otherwise 1/(1 + E) or E/(1 + E): < 2^-85.9 as silu; radius 2^-81. */
 static int fast_sigmoid(fl_encl *e, float xf)
 {
@@ -303,6 +306,10 @@ static int fast_sigmoid(fl_encl *e, float xf)
         return set_encl(e, 1.0, -PROXY_TINY, 0);
     if (x <= -125)
         return set_encl(e, PROXY_TINY, 0, 0);
+    if (x >= 37) { /* 1 - sigma(x) = E/(1 + E) in [E - E^2, E], E = e^-x < 2^-53.3 (see above) */
+        const double Eh = exp_dd(-x, 0).h;
+        return set_encl(e, 1.0, -Eh, Eh * 0x1p-50);
+    }
     if (x > 0) {
         const dd E = exp_dd(-x, 0);
         return set_rel(e, dd_div((dd){ 1.0, 0 }, dd_add_d(E, 1.0)), 0x1p-81);
@@ -318,6 +325,8 @@ static int fast_sigmoid(fl_encl *e, float xf)
    2^-20 <= a < 0.55: E = expm1(2a) (2a exact), tanh = E / (E + 2): 2 * 2^-75 + 8u^2; radius 2^-70.
    0.55 <= a < 53: E = e^-2a, tanh = (1 - E) / (1 + E), E <= e^-1.1 < 1/3 so 1 - E >= 2/3 and its
      relative error is <= eps_exp E/(1-E) + 2u^2 <= eps_exp/2: total < 2^-85; radius 2^-81.
+   19 <= a < 53: as sigmoid's tail (a 2^-81 radius would contain 1): 1 - tanh a = 2E/(1 + E) in
+     [2E(1 - E), 2E] with E = e^-2a < 2^-54.8; centre sg (1, -2 RN(exp_dd(-2a))), radius 2^-50 2E.
    a >= 53: 1 - tanh a < 2 e^-106 < 2^-151: proxy 1 - 2^-900. */
 static int fast_tanh(fl_encl *e, float xf)
 {
@@ -337,10 +346,13 @@ static int fast_tanh(fl_encl *e, float xf)
         const dd E = expm1_dd(2 * a);
         v = dd_div(E, dd_add_d(E, 2.0));
         rel = 0x1p-70;
-    } else if (a < 53) {
+    } else if (a < 19) {
         const dd E = exp_dd(-2 * a, 0);
         v = dd_div(dd_add_d((dd){ -E.h, -E.l }, 1.0), dd_add_d(E, 1.0));
         rel = 0x1p-81;
+    } else if (a < 53) { /* 1 - tanh a = 2E/(1 + E) in [2E(1 - 2^-54), 2E], E = e^-2a (above) */
+        const double E2 = 2 * exp_dd(-2 * a, 0).h;
+        return set_encl(e, sg, -sg * E2, E2 * 0x1p-50);
     } else {
         return set_encl(e, sg, -sg * PROXY_TINY, 0);
     }

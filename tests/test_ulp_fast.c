@@ -92,9 +92,8 @@ static void check_one2(const fl_fast_fn *fn, const fl_ref_fn *ref, const fl_ref_
     mpfr_clears(xv, uv, f, c, d, (mpfr_ptr)0);
 }
 
-/* The CLI's report with the fast path equals --mpfr-only's (JSON, byte for byte) on ranges across gelu's
-   regions: 0, the tiny edge 2^-30, the first node switch 1/128, negative nodes and node switches, and
-   the series/Mills boundary 3, each for both signs.  Needs the CLI ($FP8LAB, else build/fp8lab). */
+/* The CLI's report with the fast path equals --mpfr-only's (JSON, byte for byte) on ranges across the
+   fast path's region edges (below).  Needs the CLI ($FP8LAB, else build/fp8lab). */
 static char *cli_json(const char *cli, const char *args)
 {
     char cmd[1024];
@@ -119,21 +118,31 @@ static void cli_vs_mpfr(void)
         return;
     }
     fclose(f);
-    static const char *const ranges[] = { "0x00000000:0x00000100", "0x80000000:0x80000100",
-                                          "0x307fff00:0x30800100", "0xb07fff00:0xb0800100",
-                                          "0x3bffff00:0x3c000100", "0xbbffff00:0xbc000100",
-                                          "0xbf3fff00:0xbf400100", "0xbfc2ff00:0xbfc30100",
-                                          "0x403fff00:0x40400100", "0xc03fff00:0xc0400100" };
+    /* gelu: 0, 2^-30, 1/128, -0.75, -1.52, 3 (both signs); sigmoid and tanh: the tails next to 1
+       (sigmoid x in [37, 104), tanh |x| in [19, 53)) and their edges */
+    static const struct {
+        const char *impl, *range;
+    } cases[] = { { "gelu_erff_f32", "0x00000000:0x00000100" }, { "gelu_erff_f32", "0x80000000:0x80000100" },
+                  { "gelu_erff_f32", "0x307fff00:0x30800100" }, { "gelu_erff_f32", "0xb07fff00:0xb0800100" },
+                  { "gelu_erff_f32", "0x3bffff00:0x3c000100" }, { "gelu_erff_f32", "0xbbffff00:0xbc000100" },
+                  { "gelu_erff_f32", "0xbf3fff00:0xbf400100" }, { "gelu_erff_f32", "0xbfc2ff00:0xbfc30100" },
+                  { "gelu_erff_f32", "0x403fff00:0x40400100" }, { "gelu_erff_f32", "0xc03fff00:0xc0400100" },
+                  { "sigmoid_via_tanhf_f32", "0x4213ff00:0x42140100" }, /* 37 */
+                  { "sigmoid_f32", "0x4213ff00:0x42140100" },
+                  { "sigmoid_via_tanhf_f32", "0x42cfff00:0x42d00100" }, /* 104 */
+                  { "tanhf_f32", "0x4197ff00:0x41980100" },             /* 19 */
+                  { "tanhf_f32", "0xc197ff00:0xc1980100" },
+                  { "tanhf_f32", "0x4253ff00:0x42540100" },             /* 53 */
+                  { "tanhf_f32", "0xc253ff00:0xc2540100" } };
     char args[256];
-    for (size_t r = 0; r < FL_ARRAY_LEN(ranges); r++) {
-        snprintf(args, sizeof args, "--impl gelu_erff_f32 --range %s", ranges[r]);
+    for (size_t r = 0; r < FL_ARRAY_LEN(cases); r++) {
+        snprintf(args, sizeof args, "--impl %s --range %s", cases[r].impl, cases[r].range);
         const char *a = cli_json(cli, args);
-        snprintf(args, sizeof args, "--impl gelu_erff_f32 --range %s --mpfr-only", ranges[r]);
+        snprintf(args, sizeof args, "--impl %s --range %s --mpfr-only", cases[r].impl, cases[r].range);
         const char *b = cli_json(cli, args);
-        CHECK(!strcmp(a, b), "--mpfr-only differs from the fast path: gelu_erff_f32 --range %s", ranges[r]);
+        CHECK(!strcmp(a, b), "--mpfr-only differs from the fast path: %s --range %s", cases[r].impl, cases[r].range);
     }
-    printf("gelu_erff_f32: fast path == --mpfr-only on %zu ranges around 0, 2^-30, 1/128, -0.75, -1.52, 3\n",
-           FL_ARRAY_LEN(ranges));
+    printf("fast path == --mpfr-only on %zu CLI ranges (gelu regions, sigmoid/tanh tails)\n", FL_ARRAY_LEN(cases));
 }
 
 int main(int argc, char **argv)
