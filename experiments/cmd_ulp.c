@@ -33,6 +33,7 @@
 static const char *const help =
     "usage: fp8lab ulp FN --format FMT --inputs X [--inputs U ...] --outputs Y [options]\n"
     "       fp8lab ulp [FN] [--format FMT] --impl NAME (--exhaustive | --range LO:HI | --sample N [--seed S])\n"
+    "       fp8lab ulp [FN] --impl ROWWISE (--sample ROWS | --range LO:HI) [--seed S] [--row-len H] [--dist D]\n"
     "       fp8lab ulp --merge A.json B.json ... [--json] [--max-ulp T]\n"
     "       fp8lab ulp --list\n"
     "\n"
@@ -55,6 +56,19 @@ static const char *const help =
     "                    input format (pairs for two inputs of <= 16 bits), indexed by their bit patterns\n"
     "  --exhaustive      all of them;  --range LO:HI  indices LO <= i < HI (hex or decimal; for sharding)\n"
     "  --sample N        N indices drawn uniformly (counter-based generator, --seed S, default 0)\n"
+    "Row-wise implementations (polynorm*): seeded rows of H elements, every output judged against the\n"
+    "MPFR row reference (~H MPFR operations per output: a row of 4096 takes ~20-40 s of one core):\n"
+    "  --sample ROWS     rows 0 .. ROWS-1 of the stream fixed by --seed S (default 0), --row-len, --dist;\n"
+    "                    --range LO:HI  rows LO .. HI-1 of it (shards; --range R:R+1 re-checks row R)\n"
+    "  --row-len H       elements per row (default 4096, a hidden size; 1 .. 2^24-1)\n"
+    "  --dist D          normal: x ~ N(0,1); heavy: Student-t (3 d.o.f.), x100 in ~1/512 of the columns\n"
+    "                    (outlier channels, the same in every row); cancel: 1/8 of the columns placed\n"
+    "                    where the row's terms a_i x^i / D_i cancel most, two columns tuned to put\n"
+    "                    the row's zero on a representable x (VJPs: dy placed where dx nearly cancels).\n"
+    "                    Values rounded (RNE) to the input format; dy ~ N(0,1) otherwise.\n"
+    "                    Generator: experiments/ULP.md section 6.  Default normal.\n"
+    "  --save PREFIX     also write the rows judged: PREFIXx.npy, PREFIXdy.npy (VJPs), PREFIXy.npy, bit\n"
+    "                    patterns (uint8/uint16) of shape (rows, H), for --inputs/--outputs elsewhere\n"
     "Options:\n"
     "  --param NAME=V    a parameter of FN (alpha, beta, order, a0..a4, eps, tau)\n"
     "  --saturate / --no-saturate   overflow policy of the reference (default: saturate for 8-bit and\n"
@@ -617,6 +631,7 @@ typedef struct {
     char params[256];
     uint64_t lo, hi;    /* elements judged: [lo, hi) (one shard) */
     json_t *shards;     /* merged reports: their [lo, hi) list */
+    long row_len;       /* row-wise: the row length (worst cases name row and column); else 0 */
 } meta;
 
 static json_t *report_json(const fl_ulp_report *r, const meta *m)
@@ -640,6 +655,8 @@ static json_t *report_json(const fl_ulp_report *r, const meta *m)
         json_array_append_new(sh, one);
         json_object_set_new(o, "shards", sh);
     }
+    if (m->row_len > 0)
+        json_object_set_new(o, "row_len", json_integer((json_int_t)m->row_len));
     json_object_set_new(o, "count", json_integer((json_int_t)r->count));
     json_object_set_new(o, "correctly_rounded", json_integer((json_int_t)r->correctly_rounded));
     json_object_set_new(o, "faithful", json_integer((json_int_t)r->faithful));
@@ -660,6 +677,10 @@ static json_t *report_json(const fl_ulp_report *r, const meta *m)
         const fl_ulp_case *c = &r->worst[i];
         json_t *e = json_object();
         json_object_set_new(e, "index", json_integer((json_int_t)c->index));
+        if (m->row_len > 0) {
+            json_object_set_new(e, "row", json_integer((json_int_t)(c->index / (uint64_t)m->row_len)));
+            json_object_set_new(e, "column", json_integer((json_int_t)(c->index % (uint64_t)m->row_len)));
+        }
         json_t *in = json_array();
         for (int k = 0; k < m->n_inputs; k++)
             json_array_append_new(in, json_value(m->in_kind[k], c->in[k]));
@@ -792,9 +813,14 @@ static void print_report(FILE *out, const fl_ulp_report *r, const meta *m, const
             const fl_ulp_case *c = &r->worst[i];
             if (c->ulp == 0 && c->cr)
                 break;
-            fprintf(out, "    #%-2d index %-11llu ", i + 1, (unsigned long long)c->index);
+            if (m->row_len > 0)
+                fprintf(out, "    #%-2d row %-7llu col %-6llu ", i + 1, (unsigned long long)(c->index / (uint64_t)m->row_len),
+                        (unsigned long long)(c->index % (uint64_t)m->row_len));
+            else
+                fprintf(out, "    #%-2d index %-11llu ", i + 1, (unsigned long long)c->index);
             for (int k = 0; k < m->n_inputs; k++) {
-                fprintf(out, "%s=", m->n_inputs == 1 ? "x" : k == 0 ? "x0" : k == 1 ? "x1" : k == 2 ? "x2" : "x3");
+                fprintf(out, "%s=", m->n_inputs == 1 ? "x" : m->row_len > 0 ? (k == 0 ? "x" : "dy")
+                                  : k == 0 ? "x0" : k == 1 ? "x1" : k == 2 ? "x2" : "x3");
                 print_value(out, m->in_kind[k], c->in[k]);
                 fputc(' ', out);
             }
@@ -879,6 +905,358 @@ static void run_sweep(tctx *ctxs, const job *j, const sweep *s, progress *pg, in
         free(out);
         free(idx);
     }
+}
+
+/* ---- row-wise sweeps: seeded rows ------------------------------------------------------------------
+ *
+ * A row-wise twin (PolyNorm) is run on rows generated from (seed, distribution, row length, row
+ * number) alone, so that any row can be regenerated on its own (--range R:R+1 re-checks row R) and
+ * the report does not depend on threads, blocks or ranks.  Every random number is the splitmix64
+ * finalizer chained over (seed, stream, row, column, draw); uniforms are (top 53 bits + 1/2) 2^-53;
+ * normals are Box-Muller (libm log, cos, sqrt) on draws 2k, 2k+1.  Values are rounded once (RNE) into
+ * the input's format, saturating for 8-bit formats.  Distributions (experiments/ULP.md section 6):
+ *   normal  x = N(0,1);  dy = N(0,1) for a VJP
+ *   heavy   x = Student-t with 3 degrees of freedom, N0 / sqrt((N1^2 + N2^2 + N3^2) / 3), times 100 in
+ *           the outlier channels: column c is one when bits(seed, channel stream, 0, c, 0) % 512 == 0
+ *           (the same columns in every row, ~8 of 4096);  dy = N(0,1)
+ *   cancel  forward: x = N(0,1), then every column with plant bits % 8 == 0 is set to
+ *           x* (1 + (2U - 1) 2^-6), x* < 0 the point where the row's terms a_i x^i / D_i cancel most
+ *           (the least |sum| / sum|.| over x = -2^(-6 + k/256), k = 0..3584), D_i from the row as it
+ *           stands; four rounds (planting moves the D_i); then two tuning columns (the first two
+ *           unplanted) are set so that the row's zero lands on a representable b near x* (below);
+ *           VJP: x = N(0,1), dy = N(0,1), then in the planted columns dy_k = the value that makes
+ *           dx_k = 0 given the row's P_i = sum_j dy_j x_j^i (three rounds); then dy of one tuning
+ *           column brings dx of the first planted column nearest 0 (below). */
+
+typedef enum { DIST_NORMAL, DIST_HEAVY, DIST_CANCEL, DIST_COUNT } row_dist;
+static const char *const dist_names[DIST_COUNT] = { "normal", "heavy", "cancel" };
+
+enum { RG_X = 1, RG_DY = 2, RG_CHANNEL = 3, RG_PLANT = 4 };
+
+#define RG_DEFAULT_ROW_LEN 4096
+#define RG_BLOCK_ROWS 64
+
+typedef struct {
+    row_dist dist;
+    uint64_t seed;
+    long H;
+    int n_inputs;            /* 1: x; 2: x, dy (a VJP) */
+    fl_format fmt[2];
+    const fl_ref_params *p;  /* order, coefficients, eps: the reference's */
+} rowgen;
+
+static uint64_t rg_mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rg_bits(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t draw)
+{
+    uint64_t h = rg_mix(seed);
+    h = rg_mix(h ^ stream);
+    h = rg_mix(h ^ row);
+    h = rg_mix(h ^ col);
+    return rg_mix(h ^ draw);
+}
+
+static double rg_unif(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t draw)
+{
+    return ((double)(rg_bits(seed, stream, row, col, draw) >> 11) + 0.5) * 0x1p-53;
+}
+
+static double rg_normal(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t k)
+{
+    const double u1 = rg_unif(seed, stream, row, col, 2 * k), u2 = rg_unif(seed, stream, row, col, 2 * k + 1);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static uint32_t rg_encode(fl_format f, double v)
+{
+    return fl_encode_f64(f, v, FL_RND_NE, fl_format_get(f)->bits <= 8 ? FL_OVF_SATURATE : FL_OVF_NOSATURATE, 0);
+}
+
+static double rg_coef(const fl_ref_params *p, int i)
+{
+    return p->a_set >> i & 1 ? p->a[i] : i == 0 ? 0.0 : 1.0 / p->order;
+}
+
+static int rg_planted(const rowgen *g, uint64_t row, long c) { return (rg_bits(g->seed, RG_PLANT, row, (uint64_t)c, 0) & 7) == 0; }
+
+/* D_i = sqrt(mean(x^(2i)) + eps), i = 1..order, in double from the row's encodings */
+static void rg_norms(double *D, const rowgen *g, const uint32_t *x)
+{
+    const int r = g->p->order;
+    double S[5] = { 0 };
+    for (long c = 0; c < g->H; c++) {
+        const double v = fl_decode(g->fmt[0], x[c]);
+        double pw = 1;
+        for (int i = 1; i <= r; i++) {
+            pw *= v;
+            S[i] += pw * pw;
+        }
+    }
+    for (int i = 1; i <= r; i++)
+        D[i] = sqrt(S[i] / (double)g->H + g->p->eps);
+}
+
+static double rg_cancel_point(const rowgen *g, const double *D)
+{
+    const int r = g->p->order;
+    double best = INFINITY, bx = -1;
+    for (int k = 0; k <= 14 * 256; k++) {
+        const double x = -exp2(-6.0 + k / 256.0);
+        const double a0 = rg_coef(g->p, 0);
+        double s = a0, m = fabs(a0), xi = 1;
+        for (int i = 1; i <= r; i++) {
+            xi *= x;
+            const double t = rg_coef(g->p, i) * xi / D[i];
+            s += t;
+            m += fabs(t);
+        }
+        if (m > 0 && fabs(s) / m < best) {
+            best = fabs(s) / m;
+            bx = x;
+        }
+    }
+    return bx;
+}
+
+/* Row number `row`: x[0..H) and, for a VJP, dy[0..H). */
+static void rg_row(const rowgen *g, uint64_t row, uint32_t *x, uint32_t *dy)
+{
+    const long H = g->H;
+    const int r = g->p->order;
+    for (long c = 0; c < H; c++) {
+        double v = rg_normal(g->seed, RG_X, row, (uint64_t)c, 0);
+        if (g->dist == DIST_HEAVY) {
+            const double n1 = rg_normal(g->seed, RG_X, row, (uint64_t)c, 1);
+            const double n2 = rg_normal(g->seed, RG_X, row, (uint64_t)c, 2);
+            const double n3 = rg_normal(g->seed, RG_X, row, (uint64_t)c, 3);
+            v /= sqrt((n1 * n1 + n2 * n2 + n3 * n3) / 3.0);
+            if (rg_bits(g->seed, RG_CHANNEL, 0, (uint64_t)c, 0) % 512 == 0)
+                v *= 100.0;
+        }
+        x[c] = rg_encode(g->fmt[0], v);
+    }
+    double D[5] = { 0 };
+    if (g->dist == DIST_CANCEL && g->n_inputs == 1)
+        for (int round = 0; round < 4; round++) {
+            rg_norms(D, g, x);
+            const double xs = rg_cancel_point(g, D);
+            for (long c = 0; c < H; c++)
+                if (rg_planted(g, row, c))
+                    x[c] = rg_encode(g->fmt[0], xs * (1.0 + (2.0 * rg_unif(g->seed, RG_PLANT, row, (uint64_t)c, 1) - 1.0) * 0x1p-6));
+        }
+    if (g->dist == DIST_CANCEL && g->n_inputs == 1) {
+        /* tuning: the first two unplanted columns, one after the other, take the value of the input
+           format in [-4, 4] that brings the output nearest 0 (relative to its terms) at b, b one of the
+           five values of the input format nearest x* (the first column chooses b too): the row's zero
+           moves onto b, so the planted elements equal to b cancel to ~2^-20 of their terms or better */
+        rg_norms(D, g, x);
+        const uint32_t c0 = rg_encode(g->fmt[0], rg_cancel_point(g, D));
+        const uint32_t ncodes = 1u << fl_format_storage_bits(g->fmt[0]);
+        double b = fl_decode(g->fmt[0], c0);
+        for (long c = 0, tuned = 0; c < H && tuned < 2; c++) {
+            if (rg_planted(g, row, c))
+                continue;
+            double S[5] = { 0 };
+            for (long q = 0; q < H; q++) {
+                const double v = q == c ? 0.0 : fl_decode(g->fmt[0], x[q]);
+                double pw = 1;
+                for (int i = 1; i <= r; i++) {
+                    pw *= v;
+                    S[i] += pw * pw;
+                }
+            }
+            double best = INFINITY, best_b = b;
+            for (int db = tuned ? 0 : -2; db <= (tuned ? 0 : 2); db++) {
+                const double bb = tuned ? b : fl_decode(g->fmt[0], c0 + (uint32_t)db);
+                if (!(bb < 0))
+                    continue;
+                for (uint32_t code = 0; code < ncodes; code++) {
+                    const double v = fl_decode(g->fmt[0], code);
+                    if (!(fabs(v) <= 4.0))
+                        continue;
+                    double y = rg_coef(g->p, 0), m = fabs(y), pw = 1, bi = 1;
+                    for (int i = 1; i <= r; i++) {
+                        pw *= v;
+                        bi *= bb;
+                        const double t = rg_coef(g->p, i) * bi / sqrt((S[i] + pw * pw) / (double)H + g->p->eps);
+                        y += t;
+                        m += fabs(t);
+                    }
+                    if (fabs(y) / m < best) {
+                        best = fabs(y) / m;
+                        best_b = bb;
+                        x[c] = code;
+                    }
+                }
+            }
+            b = best_b;
+            tuned++;
+        }
+    }
+    if (g->n_inputs < 2)
+        return;
+    for (long c = 0; c < H; c++)
+        dy[c] = rg_encode(g->fmt[1], rg_normal(g->seed, RG_DY, row, (uint64_t)c, 0));
+    if (g->dist != DIST_CANCEL)
+        return;
+    rg_norms(D, g, x);
+    for (int round = 0; round < 3; round++) {
+        double P[5] = { 0 };
+        for (long c = 0; c < H; c++) {
+            const double xv = fl_decode(g->fmt[0], x[c]), d = fl_decode(g->fmt[1], dy[c]);
+            double pw = 1;
+            for (int i = 1; i <= r; i++) {
+                pw *= xv;
+                P[i] += d * pw;
+            }
+        }
+        for (long c = 0; c < H; c++) {
+            if (!rg_planted(g, row, c))
+                continue;
+            const double xv = fl_decode(g->fmt[0], x[c]);
+            double num = 0, den = 0, pw = 1; /* pw = x^(i-1) */
+            for (int i = 1; i <= r; i++) {
+                const double a = rg_coef(g->p, i) * i;
+                den += a * pw / D[i];
+                num += a * pw * pw * xv * P[i] / ((double)H * D[i] * D[i] * D[i]);
+                pw *= xv;
+            }
+            const double q = num / den;
+            if (den != 0 && isfinite(q))
+                dy[c] = rg_encode(g->fmt[1], q);
+        }
+    }
+    /* tuning: the first planted column k, and the first unplanted column t with |x_t| >= 1: dy_t takes
+       the value of dy's format in [-4, 4] that brings dx_k nearest 0 (dx_k is affine in dy_t) */
+    long k = 0, t = 0;
+    while (k < H && !rg_planted(g, row, k))
+        k++;
+    while (t < H && (rg_planted(g, row, t) || !(fabs(fl_decode(g->fmt[0], x[t])) >= 1.0)))
+        t++;
+    if (k == H || t == H)
+        return;
+    double P[5] = { 0 };
+    for (long c = 0; c < H; c++) {
+        if (c == t)
+            continue;
+        const double xv = fl_decode(g->fmt[0], x[c]), d = fl_decode(g->fmt[1], dy[c]);
+        double pw = 1;
+        for (int i = 1; i <= r; i++) {
+            pw *= xv;
+            P[i] += d * pw;
+        }
+    }
+    const double xk = fl_decode(g->fmt[0], x[k]), xt = fl_decode(g->fmt[0], x[t]), dk = fl_decode(g->fmt[1], dy[k]);
+    const uint32_t ncodes = 1u << fl_format_storage_bits(g->fmt[1]);
+    double best = INFINITY;
+    for (uint32_t code = 0; code < ncodes; code++) {
+        const double v = fl_decode(g->fmt[1], code);
+        if (!(fabs(v) <= 4.0))
+            continue;
+        double dx = 0, pk = 1, pt = 1; /* pk = xk^(i-1), pt = xt^i */
+        for (int i = 1; i <= r; i++) {
+            pt *= xt;
+            const double a = rg_coef(g->p, i) * i;
+            dx += a * pk * dk / D[i] - a * pk * pk * xk * (P[i] + v * pt) / ((double)H * D[i] * D[i] * D[i]);
+            pk *= xk;
+        }
+        if (fabs(dx) < best) {
+            best = fabs(dx);
+            dy[t] = code;
+        }
+    }
+}
+
+typedef struct {
+    fl_npy_writer *w[3]; /* x, dy, y: bit patterns, shape (rows, H) */
+    char path[3][1100];
+} row_save;
+
+/* Rows lo/H .. hi/H of the seeded stream through the twin, every output judged with MPFR.  Blocks of
+   RG_BLOCK_ROWS rows: generated and run one row per iteration, then judged element by element
+   (threads load the row they need into their MPFR copy).  0, or -1 with err (--save). */
+static int run_rows(tctx *ctxs, const job *j, const sweep *s, const rowgen *g, progress *pg, row_save *sv,
+                    char *err, size_t errlen)
+{
+    const long H = j->row_len;
+    const int ni = s->impl->n_inputs;
+    const uint64_t r_lo = s->lo / (uint64_t)H, r_hi = s->hi / (uint64_t)H;
+    const size_t blk = (size_t)RG_BLOCK_ROWS * (size_t)H;
+    uint32_t *in[3] = { malloc(blk * 4), malloc(blk * 4), NULL };
+    uint32_t *out = malloc(blk * 4);
+    void *pack = malloc(blk * 4);
+    int rc = 0;
+    for (uint64_t b0 = r_lo; b0 < r_hi && rc == 0; b0 += RG_BLOCK_ROWS) {
+        const uint64_t nr = r_hi - b0 < RG_BLOCK_ROWS ? r_hi - b0 : RG_BLOCK_ROWS;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (uint64_t r = 0; r < nr; r++) {
+            uint32_t *x = in[0] + r * (uint64_t)H, *dy = in[1] + r * (uint64_t)H;
+            rg_row(g, b0 + r, x, dy);
+            const uint32_t *rin[3] = { x, dy, NULL };
+            s->impl->trun(out + r * (uint64_t)H, rin, (size_t)H, (size_t)H);
+        }
+        const uint64_t n = nr * (uint64_t)H;
+#pragma omp parallel
+        {
+            tctx *c = &ctxs[omp_get_thread_num()];
+            mpfr_srcptr *rowp[FL_ULP_MAX_INPUTS] = { NULL };
+            for (int k = 0; k < ni; k++) {
+                rowp[k] = malloc((size_t)H * sizeof(mpfr_srcptr));
+                for (long e = 0; e < H; e++)
+                    rowp[k][e] = c->rows[k][e];
+            }
+            uint64_t loaded = UINT64_MAX;
+#pragma omp for schedule(dynamic, 16)
+            for (uint64_t i = 0; i < n; i++) {
+                const uint64_t r = i / (uint64_t)H;
+                const long e = (long)(i % (uint64_t)H);
+                if (r != loaded) {
+                    for (int k = 0; k < ni; k++)
+                        for (long q = 0; q < H; q++)
+                            set_input(c->rows[k][q], j->in_kind[k], in[k][r * (uint64_t)H + (uint64_t)q]);
+                    loaded = r;
+                }
+                fl_ulp_verdict v;
+                if (judge_mpfr(&v, c, j, NULL, (mpfr_srcptr const *const *)rowp, e, out[i]) != 0) {
+                    c->n_fail++;
+                    continue;
+                }
+                c->n_mpfr++;
+                fl_ulp_case cs = { b0 * (uint64_t)H + i, { 0 }, out[i], v.ref, v.ulp, v.cr, v.special };
+                for (int k = 0; k < ni; k++)
+                    cs.in[k] = in[k][i];
+                fl_ulp_report_add(&c->rep, &cs);
+                progress_tick(pg, 1);
+            }
+            for (int k = 0; k < ni; k++)
+                free(rowp[k]);
+        }
+        for (int f = 0; sv && f < 3 && rc == 0; f++) {
+            if (!sv->w[f])
+                continue;
+            const uint32_t *src = f == 2 ? out : in[f];
+            const fl_format fm = f == 2 ? j->fmt : (fl_format)j->in_kind[f];
+            for (uint64_t i = 0; i < n; i++)
+                if (fl_format_storage_bits(fm) <= 8)
+                    ((uint8_t *)pack)[i] = (uint8_t)src[i];
+                else if (fl_format_storage_bits(fm) <= 16)
+                    ((uint16_t *)pack)[i] = (uint16_t)src[i];
+                else
+                    ((uint32_t *)pack)[i] = src[i];
+            rc = fl_npy_writer_write(sv->w[f], pack, (size_t)n, err, errlen) ? -1 : 0;
+        }
+    }
+    free(in[0]);
+    free(in[1]);
+    free(out);
+    free(pack);
+    return rc;
 }
 
 /* External arrays: chunks read in order by one thread, judged by all. */
@@ -1065,6 +1443,8 @@ static int cmd_merge(int argc, char **argv, int first, int json, int gated, doub
         m.source = json_string_value(json_object_get(head, "source"));
         snprintf(m.params, sizeof m.params, "%s", json_string_value(json_object_get(head, "params")));
         m.shards = shards;
+        json_t *rl = json_object_get(head, "row_len");
+        m.row_len = json_is_integer(rl) && json_integer_value(rl) > 0 ? (long)json_integer_value(rl) : 0;
         if (json) {
             json_t *o = report_json(&total, &m);
             if (gated)
@@ -1121,6 +1501,9 @@ int fl_cmd_ulp(int argc, char **argv)
     source *last_file = NULL;
     const char *param_args[16];
     int n_params = 0;
+    long row_len_arg = 0;    /* --row-len */
+    int dist = -1;           /* --dist */
+    const char *save_prefix = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1189,6 +1572,24 @@ int fl_cmd_ulp(int argc, char **argv)
             } else {
                 threads = (int)v;
             }
+        } else if (!strcmp(a, "--row-len")) {
+            unsigned long long v;
+            if (!has || fl_cli_parse_u64(&v, argv[i + 1]) || v == 0 || v >= (1ull << 24))
+                return fl_cli_usage_error(cmd, "--row-len needs a row length 1 .. 2^24 - 1");
+            i++;
+            row_len_arg = (long)v;
+        } else if (!strcmp(a, "--dist")) {
+            dist = -1;
+            for (int d = 0; has && d < DIST_COUNT; d++)
+                if (!strcmp(argv[i + 1], dist_names[d]))
+                    dist = d;
+            if (dist < 0)
+                return fl_cli_usage_error(cmd, "--dist needs normal, heavy or cancel");
+            i++;
+        } else if (!strcmp(a, "--save")) {
+            if (!has)
+                return fl_cli_usage_error(cmd, "--save needs a file prefix");
+            save_prefix = argv[++i];
         } else if (!strcmp(a, "--param")) {
             if (!has || !strchr(argv[i + 1], '=') || n_params == 16)
                 return fl_cli_usage_error(cmd, "--param needs NAME=VALUE");
@@ -1335,12 +1736,68 @@ int fl_cmd_ulp(int argc, char **argv)
     char source_desc[600];
     char recheck[1024] = "";
     if (impl) {
-        if (j.fn->rowwise || impl->rowwise)
-            return fl_cli_usage_error(cmd, "row-wise implementations are validated on arrays (--inputs/--outputs)");
+        if (!j.fn->rowwise != !impl->rowwise || (impl->rowwise && !impl->trun))
+            return fl_cli_usage_error(cmd, "implementation '%s' is %s, %s is not", impl->name,
+                                      impl->rowwise ? "row-wise" : "elementwise", fn_name);
         j.n_inputs = impl->n_inputs; /* a derivative's evaluator may read more inputs than the value's */
         if (impl->n_inputs != j.ev->n_inputs && impl->n_inputs != j.fn->n_inputs)
             return fl_cli_usage_error(cmd, "implementation '%s' takes %d inputs, %s %d", impl->name, impl->n_inputs,
                                       fn_name, j.n_inputs);
+    }
+    if (!(impl && impl->rowwise) && (row_len_arg || dist >= 0 || save_prefix))
+        return fl_cli_usage_error(cmd, "--row-len, --dist and --save go with --impl of a row-wise implementation");
+    rowgen rg;
+    memset(&rg, 0, sizeof rg);
+    row_save rsave;
+    memset(&rsave, 0, sizeof rsave);
+    if (impl && impl->rowwise) {
+        /* rows of the seeded stream: --sample ROWS is rows 0..ROWS-1, --range LO:HI rows LO..HI-1 */
+        if (exhaustive)
+            return fl_cli_usage_error(cmd, "row-wise implementations take --sample ROWS or --range LO:HI (rows), not --exhaustive");
+        j.row_len = row_len_arg ? row_len_arg : RG_DEFAULT_ROW_LEN;
+        const uint64_t r_lo = range_set ? lo : 0, r_hi = range_set ? hi : nsample;
+        if (r_hi > (UINT64_MAX >> 1) / (uint64_t)j.row_len)
+            return fl_cli_usage_error(cmd, "too many rows");
+        for (int k = 0; k < j.n_inputs; k++)
+            j.in_kind[k] = impl->in_fmt[k];
+        rg.dist = dist < 0 ? DIST_NORMAL : (row_dist)dist;
+        rg.seed = seed;
+        rg.H = j.row_len;
+        rg.n_inputs = j.n_inputs;
+        rg.fmt[0] = impl->in_fmt[0];
+        rg.fmt[1] = impl->in_fmt[j.n_inputs > 1 ? 1 : 0];
+        rg.p = &j.params;
+        sw.impl = impl;
+        sw.lo = r_lo * (uint64_t)j.row_len;
+        sw.hi = r_hi * (uint64_t)j.row_len;
+        snprintf(source_desc, sizeof source_desc, "impl %s, rows of %ld, dist %s, seed %llu", impl->name, j.row_len,
+                 dist_names[rg.dist], (unsigned long long)seed);
+        if (save_prefix && fl_ulp_workers_hook && fl_ulp_workers_hook->size > 1)
+            return fl_cli_usage_error(cmd, "--save writes from one process (not under MPI)");
+        if (save_prefix) {
+            const char *what[3] = { "x", "dy", "y" };
+            for (int f = 0; f < 3; f++) {
+                if (f == 1 && j.n_inputs < 2)
+                    continue;
+                const fl_format fm = f == 2 ? j.fmt : impl->in_fmt[f];
+                fl_array hdr;
+                memset(&hdr, 0, sizeof hdr);
+                const int sb = fl_format_storage_bits(fm);
+                hdr.dtype = sb <= 8 ? FL_DT_U8 : sb <= 16 ? FL_DT_U16 : FL_DT_U32;
+                hdr.ndim = 2;
+                hdr.shape[0] = (int64_t)(r_hi - r_lo);
+                hdr.shape[1] = j.row_len;
+                snprintf(rsave.path[f], sizeof rsave.path[f], "%s%s.npy", save_prefix, what[f]);
+                rsave.w[f] = fl_npy_writer_open(rsave.path[f], &hdr, err, sizeof err);
+                if (!rsave.w[f]) {
+                    fprintf(stderr, "fp8lab %s: %s\n", cmd, err);
+                    for (int q = 0; q < f; q++)
+                        fl_npy_writer_abort(rsave.w[q]);
+                    return FL_EXIT_FAIL;
+                }
+            }
+        }
+    } else if (impl) {
         int total_bits = 0;
         for (int k = 0; k < j.n_inputs; k++) {
             j.in_kind[k] = impl->in_fmt[k];
@@ -1447,10 +1904,28 @@ int fl_cmd_ulp(int argc, char **argv)
     for (int t = 0; t < nthreads; t++)
         tctx_init(&ctxs[t], &j);
     progress pg = { 0, *phi - *plo, 0, now_s(), 0 };
-    pg.on = !no_progress && isatty(2) && pg.total >= ((uint64_t)1 << 22) && (!wk || wk->rank == 0);
+    /* row-wise outputs cost ~row_len MPFR operations each: a bar from one row of 4096 on */
+    pg.on = !no_progress && isatty(2) && pg.total >= (j.row_len > 0 && impl ? (uint64_t)1 << 12 : (uint64_t)1 << 22) &&
+            (!wk || wk->rank == 0);
     const double t0 = now_s();
     int rc = FL_EXIT_OK;
-    if (impl)
+    if (impl && impl->rowwise) {
+        if (run_rows(ctxs, &j, &sw, &rg, &pg, save_prefix ? &rsave : NULL, err, sizeof err)) {
+            fprintf(stderr, "fp8lab %s: %s\n", cmd, err);
+            rc = FL_EXIT_FAIL;
+        }
+        for (int f = 0; f < 3; f++) {
+            if (!rsave.w[f])
+                continue;
+            if (rc != FL_EXIT_OK) {
+                fl_npy_writer_abort(rsave.w[f]);
+            } else if (fl_npy_writer_commit(rsave.w[f], err, sizeof err)) {
+                fprintf(stderr, "fp8lab %s: %s\n", cmd, err);
+                rc = FL_EXIT_FAIL;
+            }
+            rsave.w[f] = NULL;
+        }
+    } else if (impl)
         run_sweep(ctxs, &j, &sw, &pg, mpfr_only);
     else if (run_arrays(ctxs, &j, ins, &outs, lo, hi, &pg, mpfr_only, err, sizeof err)) {
         fprintf(stderr, "fp8lab %s: %s\n", cmd, err);
@@ -1499,12 +1974,17 @@ int fl_cmd_ulp(int argc, char **argv)
         snprintf(m.params, sizeof m.params, "%s", params_str);
         m.lo = impl ? sw.lo : lo;
         m.hi = impl ? sw.hi : hi;
+        m.row_len = j.row_len;
         if (total.n_worst && total.worst[0].ulp > 0) {
             const fl_ulp_case *w = &total.worst[0];
             int k = snprintf(recheck, sizeof recheck, "fp8lab ulp %s --format %s", fn_name, fl_format_name(j.fmt));
             for (int p = 0; p < n_params; p++)
                 k += snprintf(recheck + k, sizeof recheck - (size_t)k, " --param %s", param_args[p]);
-            if (impl) {
+            if (impl && impl->rowwise) {
+                const unsigned long long row = w->index / (uint64_t)j.row_len;
+                snprintf(recheck + k, sizeof recheck - (size_t)k, " --impl %s --row-len %ld --dist %s --seed %llu --range %llu:%llu",
+                         impl->name, j.row_len, dist_names[rg.dist], (unsigned long long)seed, row, row + 1);
+            } else if (impl) {
                 uint64_t id = 0;
                 for (int q = 0; q < j.n_inputs; q++)
                     id = (sw.in_bits[q] >= 64 ? 0 : id << sw.in_bits[q]) | w->in[q];

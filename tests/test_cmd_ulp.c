@@ -5,7 +5,11 @@
  *   safetensors inputs and outputs (BF16 tensors chosen by --tensor), and a malformed file;
  *   --range shards merged with --merge (in either order) equal the whole range; overlaps are refused;
  *   --mpfr-only gives the same JSON as the fast path on ranges of every fast function;
- *   exit statuses 0, 1, 2 and 3 (the --max-ulp gate). */
+ *   exit statuses 0, 1, 2 and 3 (the --max-ulp gate);
+ *   row-wise twins on seeded rows (--impl polynorm*, --sample ROWS, --row-len, --dist): reports identical
+ *     under OMP_NUM_THREADS=1 and 2 and under mpirun -np 2, worst cases naming row and column, the
+ *     printed re-check command reproducing the worst case, row shards merging to the whole, --save'd rows
+ *     judged as arrays giving the same report, and the generator being the one ULP.md documents. */
 #include "check.h"
 #include "fl_round.h"
 #include "npy.h"
@@ -21,15 +25,18 @@
 static char dir[64];
 static const char *cli;
 
-/* Runs the CLI with args; stdout into dir/out.json; returns the exit status. */
-static int run(const char *args)
+/* Runs the CLI with args (env: variable assignments before it, or ""); stdout into dir/out.json;
+   returns the exit status. */
+static int run_env(const char *env, const char *args)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s ulp %s >%s/out.json 2>%s/err.txt", cli, args, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s %s ulp %s >%s/out.json 2>%s/err.txt", env, cli, args, dir, dir);
     const int st = system(cmd);
     CHECK(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
     return WEXITSTATUS(st);
 }
+
+static int run(const char *args) { return run_env("", args); }
 
 static json_t *load_out(void)
 {
@@ -386,6 +393,162 @@ static void test_mpfr_only(void)
         }
 }
 
+/* ---- row-wise twins on seeded rows ------------------------------------------------------------- */
+
+/* The generator as experiments/ULP.md section 6 defines it (the normal distribution). */
+static uint64_t g_mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double g_unif(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t draw)
+{
+    const uint64_t h = g_mix(g_mix(g_mix(g_mix(g_mix(seed) ^ stream) ^ row) ^ col) ^ draw);
+    return ((double)(h >> 11) + 0.5) * 0x1p-53;
+}
+
+static double g_normal(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col)
+{
+    return sqrt(-2.0 * log(g_unif(seed, stream, row, col, 0))) * cos(6.283185307179586 * g_unif(seed, stream, row, col, 1));
+}
+
+static fl_array read_npy(const char *name)
+{
+    char p[128], err[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    fl_array a;
+    CHECK(fl_npy_read(&a, p, err, sizeof err) == 0, "%s", err);
+    return a;
+}
+
+#define PN3 "--param a1=0x1.555556p-2 --param a2=0x1.555556p-2 --param a3=0x1.555556p-2 --param eps=0x1.0c6f7ap-20"
+
+static void test_rowwise(void)
+{
+    static const struct { const char *impl, *dist; int vjp; } cases[] = {
+        { "polynorm3_bf16", "normal", 0 }, { "polynorm2_bf16", "cancel", 0 }, { "polynorm4_bf16", "cancel", 0 },
+        { "polynorm3_bf16_e4m3", "heavy", 0 }, { "polynorm3_e4m3_bf16", "heavy", 0 },
+        { "polynorm3_bwd_bf16", "cancel", 1 }, { "polynorm3_bwd_e5m2", "heavy", 1 },
+    };
+    enum { ROWS = 6, H = 96 };
+    char args[1024];
+    for (size_t i = 0; i < FL_ARRAY_LEN(cases); i++) {
+        snprintf(args, sizeof args, "--impl %s --sample %d --row-len %d --seed 11 --dist %s --json", cases[i].impl, ROWS, H,
+                 cases[i].dist);
+        CHECK(run_env("OMP_NUM_THREADS=1", args) == 0, "%s: %s", args, slurp("err.txt"));
+        const char *one = json_text();
+        CHECK(run_env("OMP_NUM_THREADS=2", args) == 0, "%s: %s", args, slurp("err.txt"));
+        CHECK(!strcmp(one, json_text()), "%s: the report differs between 1 and 2 threads", args);
+        json_t *o = load_out();
+        CHECK(geti(o, "count") == ROWS * H && geti(o, "row_len") == H, "%s: count %lld", args, geti(o, "count"));
+        CHECK(json_array_size(json_object_get(o, "input_formats")) == (size_t)(1 + cases[i].vjp), "%s: inputs", args);
+        json_t *w = json_object_get(o, "worst");
+        CHECK(json_array_size(w) == 10, "%s: 10 worst cases", args);
+        for (size_t k = 0; k < json_array_size(w); k++) {
+            json_t *e = json_array_get(w, k);
+            const long long idx = geti(e, "index"), r = geti(e, "row"), c = geti(e, "column");
+            CHECK(r >= 0 && r < ROWS && c >= 0 && c < H && idx == r * H + c, "%s: worst %zu: index %lld, row %lld, column %lld",
+                  args, k, idx, r, c);
+        }
+        json_decref(o);
+    }
+    printf("row-wise: %zu twins x distributions, reports identical with 1 and 2 threads\n", FL_ARRAY_LEN(cases));
+
+    /* the text report's re-check command reproduces the worst case (row H, one row) */
+    snprintf(args, sizeof args, "--impl polynorm2_bf16 --sample %d --row-len %d --seed 5 --dist cancel", ROWS, H);
+    CHECK(run(args) == 0, "text report");
+    const char *mark = "re-check the worst:   fp8lab ulp ";
+    const char *rc = strstr(slurp("out.json"), mark);
+    CHECK(rc, "no re-check line: %s", slurp("out.json"));
+    rc += strlen(mark);
+    char again[512];
+    snprintf(again, sizeof again, "%.*s --json", (int)strcspn(rc, "\n"), rc);
+    CHECK(strstr(again, "--seed 5") && strstr(again, "--dist cancel") && strstr(again, "--row-len 96"), "re-check: %s", again);
+    snprintf(args, sizeof args, "--impl polynorm2_bf16 --sample %d --row-len %d --seed 5 --dist cancel --json", ROWS, H);
+    CHECK(run(args) == 0, "json");
+    json_t *whole = load_out();
+    CHECK(run(again) == 0, "re-check %s: %s", again, slurp("err.txt"));
+    json_t *re = load_out();
+    CHECK(geti(re, "count") == H, "re-check judges one row");
+    CHECK(json_equal(worst_at(whole, 0), worst_at(re, 0)), "re-check (%s) does not reproduce the worst case", again);
+    json_decref(re);
+
+    /* row shards --range 0:2 and 2:6 merge to --sample 6 */
+    snprintf(args, sizeof args, "--impl polynorm2_bf16 --range 0:2 --row-len %d --seed 5 --dist cancel --json > %s/r1.json; "
+             "%s ulp --impl polynorm2_bf16 --range 2:%d --row-len %d --seed 5 --dist cancel --json",
+             H, dir, cli, ROWS, H); /* the second command's stdout is run's out.json */
+    CHECK(run(args) == 0, "row shards");
+    char p1[128], p2[128];
+    snprintf(p1, sizeof p1, "%s/out.json", dir);
+    snprintf(p2, sizeof p2, "%s/r2.json", dir);
+    CHECK(rename(p1, p2) == 0, "rename");
+    snprintf(args, sizeof args, "--merge %s/r2.json %s/r1.json --json", dir, dir);
+    CHECK(run(args) == 0, "merge row shards: %s", slurp("err.txt"));
+    json_t *m = load_out();
+    same_report(whole, m, "merged row shards vs whole");
+    CHECK(geti(m, "row_len") == H, "merged report keeps row_len");
+    json_decref(m);
+    json_decref(whole);
+
+    /* --save: the rows judged as arrays give the same report; the normal generator is the documented one */
+    snprintf(args, sizeof args, "--impl polynorm3_bf16 --sample 3 --row-len %d --seed 9 --dist normal --json --save %s/s_", H, dir);
+    CHECK(run(args) == 0, "--save: %s", slurp("err.txt"));
+    json_t *imp = load_out();
+    snprintf(args, sizeof args, "polynorm --format bf16 " PN3 " --input-format bf16 --inputs %s/s_x.npy --outputs %s/s_y.npy --json",
+             dir, dir);
+    CHECK(run(args) == 0, "arrays: %s", slurp("err.txt"));
+    json_t *arr = load_out();
+    same_report(imp, arr, "--save'd rows judged as arrays vs --impl");
+    json_decref(imp);
+    json_decref(arr);
+    fl_array x = read_npy("s_x.npy");
+    CHECK(x.dtype == FL_DT_U16 && x.ndim == 2 && x.shape[0] == 3 && x.shape[1] == H, "saved x: shape");
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < H; c++) {
+            const uint32_t want = fl_encode_f64(FL_FMT_BF16, g_normal(9, 1, (uint64_t)r, (uint64_t)c), FL_RND_NE, FL_OVF_NOSATURATE, 0);
+            const uint16_t got = ((const uint16_t *)x.data)[r * H + c];
+            CHECK(got == want, "row %d col %d: x 0x%04x, the documented generator gives 0x%04x", r, c, got, want);
+        }
+    fl_array_free(&x);
+    fl_array dy = read_npy("s_y.npy");
+    CHECK(dy.count == 3 * H, "saved y");
+    fl_array_free(&dy);
+
+    /* cancel (r = 2): every row holds elements whose output is ~0 against its terms (double) */
+    enum { HC = 512 }; /* rows long enough for the tuning columns' resolution */
+    snprintf(args, sizeof args, "--impl polynorm2_bf16 --sample 4 --row-len %d --seed 3 --dist cancel --json --save %s/c_", HC, dir);
+    CHECK(run(args) == 0, "cancel --save: %s", slurp("err.txt"));
+    fl_array cx = read_npy("c_x.npy");
+    for (int r = 0; r < 4; r++) {
+        double S1 = 0, S2 = 0, best = INFINITY;
+        for (int c = 0; c < HC; c++) {
+            const double v = fl_decode(FL_FMT_BF16, ((const uint16_t *)cx.data)[r * HC + c]);
+            S1 += v * v;
+            S2 += v * v * v * v;
+        }
+        const double D1 = sqrt(S1 / HC + 0x1.0c6f7ap-20), D2 = sqrt(S2 / HC + 0x1.0c6f7ap-20);
+        int near = 0;
+        for (int c = 0; c < HC; c++) {
+            const double v = fl_decode(FL_FMT_BF16, ((const uint16_t *)cx.data)[r * HC + c]);
+            const double t1 = v / D1, t2 = v * v / D2, q = fabs(t1 + t2) / (fabs(t1) + fabs(t2));
+            best = q < best ? q : best;
+            near += v < 0 && q < 0x1p-5;
+        }
+        CHECK(best < 0x1p-16 && near >= HC / 32, "cancel row %d: least |y| / sum|terms| %g, %d elements below 2^-5", r, best, near);
+    }
+    fl_array_free(&cx);
+
+    /* usage */
+    CHECK(run("--impl polynorm3_bf16 --exhaustive") == 2, "row-wise --exhaustive refused");
+    CHECK(run("--impl polynorm3_bf16 --sample 1 --dist bogus") == 2, "bad --dist");
+    CHECK(run("--impl polynorm3_bf16 --sample 1 --row-len 0") == 2, "--row-len 0");
+    CHECK(run("--impl silu_bf16 --exhaustive --dist heavy") == 2, "--dist with an elementwise implementation");
+    CHECK(run("silu --impl polynorm3_bf16 --sample 1") == 2, "function mismatch");
+}
+
 /* build/fp8lab-mpi (make ulp-mpi) under mpirun -np 2 prints the one-process report. */
 static void test_mpi(void)
 {
@@ -407,7 +570,18 @@ static void test_mpi(void)
     const int st = system(cmd);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun -np 2 failed: %s", slurp("err.txt"));
     CHECK(!strcmp(one, json_text()), "the 2-rank report differs from the one-process report");
-    printf("mpirun -np 2: report identical to one process\n");
+    /* row-wise: each rank judges whole rows of the seeded stream */
+    const char *rargs = "--impl polynorm3_bwd_bf16 --sample 5 --row-len 64 --seed 2 --dist cancel --json";
+    CHECK(run(rargs) == 0, "one process, rows");
+    one = json_text();
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 "
+             "%s ulp %s >%s/out.json 2>%s/err.txt",
+             mpi, rargs, dir, dir);
+    const int st2 = system(cmd);
+    CHECK(st2 != -1 && WIFEXITED(st2) && WEXITSTATUS(st2) == 0, "mpirun -np 2 (rows) failed: %s", slurp("err.txt"));
+    CHECK(!strcmp(one, json_text()), "the 2-rank row-wise report differs from the one-process report");
+    printf("mpirun -np 2: report identical to one process (elementwise and row-wise)\n");
 }
 
 static void test_exit_codes(void)
@@ -437,6 +611,7 @@ int main(void)
     test_safetensors();
     test_shards();
     test_mpfr_only();
+    test_rowwise();
     test_mpi();
     test_exit_codes();
     char cmd[128];
