@@ -167,6 +167,11 @@ ulp-sweeps: $(CLI)
 	@for i in $(ULP_SWEEPS); do for m in "" --mpfr-only; do echo "== $$i, 2^22 inputs in [0.5, 1) $$m"; \
 		$(CLI) ulp --impl $$i --range 0x3f000000:0x3f400000 --no-progress $$m | tail -n 1 || exit 1; done; done
 
+# twin-table: the kernels' CPU twins against MPFR (kernels/README.md), into build/twin-table/table.md
+.PHONY: twin-table
+twin-table: $(CLI)
+	@sh experiments/twin_table.sh $(CLI) $(BUILD)/twin-table
+
 demo: $(CLI)
 	@sh experiments/demo.sh $(CLI)
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FL_CKPT_VERSION 2u /* 2: fl_train_cfg gained trigger_rate, trigger_len */
+#define FL_CKPT_VERSION 3u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current */
 
 typedef struct {
     uint32_t id;

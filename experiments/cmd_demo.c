@@ -2,7 +2,9 @@
  *
  * One configuration, one seed, three runs (experiments/TRAINING.md explains the choices):
  *   swiglu        bf16           the control
- *   swiglu        fp8-delayed    TransformerEngine-style delayed scaling
+ *   swiglu        fp8-delayed    delayed per-tensor scaling of X and W (history 1024, max, margin 0),
+ *                                 non-saturating casts, dY scaled from the current tensor, FP8 from
+ *                                 step 200 (the levers are explained in TRAINING.md)
  *   smooth_swiglu fp8-delayed    the same FP8 recipe with per-channel smoothing of the SwiGLU output
  * The runs are independent processes (one thread each: three runs on a small machine finish
  * sooner side by side than one after another with all threads).  Afterwards the demo reads each
@@ -43,8 +45,9 @@ static const char *const help =
     "  --long         the same experiment for hours (more steps; same configuration otherwise)\n"
     "  --sequential   run the three trainings one after another with all threads\n"
     "  train options  any 'fp8lab train' option changes all three runs alike (ablations), e.g.\n"
-    "                 --wd 0, --fp8-overflow nan --margin 2, --amax-history 16, --data triggers, --seed 2,\n"
-    "                 --steps N;\n"
+    "                 --wd 0, --margin 1, --amax-history 16, --data triggers, --seed 2, --steps N;\n"
+    "                 TransformerEngine's DelayedScaling defaults (saturating casts, dY delayed, FP8 from\n"
+    "                 step 0): --fp8-overflow saturate --grad-scaling delayed --fp8-start 0\n"
     "                 --recipe R replaces fp8-delayed in the two FP8 runs (fp8-current, fp8-block, mxfp8)\n"
     "Exit status: 0 the outcome was reproduced, 3 it was not (numbers printed either way).\n";
 
@@ -68,7 +71,14 @@ static void demo_preset(fl_train_cfg *c, int lng)
     c->recipe.history = 1024;
     c->recipe.algo = FL_AMAX_MAX;
     c->recipe.margin = 0;
-    c->recipe.nosat = 0;
+    /* the three recipe levers (TRAINING.md, "The reproduction"): casts that overflow to NaN/Inf as
+       PyTorch eager's and ml_dtypes' do; dY scaled from the current tensor (the e5m2 gradients jump
+       x2-7 over any history during the loss drop and would kill both FP8 runs first); and the first
+       200 steps in bf16 while the amax histories fill (the early batch-to-batch noise of every tensor
+       exceeds the 3.6% headroom of a margin-0 e4m3 cast) */
+    c->recipe.nosat = 1;
+    c->recipe.grad_current = 1;
+    c->recipe.fp8_start = 200;
     c->log_every = 20;
     c->ckpt_every = lng ? 2000 : 1000000;
 }
@@ -140,13 +150,16 @@ static int analyse_metrics(demo_result *r, const char *dir, long div_step)
         if (k < 15)
             continue;
         const long step = (long)v[0];
-        if (div_step >= 0 && step >= div_step)
+        if (div_step >= 0 && step > div_step)
             break;
-        r->sat_before_div += (uint64_t)v[14];
+        /* the divergence step's casts happened before its loss: their staleness is the cause, counted */
         if (v[13] > r->stale_max) {
             r->stale_max = v[13];
             r->stale_step = step;
         }
+        if (div_step >= 0 && step == div_step)
+            break;
+        r->sat_before_div += (uint64_t)v[14];
         if (!(v[5] > 0) || !(v[6] > 0) || !isfinite(v[5]) || !isfinite(v[6]))
             continue;
         if (n == cap) {
@@ -272,6 +285,8 @@ int fl_cmd_demo(int argc, char **argv)
     }
     if (!fl_recipe_is_fp8((fl_recipe_kind)base.recipe.kind))
         return fl_cli_usage_error(cmd, "--recipe must be an FP8 recipe (it replaces fp8-delayed in the FP8 runs)");
+    if (base.recipe.kind != FL_RECIPE_FP8_DELAYED)
+        base.recipe.grad_current = 0; /* the preset's per-role dY scaling is fp8-delayed's option */
     const char *why = fl_train_cfg_check(&base);
     if (why)
         return fl_cli_usage_error(cmd, "%s", why);
@@ -288,16 +303,20 @@ int fl_cmd_demo(int argc, char **argv)
     for (int k = 0; k < 3; k++) {
         cfgs[k] = base;
         cfgs[k].model.act = runs[k].act;
-        if (!runs[k].fp8)
+        if (!runs[k].fp8) {
             cfgs[k].recipe.kind = FL_RECIPE_BF16;
+            cfgs[k].recipe.grad_current = 0; /* options of the FP8 recipes */
+            cfgs[k].recipe.fp8_start = 0;
+        }
         snprintf(dirs[k], sizeof dirs[k], "%s/%s", out, runs[k].name);
     }
     say("fp8lab demo: seed %llu, %llu steps, d_model %u, %u layers, ffn %u, seq %u, batch %u, lr %g constant, "
-           "wd %g, %s (history %u, %s, margin %d, %s casts)\n",
+           "wd %g, %s (history %u, %s, margin %d, %s casts%s; FP8 from step %u)\n",
            (unsigned long long)base.seed, (unsigned long long)base.steps, base.model.C, base.model.L, base.model.F,
            base.model.T, base.model.B, base.lr, base.wd, fl_recipe_name((fl_recipe_kind)base.recipe.kind),
            base.recipe.history, fl_amax_algo_name((fl_amax_algo)base.recipe.algo), base.recipe.margin,
-           base.recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating");
+           base.recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating",
+           base.recipe.grad_current ? "; dY scaled from the current tensor" : "", base.recipe.fp8_start);
     say("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)base.recipe.kind),
            fl_recipe_name((fl_recipe_kind)base.recipe.kind), out);
     fflush(stdout);
@@ -445,6 +464,11 @@ int fl_cmd_demo(int argc, char **argv)
            jnum(res[1].sum, "alignment_start"), jnum(res[1].sum, "alignment_end"), res[1].act_growth, res[1].in_growth,
            res[1].slope, (unsigned long long)res[1].sat_before_div, d_sw ? "before the divergence" : "in the run",
            first_sat);
+    if (d_sw)
+        say("  the same chain in the BF16 control, whole run: alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax "
+            "grew x%.3g while its input's grew x%.3g\n",
+            jnum(res[0].sum, "alignment_start"), jnum(res[0].sum, "alignment_end"), res[0].act_growth,
+            res[0].in_growth);
     free(first_sat);
     say("  staleness (SwiGLU/FP8): the down-projection input outgrew the amax its delayed scale came from by at most "
         "x%.3g (step %ld); with margin %d a saturating cast clips above x%g, a non-saturating one gives NaN/Inf "

@@ -27,6 +27,10 @@ static const char *const help =
     "recipe:  --amax-history N (1024) --amax-algo max|most_recent --margin M (0) --pow2 (power-of-two\n"
     "         scales) --fp8-overflow saturate|nan (saturate = TE; nan = PyTorch eager <= 2.11 / ml_dtypes)\n"
     "         --fp8-adam (Adam m1 e4m3, m2 e5m2) --fast-accum (needs the FP8 GEMM twin)\n"
+    "         --grad-scaling delayed|current (fp8-delayed: dY's scale from its history (TE) or from the\n"
+    "         tensor itself, X and W staying delayed: a per-role recipe as torchao's float8 allowed)\n"
+    "         --fp8-start N (0: the first N steps cast to bf16 while the delayed amax histories record,\n"
+    "         as when FP8 training continues from a BF16 run)\n"
     "data:    --data synthetic|triggers|FILE (a text file; bytes are tokens) --data-len N (generated length, 2^20)\n"
     "         --trigger-rate P (0.002) --trigger-len N (8): rare trigger events of --data triggers (data.h)\n"
     "logs:    --log-every K (10) --ckpt-every K (500)\n"
@@ -151,6 +155,14 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         double x;
         if (fl_cli_parse_double(&x, val) || x != (int)x || x < -127 || x > 127) BAD();
         r->margin = (int32_t)x;
+    } else if (!strcmp(flag, "--fp8-start")) {
+        NEED();
+        if (pu32(&r->fp8_start, val, 0, 100000000)) BAD();
+    } else if (!strcmp(flag, "--grad-scaling")) {
+        NEED();
+        if (!strcmp(val, "delayed")) r->grad_current = 0;
+        else if (!strcmp(val, "current")) r->grad_current = 1;
+        else BAD();
     } else if (!strcmp(flag, "--fp8-overflow")) {
         NEED();
         if (!strcmp(val, "saturate")) r->nosat = 0;

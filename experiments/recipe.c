@@ -97,7 +97,9 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
             s->scaling = SC_NONE;
         } else if (cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_FP8_CURRENT) {
             s->fmt = roles[i] == FL_ROLE_GOUT ? FL_FMT_E5M2 : FL_FMT_E4M3;
-            s->scaling = cfg->kind == FL_RECIPE_FP8_DELAYED ? SC_DELAYED : SC_CURRENT;
+            s->scaling = cfg->kind == FL_RECIPE_FP8_DELAYED && !(roles[i] == FL_ROLE_GOUT && cfg->grad_current)
+                             ? SC_DELAYED
+                             : SC_CURRENT;
         } else {
             s->fmt = FL_FMT_E4M3;
             s->scaling = cfg->kind == FL_RECIPE_FP8_BLOCK ? SC_BLOCK : SC_MX;
@@ -382,6 +384,13 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
         memcpy(y, x, n * sizeof *x);
         return;
     }
+    /* the BF16 start (cfg.fp8_start): an FP8 site casts to bf16, unscaled, and still records its amax */
+    const int hp = r->hp_phase && site->fmt != FL_FMT_BF16;
+    const uint32_t scaling = hp ? SC_NONE : site->scaling;
+    if (hp) {
+        site->scale = 1.0f;
+        site->amax_from = 0.0f; /* no staleness: nothing was scaled */
+    }
 
     /* Smoothing scales (current amax per column or per row, powers of two). */
     const float *col_s = NULL, *col_si = NULL, *row_s = NULL, *row_si = NULL;
@@ -416,10 +425,10 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     /* Blocking: br x bc tiles, scales (nbr, nbc). */
     size_t br = R ? R : 1, bc = C ? C : 1;
     const int w = site->role == FL_ROLE_W;
-    if (site->scaling == SC_BLOCK) {
+    if (scaling == SC_BLOCK) {
         br = w ? 128 : transposed ? 128 : 1;
         bc = w ? 128 : transposed ? 1 : 128;
-    } else if (site->scaling == SC_MX) {
+    } else if (scaling == SC_MX) {
         br = transposed ? FL_MX_BLOCK : 1;
         bc = transposed ? 1 : FL_MX_BLOCK;
     }
@@ -429,7 +438,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     float *bs = &sc1, *bsi = &si1;
     float amax = 0.0f;
 
-    if (site->scaling == SC_BLOCK || site->scaling == SC_MX || site->scaling == SC_CURRENT) {
+    if (scaling == SC_BLOCK || scaling == SC_MX || scaling == SC_CURRENT) {
         const size_t nb = nbr * nbc;
         float *bam = calloc(nb, sizeof *bam);
         if (nb > 1) {
@@ -447,11 +456,11 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
                 }
         for (size_t b = 0; b < nb; b++) {
             float s;
-            if (site->scaling == SC_MX) {
+            if (scaling == SC_MX) {
                 const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], FL_MX_CEIL);
                 s = fl_mx_mul_from_code(code);
                 bsi[b] = fl_mx_scale_from_code(code);
-            } else if (site->scaling == SC_BLOCK) {
+            } else if (scaling == SC_BLOCK) {
                 /* TE Float8BlockScaling: power-of-two scales, amax floored at epsilon 0 */
                 s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, 0, 1);
                 bsi[b] = 1.0f / s;
@@ -462,10 +471,10 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
             }
             bs[b] = s;
         }
-        if (site->scaling == SC_CURRENT)
+        if (scaling == SC_CURRENT)
             site->scale = bs[0];
         free(bam);
-    } else if (site->scaling == SC_DELAYED) {
+    } else if (scaling == SC_DELAYED) {
         sc1 = fl_delayed_scale(site->dl);
         si1 = fl_delayed_scale_inv(site->dl);
         site->scale = sc1;
@@ -473,7 +482,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     }
 
     /* Quantize, counting; moments per row into a buffer (fixed order of the final sum). */
-    const int fmt = (int)site->fmt, nosat = (int)r->cfg.nosat && site->fmt != FL_FMT_BF16;
+    const int fmt = hp ? FL_FMT_BF16 : (int)site->fmt, nosat = (int)r->cfg.nosat && fmt != FL_FMT_BF16;
     int ties_ovf;
     const float fmax = (float)fl_format_max((fl_format)fmt);
     const float bound = (float)fl_format_rne_boundary((fl_format)fmt, &ties_ovf);

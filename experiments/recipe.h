@@ -78,6 +78,10 @@ typedef struct {
     uint32_t nosat;        /* 1: non-saturating FP8 casts (NaN/Inf on overflow) */
     uint32_t fast_accum;   /* 1: Hopper fast accumulation in forward FP8 GEMMs (needs the twin) */
     uint32_t fp8_adam;     /* 1: Adam m1 in e4m3, m2 in e5m2 (per-tensor current scales) */
+    uint32_t grad_current; /* fp8-delayed only, 1: dY scaled from the current tensor, X and W delayed (a per-role
+                              recipe, as torchao's float8 training allowed; not a TE DelayedScaling option) */
+    uint32_t fp8_start;    /* FP8 recipes: steps before this one cast to bf16 instead, while the delayed
+                              histories record their amaxes (a BF16 start, as when FP8 continues from a BF16 run) */
 } fl_recipe_cfg;
 
 void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind);
@@ -112,6 +116,7 @@ typedef struct {
     fl_site *sites;
     int moments;   /* 1: this step is a telemetry step; casts accumulate sum2/sum4 */
     int slow_cast; /* 1: always the table-driven reference loop (tests compare the two) */
+    int hp_phase;  /* 1: this step casts every FP8 site to bf16 (cfg.fp8_start); delayed sites record amax */
 } fl_recipe;
 
 /* Allocate `nsites` sites named by names[i] with roles roles[i]; `hp_mask[i]` set marks a site

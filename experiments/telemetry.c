@@ -94,7 +94,7 @@ void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m)
         const double m4 = st->nmom ? st->sum4 / (double)st->nmom : NAN;
         const double rms = sqrt(ms);
         fprintf(f, "%s{\"name\": \"%s\", \"fmt\": \"%s\", \"n\": %llu, \"amax\": ", first ? "" : ", ",
-                s->name, fl_format_name((fl_format)s->fmt), (unsigned long long)st->n);
+                s->name, fl_format_name(r->hp_phase ? FL_FMT_BF16 : (fl_format)s->fmt), (unsigned long long)st->n);
         first = 0;
         put_num(f, st->amax);
         fputs(", \"rms\": ", f);

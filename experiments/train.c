@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(fl_train_cfg) == 688, "fl_train_cfg layout (stored in checkpoints)");
+_Static_assert(sizeof(fl_train_cfg) == 696, "fl_train_cfg layout (stored in checkpoints)");
 _Static_assert(sizeof(fl_train_state) == 160, "fl_train_state layout (stored in checkpoints)");
 
 volatile int fl_train_stop_flag;
@@ -90,6 +90,10 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--margin must be in [-127, 127]";
     if (c->recipe.fast_accum && c->recipe.kind != FL_RECIPE_FP8_DELAYED && c->recipe.kind != FL_RECIPE_FP8_CURRENT)
         return "--fast-accum applies to the per-tensor FP8 recipes (fp8-delayed, fp8-current)";
+    if (c->recipe.fp8_start && !fl_recipe_is_fp8((fl_recipe_kind)c->recipe.kind))
+        return "--fp8-start applies to the FP8 recipes";
+    if (c->recipe.grad_current && c->recipe.kind != FL_RECIPE_FP8_DELAYED)
+        return "--grad-scaling current applies to fp8-delayed (the other recipes scale dY as they scale X)";
     if (c->steps < 1 || c->steps > 100000000ull)
         return "--steps must be 1..1e8";
     if (!(c->lr > 0 && c->lr < 10) || !(c->lr_min_frac >= 0 && c->lr_min_frac <= 1))
@@ -116,9 +120,10 @@ void fl_train_cfg_json(FILE *f, const fl_train_cfg *c)
     fprintf(f, "{\n  \"act\": \"%s\", \"recipe\": \"%s\",\n", fl_act_name(m->act), fl_recipe_name((fl_recipe_kind)r->kind));
     fprintf(f, "  \"vocab\": %u, \"width\": %u, \"layers\": %u, \"heads\": %u, \"ffn\": %u, \"seq\": %u, \"batch\": %u, \"init_std\": %.9g,\n",
             m->V, m->C, m->L, m->H, m->F, m->T, m->B, m->init_std);
-    fprintf(f, "  \"amax_history\": %u, \"amax_algo\": \"%s\", \"margin\": %d, \"pow2_scales\": %s, \"fp8_overflow\": \"%s\", \"fast_accum\": %s, \"fp8_adam\": %s,\n",
+    fprintf(f, "  \"amax_history\": %u, \"amax_algo\": \"%s\", \"margin\": %d, \"pow2_scales\": %s, \"fp8_overflow\": \"%s\", \"fast_accum\": %s, \"fp8_adam\": %s, \"grad_scaling\": \"%s\", \"fp8_start\": %u,\n",
             r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin, r->pow2 ? "true" : "false",
-            r->nosat ? "nan" : "saturate", r->fast_accum ? "true" : "false", r->fp8_adam ? "true" : "false");
+            r->nosat ? "nan" : "saturate", r->fast_accum ? "true" : "false", r->fp8_adam ? "true" : "false",
+            r->grad_current ? "current" : "delayed", r->fp8_start);
     fprintf(f, "  \"steps\": %llu, \"seed\": %llu, \"lr\": %.9g, \"lr_min_frac\": %.9g, \"wd\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"adam_eps\": %.9g, \"clip\": %.9g, \"warmup\": %u, \"schedule\": \"%s\",\n",
             (unsigned long long)c->steps, (unsigned long long)c->seed, c->lr, c->lr_min_frac, c->wd, c->beta1,
             c->beta2, c->adam_eps, c->clip, c->warmup, c->schedule == FL_SCHED_COSINE ? "cosine" : "constant");
@@ -491,6 +496,7 @@ int fl_train_run(const fl_train_cfg *cfg_in, const fl_train_opts *opts)
         const int tele = step % cfg.log_every == 0 || step + 1 == cfg.steps;
         fl_data_batch(batch, &data, cfg.seed, step, cfg.model.B, cfg.model.T);
         fl_recipe_step_begin(&rec, tele);
+        rec.hp_phase = step < cfg.recipe.fp8_start;
         fl_model_zero_grad(&m);
         const float loss = fl_model_forward(&m, batch);
         fl_model_backward(&m);
@@ -538,7 +544,8 @@ int fl_train_run(const fl_train_cfg *cfg_in, const fl_train_opts *opts)
             st.in_amax_max = sum.ffn_in_amax;
         if (step == 0)
             st.align_start = sum.align.cos_p99;
-        st.align_end = sum.align.cos_p99;
+        if (isfinite(loss)) /* a non-finite step leaves NaN weights behind: keep the last finite value */
+            st.align_end = sum.align.cos_p99;
         st.sat_total += sum.sat;
         st.clip_total += sum.clip;
         st.nanout_total += sum.nan_out + sum.inf_out;

@@ -173,6 +173,44 @@ static void check_smooth_twin(void)
     printf("  Smooth-SwiGLU casts (channel, token) equal the kernels' fused twin\n");
 }
 
+/* --grad-scaling current: under fp8-delayed, dY sites take their scale from the tensor itself while X
+   and W keep their delayed scales.  A tensor that grows x4 between two steps is clipped at a delayed
+   site and not at a current one. */
+static void check_grad_scaling(void)
+{
+    enum { N = 256 };
+    float x0[N], x1[N], y[N];
+    for (int i = 0; i < N; i++) {
+        x0[i] = (float)(i % 17 - 8) / 8.0f;
+        x1[i] = 4.0f * x0[i];
+    }
+    for (int gc = 0; gc < 2; gc++) {
+        fl_recipe_cfg c;
+        fl_recipe_cfg_default(&c, FL_RECIPE_FP8_DELAYED);
+        c.grad_current = (uint32_t)gc;
+        const char *names[3] = { "a.in", "a.w", "a.gout" };
+        const uint32_t roles[3] = { FL_ROLE_IN, FL_ROLE_W, FL_ROLE_GOUT };
+        fl_recipe r;
+        CHECK(!fl_recipe_init(&r, &c, 3, names, roles, NULL), "init");
+        for (int step = 0; step < 3; step++) {
+            fl_recipe_step_begin(&r, 0);
+            for (int k = 0; k < 3; k++)
+                fl_recipe_cast(&r, k, y, step < 2 ? x0 : x1, 16, 16, 0, 1, NULL);
+            if (step < 2)
+                fl_recipe_step_end(&r);
+        }
+        CHECK(r.sites[0].st.clip > 0 && r.sites[1].st.clip > 0, "grad_current %d: delayed X/W sites must clip the x4 tensor", gc);
+        if (gc) {
+            CHECK(r.sites[2].st.clip == 0 && r.sites[2].st.inf_out == 0, "current dY site clipped");
+            CHECK(r.sites[2].scale == fl_scale_from_amax(FL_FMT_E5M2, 4.0f, 1.0f, 0, 0), "current dY scale %a", r.sites[2].scale);
+        } else {
+            CHECK(r.sites[2].st.clip > 0, "delayed dY site did not clip the x4 tensor");
+        }
+        fl_recipe_free(&r);
+    }
+    printf("  --grad-scaling current: dY scaled from the tensor, X and W delayed\n");
+}
+
 static json_t *load_json(const char *path)
 {
     json_error_t e;
@@ -296,6 +334,7 @@ int main(void)
     check_encoders();
     check_cast_paths();
     check_smooth_twin();
+    check_grad_scaling();
     check_runs();
     PASS("test_train_recipes");
 }
