@@ -114,11 +114,12 @@ static void run_kernel(kind k, int order, fl_format fin, fl_format fgrad, fl_for
                                kin(x0, fin), kin(x1, fin), kin(x2, fgrad), n), "swiglu_bwd");
         break;
     case K_SMOOTH_FWD: {
-        /* Per-element scale: n tokens of one channel, per-token scales given. */
+        /* Per-element scale: n tokens of one channel, per-token scales given.  The kernel's scales are
+           powers of two (fl_smooth_scale_f32), so the third input is an e8m0 code: 2^(E-127). */
         x1 = pack(fin, in[1], n);
         float *s = xalloc(n * sizeof *s);
         for (size_t i = 0; i < n; i++)
-            s[i] = fl_decode(FL_FMT_FP32, in[2][i]);
+            s[i] = fl_decode(FL_FMT_E8M0, in[2][i]);
         check_rc(fl_smooth_swiglu_fwd(kout(y, fout), s, kin(x0, fin), kin(x1, fin), n, 1, FL_SMOOTH_TOKEN, 0),
                  "smooth_swiglu_fwd");
         free(s);
@@ -252,8 +253,8 @@ const fl_twin fl_twins[] = {
     { "swiglu_bwd_u_bf16", "swiglu", "", 2, "u", 2, IN1(B), B, 0, run_swiglu_bwd_u_bf16, "SwiGLU d/du = silu(g) (backward with dy = 1), bf16" },
     { "swiglu_bwd_g_e5m2", "swiglu", "", 1, "g", 2, IN1(B), E5, 0, run_swiglu_bwd_g_e5m2, "SwiGLU d/dg, g/u bf16, dy e5m2 = 1, dg e5m2" },
     /* Smooth-SwiGLU (the scale is an input: per element here) */
-    { "smooth_swiglu_bf16", "smooth_swiglu", "", 0, NULL, 3, { B, B, F32 }, B, 0, run_smooth_swiglu_bf16, "s silu(g) u, bf16 -> bf16 (the pre-cast value)" },
-    { "smooth_swiglu_bf16_e4m3", "smooth_swiglu", "", 0, NULL, 3, { B, B, F32 }, E4, 0, run_smooth_swiglu_bf16_e4m3, "s silu(g) u, bf16 -> e4m3 (the FP8 cast, scale 1)" },
+    { "smooth_swiglu_bf16", "smooth_swiglu", "", 0, NULL, 3, { B, B, FL_FMT_E8M0 }, B, 0, run_smooth_swiglu_bf16, "s silu(g) u, bf16 -> bf16 (the pre-cast value)" },
+    { "smooth_swiglu_bf16_e4m3", "smooth_swiglu", "", 0, NULL, 3, { B, B, FL_FMT_E8M0 }, E4, 0, run_smooth_swiglu_bf16_e4m3, "s silu(g) u, bf16 -> e4m3 (the FP8 cast, scale 1)" },
     /* examples for the published table: common shortcuts, not kernels */
     { "silu_f32_naive", "silu", "", 0, NULL, 1, IN1(F32), F32, 0, run_silu_f32_naive, "x / (1 + expf(-x)) with glibc expf, fp32" },
     { "gelu_tanh_as_gelu_bf16", "gelu", "", 0, NULL, 1, IN1(B), B, 0, run_gelu_tanh_as_gelu_bf16, "the tanh approximation (fp32, glibc tanhf) scored against exact gelu, bf16" },
