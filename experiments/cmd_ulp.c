@@ -841,6 +841,21 @@ static void print_report(FILE *out, const fl_ulp_report *r, const meta *m, const
                 (r->max_ulp > T || r->mismatched_special) ? "FAILED" : "passed");
 }
 
+/* The report on stdout: JSON (with the gate's verdict when gated) or text. */
+static void emit_report(const fl_ulp_report *r, const meta *m, const char *recheck, double T, int gated, int json)
+{
+    if (!json) {
+        print_report(stdout, r, m, recheck, T, gated);
+        return;
+    }
+    json_t *o = report_json(r, m);
+    if (gated)
+        json_object_set_new(o, "gate", json_string(r->max_ulp > T || r->mismatched_special ? "failed" : "passed"));
+    json_dumpf(o, stdout, JSON_INDENT(1));
+    fputc('\n', stdout);
+    json_decref(o);
+}
+
 /* ---- the sweeps ----------------------------------------------------------------------------------- */
 
 static uint64_t sample_index(uint64_t seed, uint64_t i, uint64_t space)
@@ -1445,16 +1460,7 @@ static int cmd_merge(int argc, char **argv, int first, int json, int gated, doub
         m.shards = shards;
         json_t *rl = json_object_get(head, "row_len");
         m.row_len = json_is_integer(rl) && json_integer_value(rl) > 0 ? (long)json_integer_value(rl) : 0;
-        if (json) {
-            json_t *o = report_json(&total, &m);
-            if (gated)
-                json_object_set_new(o, "gate", json_string(total.max_ulp > T || total.mismatched_special ? "failed" : "passed"));
-            json_dumpf(o, stdout, JSON_INDENT(1));
-            fputc('\n', stdout);
-            json_decref(o);
-        } else {
-            print_report(stdout, &total, &m, NULL, T, gated);
-        }
+        emit_report(&total, &m, NULL, T, gated, json);
         if (gated && (total.max_ulp > T || total.mismatched_special))
             rc = FL_EXIT_GATE;
     }
@@ -1997,16 +2003,7 @@ int fl_cmd_ulp(int argc, char **argv)
                          (unsigned long long)w->index, (unsigned long long)w->index + 1);
             }
         }
-        if (json) {
-            json_t *o = report_json(&total, &m);
-            if (gated)
-                json_object_set_new(o, "gate", json_string(total.max_ulp > T || total.mismatched_special ? "failed" : "passed"));
-            json_dumpf(o, stdout, JSON_INDENT(1));
-            fputc('\n', stdout);
-            json_decref(o);
-        } else {
-            print_report(stdout, &total, &m, recheck, T, gated);
-        }
+        emit_report(&total, &m, recheck, T, gated, json);
         /* how the run went (not part of the report, which is the same whichever judge decided) */
         fprintf(json ? stderr : stdout,
                 "  run: %.2f s, %d thread%s%s; %llu outputs decided by the fast path, %llu by MPFR%s\n", secs, nthreads,
