@@ -83,9 +83,8 @@ static void test_registry(void)
         uint32_t in[3][N], out[N];
         for (int k = 0; k < t->n_inputs; k++)
             for (int e = 0; e < N; e++)
-                in[k][e] = t->in_fmt[k] == FL_FMT_FP32 && k == 2
-                               ? fl_f32_bits(0.5f)
-                               : fl_encode_f64(t->in_fmt[k], (rnd() - 0.5) * 4, FL_RND_NE, FL_OVF_SATURATE, 0);
+                in[k][e] = fl_encode_f64(t->in_fmt[k], k == 2 ? 0.5 : (rnd() - 0.5) * 4, FL_RND_NE, /* k 2: a scale */
+                                         FL_OVF_SATURATE, 0);
         const uint32_t *ptr[3] = { in[0], in[1], in[2] };
         t->run(out, ptr, N, t->rowwise ? RL : 0);
         size_t nan = 0;
