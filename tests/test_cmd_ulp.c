@@ -560,27 +560,20 @@ static void test_mpi(void)
         printf("note: %s or mpirun missing: MPI check skipped (make ulp-mpi)\n", mpi);
         return;
     }
-    const char *args = "--impl silu_f32_naive --range 0x3f7f0000:0x3f830000 --json";
-    CHECK(run(args) == 0, "one process");
-    const char *one = json_text();
-    snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 "
-             "%s ulp %s >%s/out.json 2>%s/err.txt",
-             mpi, args, dir, dir);
-    const int st = system(cmd);
-    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun -np 2 failed: %s", slurp("err.txt"));
-    CHECK(!strcmp(one, json_text()), "the 2-rank report differs from the one-process report");
-    /* row-wise: each rank judges whole rows of the seeded stream */
-    const char *rargs = "--impl polynorm3_bwd_bf16 --sample 5 --row-len 64 --seed 2 --dist cancel --json";
-    CHECK(run(rargs) == 0, "one process, rows");
-    one = json_text();
-    snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 "
-             "%s ulp %s >%s/out.json 2>%s/err.txt",
-             mpi, rargs, dir, dir);
-    const int st2 = system(cmd);
-    CHECK(st2 != -1 && WIFEXITED(st2) && WEXITSTATUS(st2) == 0, "mpirun -np 2 (rows) failed: %s", slurp("err.txt"));
-    CHECK(!strcmp(one, json_text()), "the 2-rank row-wise report differs from the one-process report");
+    /* elementwise, then row-wise (each rank judges whole rows of the seeded stream) */
+    static const char *const cases[2] = { "--impl silu_f32_naive --range 0x3f7f0000:0x3f830000 --json",
+                                          "--impl polynorm3_bwd_bf16 --sample 5 --row-len 64 --seed 2 --dist cancel --json" };
+    for (int k = 0; k < 2; k++) {
+        CHECK(run(cases[k]) == 0, "one process: %s", cases[k]);
+        const char *one = json_text();
+        snprintf(cmd, sizeof cmd,
+                 "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 "
+                 "%s ulp %s >%s/out.json 2>%s/err.txt",
+                 mpi, cases[k], dir, dir);
+        const int st = system(cmd);
+        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun -np 2 failed (%s): %s", cases[k], slurp("err.txt"));
+        CHECK(!strcmp(one, json_text()), "the 2-rank report differs from the one-process report: %s", cases[k]);
+    }
     printf("mpirun -np 2: report identical to one process (elementwise and row-wise)\n");
 }
 
