@@ -103,6 +103,13 @@ void fl_fast_fmt_init(fl_fast_fmt *ff, fl_format fmt, fl_overflow ovf);
    value).  Returns 1 with *v set when decided, 0 when MPFR must decide.  Not for e8m0. */
 int fl_fast_judge(fl_ulp_verdict *v, int status, const fl_encl *e, const fl_fast_fmt *ff, uint32_t y);
 
+/* fl_fast_judge is a shortcut for the common case (a finite output, an enclosure well inside the
+   rounding set of a finite code below the largest) followed by the general judge; for tests, the two
+   parts alone (where both decide, they must agree; the shortcut must never decide what the general
+   judge leaves undecided). */
+int fl_fast_judge_general(fl_ulp_verdict *v, int status, const fl_encl *e, const fl_fast_fmt *ff, uint32_t y);
+int fl_fast_judge_common(fl_ulp_verdict *v, int status, const fl_encl *e, const fl_fast_fmt *ff, uint32_t y);
+
 /* The reported error of output value y against f in the enclosure, for an ulp of 2^ulp_exp over the
    whole enclosure (the judge's last step; exported for tests): 1 and *rep when decided, else 0. */
 int fl_fast_rep(double *rep, const fl_encl *e, int ulp_exp, double y);

@@ -97,7 +97,7 @@ static void sum_add(uint64_t dst[FL_ULP_SUM_LIMBS], const uint64_t src[FL_ULP_SU
 }
 
 /* Insert c into the sorted worst list if it belongs there. */
-static void worst_insert(fl_ulp_report *r, const fl_ulp_case *c)
+void fl_ulp_report_offer_worst(fl_ulp_report *r, const fl_ulp_case *c)
 {
     int n = r->n_worst;
     if (n == FL_ULP_WORST && !fl_ulp_case_before(c, &r->worst[n - 1]))
@@ -138,7 +138,7 @@ void fl_ulp_report_add(fl_ulp_report *r, const fl_ulp_case *c)
             }
         }
     }
-    worst_insert(r, c);
+    fl_ulp_report_offer_worst(r, c);
 }
 
 void fl_ulp_report_merge(fl_ulp_report *dst, const fl_ulp_report *src)
@@ -154,7 +154,7 @@ void fl_ulp_report_merge(fl_ulp_report *dst, const fl_ulp_report *src)
     if (src->max_ulp > dst->max_ulp)
         dst->max_ulp = src->max_ulp;
     for (int i = 0; i < src->n_worst; i++)
-        worst_insert(dst, &src->worst[i]);
+        fl_ulp_report_offer_worst(dst, &src->worst[i]);
 }
 
 double fl_ulp_report_mean(const fl_ulp_report *r)

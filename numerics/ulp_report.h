@@ -77,6 +77,9 @@ typedef struct {
 void fl_ulp_report_init(fl_ulp_report *r);
 /* Adds one judged output. */
 void fl_ulp_report_add(fl_ulp_report *r, const fl_ulp_case *c);
+/* The worst-list part of fl_ulp_report_add alone (for a caller that keeps the counts of a batch
+   itself and offers only the cases that may enter the list; see cmd_ulp.c's sweep). */
+void fl_ulp_report_offer_worst(fl_ulp_report *r, const fl_ulp_case *c);
 /* dst += src (exact, associative, commutative). */
 void fl_ulp_report_merge(fl_ulp_report *dst, const fl_ulp_report *src);
 /* Mean of the finite errors: the exact sum divided by their count, as a double within one ulp

@@ -9,6 +9,7 @@
  * regions (byte for byte).
  * Usage: test_ulp_fast [N_PER]   (default 40) */
 #include "check.h"
+#include "fl_round.h"
 #include "ref.h"
 #include "ulp_fast.h"
 
@@ -145,6 +146,114 @@ static void cli_vs_mpfr(void)
     printf("fast path == --mpfr-only on %zu CLI ranges (gelu regions, sigmoid/tanh tails)\n", FL_ARRAY_LEN(cases));
 }
 
+/* The judge's common-case shortcut against the general judge, on enclosures built around every kind
+   of decision point of every output format: codes, midpoints between codes, powers of two, the
+   subnormal range and zero, proxies, the overflow boundary, one-sided enclosures, and outputs that
+   are the reference, its neighbours, random codes, NaN and Inf.  Where the shortcut decides, the
+   general judge must decide too, and identically. */
+static double uni(void) { return (next32() >> 8) * 0x1p-24; }
+
+static int same_verdict(const fl_ulp_verdict *a, const fl_ulp_verdict *b)
+{
+    return a->ref == b->ref && a->cr == b->cr && a->special == b->special && fl_f64_bits(a->ulp) == fl_f64_bits(b->ulp);
+}
+
+static void judge_common_vs_general(int n)
+{
+    long decided_common = 0, decided_general = 0, total = 0, only_common = 0, points = 0;
+    for (int f = 0; f < FL_FMT_COUNT; f++) {
+        if (f == FL_FMT_E8M0)
+            continue;
+        const fl_format_desc *d = fl_format_get((fl_format)f);
+        const uint32_t mask = d->bits == 32 ? 0xFFFFFFFFu : (1u << d->bits) - 1;
+        for (int ovf = 0; ovf < FL_OVF_COUNT; ovf++) {
+            fl_fast_fmt ff;
+            fl_fast_fmt_init(&ff, (fl_format)f, (fl_overflow)ovf);
+            for (int i = 0; i < n; i++) {
+                uint32_t q = next32() & mask;
+                const int kind = (int)(next32() % 8);
+                if (kind == 3) /* near the bottom of the range: subnormals, zero, 2^emin */
+                    q = (q & (1u << (d->bits - 1))) | (next32() % (4u << d->mbits));
+                if (kind == 4) /* near the top: max and the overflow boundary */
+                    q = (q & (1u << (d->bits - 1))) | (d->max_mag - next32() % 3);
+                if (kind == 5) /* powers of two */
+                    q &= ~((1u << d->mbits) - 1);
+                const double v = (double)fl_decode_f32(d, q);
+                if (!isfinite(v) || (d->specials == FL_SPEC_FNUZ && q == d->nan))
+                    continue;
+                const uint32_t mag = q & ((1u << (d->bits - 1)) - 1);
+                const double vn = mag < d->max_mag ? (double)fl_decode_f32(d, (q & ~((1u << (d->bits - 1)) - 1)) | (mag + 1))
+                                                   : v + (v - (double)fl_decode_f32(d, q - 1));
+                const double w = fabs(vn - v) > 0 ? fabs(vn - v) : 0x1p-149;
+                const double sg = v < 0 || (v == 0 && (q >> (d->bits - 1))) ? -1 : 1;
+                double ch;
+                switch (next32() % 7) {
+                case 0: ch = v; break;
+                case 1: ch = v + sg * w * (1.2 * uni() - 0.6); break;
+                case 2: ch = v + sg * 0.5 * w * (1 + ldexp(2 * uni() - 1, -(int)(next32() % 60))); break;
+                case 3: ch = v - sg * 0.25 * w * (1 + ldexp(2 * uni() - 1, -(int)(next32() % 60))); break;
+                case 4: ch = sg * 0x1p-900 * (1 + uni()); break;
+                case 5: ch = v * (1 + ldexp(2 * uni() - 1, -(int)(next32() % 60))); break;
+                default: ch = v * 1.0625 * (1 + uni()); break;
+                }
+                /* cl and r are small multiples of one power of two, so that c - r and c + r are exact
+                   double-doubles (the points checked below) */
+                const double base = ch == 0 ? 0 : ldexp(1, ilogb(ch) - 72 - (int)(next32() % 60));
+                double cl = next32() % 2 ? base * ((double)(next32() % (1u << 20)) - 0x1p19) : 0;
+                const double t = ch + cl;
+                cl = (ch - t) + cl; /* normalised: (t, cl) */
+                ch = t;
+                fl_encl e = { ch, cl, 0, 0 };
+                if (next32() % 4)
+                    e.r = base * (double)(next32() % (1u << 20)) * ldexp(1, (int)(next32() % 31));
+                if (e.r > 0)
+                    e.side = (int)(next32() % 3) - 1;
+                uint32_t y;
+                switch (next32() % 6) {
+                case 0: case 1: y = q; break;
+                case 2: y = (q + 1) & mask; break;
+                case 3: y = (q - 1) & mask; break;
+                case 4: y = next32() & mask; break;
+                default: y = d->specials == FL_SPEC_IEEE && next32() % 2 ? (d->max_mag + 1) : d->nan; break;
+                }
+                fl_ulp_verdict a, b;
+                const int ca = fl_fast_judge_common(&a, FL_FAST_OK, &e, &ff, y);
+                const int cb = fl_fast_judge_general(&b, FL_FAST_OK, &e, &ff, y);
+                total++;
+                decided_common += ca;
+                decided_general += cb;
+                if (ca && cb)
+                    CHECK(same_verdict(&a, &b),
+                          "%s ovf %d: ch %a cl %a r %a side %d y 0x%x: shortcut ref 0x%x cr %d special %d ulp %a, general ref 0x%x cr %d special %d ulp %a",
+                          fl_format_name((fl_format)f), ovf, e.ch, e.cl, e.r, e.side, y, a.ref, a.cr, a.special, a.ulp, b.ref, b.cr,
+                          b.special, b.ulp);
+                if (ca && !cb) {
+                    /* the general judge is more cautious here (e.g. an enclosure across 2^emin, where
+                       the ulp is the same on both sides): the shortcut's verdict must hold at both ends
+                       of the enclosure and at its centre, each judged as a point by the general judge */
+                    only_common++;
+                    for (int p = -1; p <= 1; p++) {
+                        const double lo = e.cl + p * e.r; /* exact */
+                        const double h = e.ch + lo;
+                        fl_encl pt = { h, (e.ch - h) + lo, 0, 0 };
+                        fl_ulp_verdict c;
+                        if (!fl_fast_judge_general(&c, FL_FAST_OK, &pt, &ff, y))
+                            continue;
+                        points++;
+                        CHECK(same_verdict(&a, &c),
+                              "%s ovf %d: ch %a cl %a r %a side %d y 0x%x: shortcut ref 0x%x cr %d special %d ulp %a, at the point %+d r: ref 0x%x cr %d special %d ulp %a",
+                              fl_format_name((fl_format)f), ovf, e.ch, e.cl, e.r, e.side, y, a.ref, a.cr, a.special, a.ulp, p, c.ref,
+                              c.cr, c.special, c.ulp);
+                    }
+                }
+            }
+        }
+    }
+    printf("judge shortcut vs general: %ld enclosures, general decided %ld, shortcut %ld (%ld of them left open by the "
+           "general judge, checked at %ld points), all agree\n", total, decided_general, decided_common, only_common, points);
+    CHECK(decided_common * 2 > decided_general, "the shortcut decided too few cases (%ld of %ld)", decided_common, decided_general);
+}
+
 int main(int argc, char **argv)
 {
     const int n_per = argc > 1 ? atoi(argv[1]) : 40;
@@ -153,6 +262,7 @@ int main(int argc, char **argv)
     /* region edges used by the evaluators */
     const float edges[] = { 0x1p-30f, 0x1p-20f, 0.55f, 3.0f, 9.0f, 10.0f, 12.0f, 16.0f, 52.0f, 53.0f, 64.0f, 104.0f, 125.0f, 140.0f };
     printf("seed 0x243F6A8885A308D3, %d inputs per binade and sign\n", n_per);
+    judge_common_vs_general(2500 * n_per);
     for (size_t k = 0; k < FL_ARRAY_LEN(names); k++) {
         const fl_fast_fn *fn = fl_fast_lookup(names[k]);
         const fl_ref_fn *ref = fl_ref_lookup(names[k]);
