@@ -74,6 +74,94 @@ static void pn_clear(pn_state *s)
     }
 }
 
+/* The row's norms D_i (and, for the VJP, the sums P_i) depend on the whole row but not on j.  Each
+   thread keeps them for the last row it evaluated, with a copy of that row (values and signs of
+   zero), the parameters and the working precision: an evaluation whose row, parameters and precision
+   all match reuses them, anything else recomputes them.  The values are the ones computed afresh, bit
+   for bit (same operations, same precisions), so a row of n outputs costs O(n) MPFR operations for
+   its sums instead of O(n^2).  The cache lives as long as the thread (released at exit). */
+typedef struct {
+    int valid;
+    long n, cap;
+    int nrows; /* 1: x; 2: x, dy */
+    mpfr_prec_t wp;
+    int order;
+    double eps, a[5];
+    unsigned a_set;
+    mpfr_t *row[2]; /* copies */
+    pn_state s;
+    int nP;         /* P_1 .. P_nP computed */
+    mpfr_t P[5];
+} pn_cache;
+
+static _Thread_local pn_cache cache_fwd, cache_vjp;
+
+static void cache_drop(pn_cache *c)
+{
+    if (c->valid) {
+        pn_clear(&c->s);
+        for (int i = 1; i <= c->nP; i++)
+            mpfr_clear(c->P[i]);
+    }
+    for (int r = 0; r < 2; r++) {
+        for (long k = 0; k < (r < c->nrows ? c->n : 0); k++)
+            mpfr_clear(c->row[r][k]);
+        free(c->row[r]);
+        c->row[r] = NULL;
+    }
+    c->valid = 0;
+    c->n = c->cap = 0;
+    c->nP = 0;
+}
+
+static int same_value(mpfr_srcptr a, mpfr_srcptr b)
+{
+    return mpfr_get_prec(a) == mpfr_get_prec(b) && mpfr_equal_p(a, b) && mpfr_signbit(a) == mpfr_signbit(b);
+}
+
+static int cache_hit(const pn_cache *c, mpfr_srcptr const *const *xs, int nrows, long n, const fl_ref_params *p,
+                     mpfr_prec_t wp)
+{
+    if (!c->valid || c->n != n || c->nrows != nrows || c->wp != wp || c->order != p->order || c->a_set != p->a_set ||
+        fl_f64_bits(c->eps) != fl_f64_bits(p->eps))
+        return 0;
+    for (int i = 0; i < 5; i++)
+        if (fl_f64_bits(c->a[i]) != fl_f64_bits(p->a[i]))
+            return 0;
+    for (int r = 0; r < nrows; r++)
+        for (long k = 0; k < n; k++)
+            if (!same_value(xs[r][k], c->row[r][k]))
+                return 0;
+    return 1;
+}
+
+/* The state of row xs (nrows rows: x, and dy for the VJP) at wp, from the thread's cache. */
+static pn_cache *row_state(pn_cache *c, mpfr_srcptr const *const *xs, int nrows, long n, const fl_ref_params *p,
+                           mpfr_prec_t wp)
+{
+    if (cache_hit(c, xs, nrows, n, p, wp))
+        return c;
+    cache_drop(c);
+    c->nrows = nrows;
+    c->n = n;
+    for (int r = 0; r < nrows; r++) {
+        c->row[r] = malloc((size_t)n * sizeof *c->row[r]);
+        for (long k = 0; k < n; k++) {
+            mpfr_init2(c->row[r][k], mpfr_get_prec(xs[r][k]));
+            mpfr_set(c->row[r][k], xs[r][k], MPFR_RNDN);
+        }
+    }
+    c->wp = wp;
+    c->order = p->order;
+    c->eps = p->eps;
+    c->a_set = p->a_set;
+    for (int i = 0; i < 5; i++)
+        c->a[i] = p->a[i];
+    pn_init(&c->s, xs[0], n, p, wp);
+    c->valid = 1;
+    return c;
+}
+
 static int row_bad(mpfr_ptr y, mpfr_srcptr const *x, long n)
 {
     for (long k = 0; k < n; k++)
@@ -101,8 +189,7 @@ int fl_ref_row_polynorm(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, long j
     mpfr_srcptr const *x = xs[0];
     if (row_bad(y, x, n))
         return FL_REF_SURE;
-    pn_state s;
-    pn_init(&s, x, n, p, wp);
+    const pn_state *sp = &row_state(&cache_fwd, xs, 1, n, p, wp)->s;
     const int r = p->order;
     mpfr_t t[5];
     mpfr_ptr tp[5];
@@ -112,42 +199,40 @@ int fl_ref_row_polynorm(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, long j
         tp[i] = t[i];
         if (i == 0) {
             mpfr_set_prec(t[0], 80);
-            mpfr_set(t[0], s.num[0], MPFR_RNDN);
+            mpfr_set(t[0], sp->num[0], MPFR_RNDN);
             continue;
         }
-        if (mpfr_zero_p(s.D[i])) { /* all-zero row with eps = 0: 0/0 */
+        if (mpfr_zero_p(sp->D[i])) { /* all-zero row with eps = 0: 0/0 */
             mpfr_set_nan(y);
             for (int k = 0; k <= i; k++)
                 mpfr_clear(t[k]);
-            pn_clear(&s);
             return FL_REF_SURE;
         }
         mpfr_t v;
         mpfr_init2(v, (mpfr_prec_t)i * mpfr_get_prec(x[j]) + 80);
         mpfr_pow_ui(v, x[j], (unsigned long)i, MPFR_RNDN);
-        mpfr_mul(v, v, s.num[i], MPFR_RNDN);           /* exact */
-        inex |= mpfr_div(t[i], v, s.D[i], MPFR_RNDN) != 0;
+        mpfr_mul(v, v, sp->num[i], MPFR_RNDN);           /* exact */
+        inex |= mpfr_div(t[i], v, sp->D[i], MPFR_RNDN) != 0;
         if (!mpfr_zero_p(v))
-            inex |= s.inex;
+            inex |= sp->inex;
         mpfr_clear(v);
     }
     inex |= mpfr_sum(y, tp, (unsigned long)r + 1, MPFR_RNDN) != 0;
     int k;
     if (!inex) {
         k = FL_REF_SURE;
-        if (s.den > 1 && mpfr_div_ui(y, y, s.den, MPFR_RNDN))
+        if (sp->den > 1 && mpfr_div_ui(y, y, sp->den, MPFR_RNDN))
             k = fl_ref_chain_err(1);
     } else if (mpfr_zero_p(y)) {
         k = 0;
     } else {
         long rb = cancel_bits(t, r + 1, y);
-        if (s.den > 1)
-            mpfr_div_ui(y, y, s.den, MPFR_RNDN);
+        if (sp->den > 1)
+            mpfr_div_ui(y, y, sp->den, MPFR_RNDN);
         k = (int)rb + 5;
     }
     for (int i = 0; i <= r; i++)
         mpfr_clear(t[i]);
-    pn_clear(&s);
     return k;
 }
 
@@ -162,21 +247,19 @@ static int da(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, long j, const fl
         mpfr_set_ui(y, i == 0, MPFR_RNDN);
         return FL_REF_SURE;
     }
-    pn_state s;
-    pn_init(&s, x, n, p, wp);
-    int inex = mpfr_zero_p(x[j]) ? 0 : s.inex, k;
-    if (mpfr_zero_p(s.D[i])) {
+    const pn_state *sp = &row_state(&cache_fwd, xs, 1, n, p, wp)->s;
+    int inex = mpfr_zero_p(x[j]) ? 0 : sp->inex, k;
+    if (mpfr_zero_p(sp->D[i])) {
         mpfr_set_nan(y);
         k = FL_REF_SURE;
     } else {
         mpfr_t v;
         mpfr_init2(v, (mpfr_prec_t)i * mpfr_get_prec(x[j]));
         mpfr_pow_ui(v, x[j], (unsigned long)i, MPFR_RNDN);
-        inex |= mpfr_div(y, v, s.D[i], MPFR_RNDN) != 0;
+        inex |= mpfr_div(y, v, sp->D[i], MPFR_RNDN) != 0;
         mpfr_clear(v);
         k = inex ? fl_ref_chain_err(5) : FL_REF_SURE;
     }
-    pn_clear(&s);
     return k;
 }
 
@@ -191,6 +274,31 @@ int fl_ref_row_polynorm_da3(mpfr_ptr y, mpfr_srcptr const *const *x, long n, lon
 int fl_ref_row_polynorm_da4(mpfr_ptr y, mpfr_srcptr const *const *x, long n, long j, const fl_ref_params *p, mpfr_prec_t wp)
 { return da(y, x, n, j, p, wp, 4); }
 
+/* P_i = sum_k dy_k x_k^i at wp, one rounding (within u), from the cache (computed once per row). */
+static mpfr_srcptr vjp_P(pn_cache *c, int i)
+{
+    while (c->nP < i) {
+        const int m = c->nP + 1;
+        const long n = c->n;
+        mpfr_t *pt = malloc((size_t)n * sizeof *pt);
+        mpfr_ptr *pp = malloc((size_t)n * sizeof *pp);
+        for (long k = 0; k < n; k++) {
+            mpfr_init2(pt[k], (mpfr_prec_t)(m + 1) * 64);
+            mpfr_pow_ui(pt[k], c->row[0][k], (unsigned long)m, MPFR_RNDN);
+            mpfr_mul(pt[k], pt[k], c->row[1][k], MPFR_RNDN); /* exact */
+            pp[k] = pt[k];
+        }
+        mpfr_init2(c->P[m], c->wp);
+        mpfr_sum(c->P[m], pp, (unsigned long)n, MPFR_RNDN);
+        for (long k = 0; k < n; k++)
+            mpfr_clear(pt[k]);
+        free(pt);
+        free(pp);
+        c->nP = m;
+    }
+    return c->P[i];
+}
+
 /* VJP, element k = j of dx. */
 int fl_ref_row_polynorm_vjp(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, long j,
                             const fl_ref_params *p, mpfr_prec_t wp)
@@ -198,23 +306,16 @@ int fl_ref_row_polynorm_vjp(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, lo
     mpfr_srcptr const *x = xs[0], *dy = xs[1];
     if (row_bad(y, x, n) || row_bad(y, dy, n))
         return FL_REF_SURE;
-    pn_state s;
-    pn_init(&s, x, n, p, wp);
+    pn_cache *c = row_state(&cache_vjp, xs, 2, n, p, wp);
+    const pn_state *sp = &c->s;
     const int r = p->order;
     /* terms: for each i, A_i = n_i i x^(i-1) dy_j / D_i and B_i = -n_i i x^(2i-1) P_i / (n D_i^3) */
-    mpfr_t t[8], v, q;
+    mpfr_t t[8], v;
     mpfr_ptr tp[8];
     int nt = 0, bad = 0;
     mpfr_init2(v, 64);
-    mpfr_init2(q, wp);
-    mpfr_t *pt = malloc((size_t)n * sizeof *pt);
-    mpfr_ptr *pp = malloc((size_t)n * sizeof *pp);
-    for (long k = 0; k < n; k++) {
-        mpfr_init2(pt[k], 64);
-        pp[k] = pt[k];
-    }
     for (int i = 1; i <= r; i++) {
-        if (mpfr_zero_p(s.D[i]))
+        if (mpfr_zero_p(sp->D[i]))
             bad = 1;
         if (bad)
             break;
@@ -223,28 +324,23 @@ int fl_ref_row_polynorm_vjp(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, lo
         mpfr_set_prec(v, (mpfr_prec_t)i * 64 + 160);
         mpfr_pow_ui(v, x[j], (unsigned long)(i - 1), MPFR_RNDN);
         mpfr_mul(v, v, dy[j], MPFR_RNDN);
-        mpfr_mul(v, v, s.num[i], MPFR_RNDN);
+        mpfr_mul(v, v, sp->num[i], MPFR_RNDN);
         mpfr_mul_ui(v, v, (unsigned long)i, MPFR_RNDN);        /* exact */
-        mpfr_div(t[nt], v, s.D[i], MPFR_RNDN);                  /* within 6u */
+        mpfr_div(t[nt], v, sp->D[i], MPFR_RNDN);                 /* within 6u */
         tp[nt] = t[nt];
         nt++;
-        /* P_i = sum dy_k x_k^i, one rounding */
-        for (long k = 0; k < n; k++) {
-            mpfr_set_prec(pt[k], (mpfr_prec_t)(i + 1) * 64);
-            mpfr_pow_ui(pt[k], x[k], (unsigned long)i, MPFR_RNDN);
-            mpfr_mul(pt[k], pt[k], dy[k], MPFR_RNDN);            /* exact */
-        }
-        mpfr_sum(q, pp, (unsigned long)n, MPFR_RNDN);            /* P_i within u */
+        /* B_i */
+        mpfr_srcptr q = vjp_P(c, i);
         mpfr_init2(t[nt], wp);
         mpfr_set_prec(v, (mpfr_prec_t)(2 * i) * 64 + 160);
         mpfr_pow_ui(v, x[j], (unsigned long)(2 * i - 1), MPFR_RNDN);
-        mpfr_mul(v, v, s.num[i], MPFR_RNDN);
+        mpfr_mul(v, v, sp->num[i], MPFR_RNDN);
         mpfr_mul_si(v, v, -(long)i, MPFR_RNDN);                  /* exact */
         mpfr_mul(t[nt], v, q, MPFR_RNDN);
         mpfr_div_ui(t[nt], t[nt], (unsigned long)n, MPFR_RNDN);
-        mpfr_div(t[nt], t[nt], s.D[i], MPFR_RNDN);
-        mpfr_div(t[nt], t[nt], s.D[i], MPFR_RNDN);
-        mpfr_div(t[nt], t[nt], s.D[i], MPFR_RNDN);                /* within 12u */
+        mpfr_div(t[nt], t[nt], sp->D[i], MPFR_RNDN);
+        mpfr_div(t[nt], t[nt], sp->D[i], MPFR_RNDN);
+        mpfr_div(t[nt], t[nt], sp->D[i], MPFR_RNDN);               /* within 12u */
         tp[nt] = t[nt];
         nt++;
     }
@@ -263,18 +359,13 @@ int fl_ref_row_polynorm_vjp(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, lo
             k = 0;
         } else {
             long rb = cancel_bits(t, nt, y);
-            if (s.den > 1)
-                mpfr_div_ui(y, y, s.den, MPFR_RNDN);
+            if (sp->den > 1)
+                mpfr_div_ui(y, y, sp->den, MPFR_RNDN);
             k = (int)rb + 6; /* 2 (12 * 2^rb + 2) <= 2^(rb+5)... with margin */
         }
     }
     for (int i = 0; i < nt; i++)
         mpfr_clear(t[i]);
-    for (long kk = 0; kk < n; kk++)
-        mpfr_clear(pt[kk]);
-    free(pt);
-    free(pp);
-    mpfr_clears(v, q, (mpfr_ptr)0);
-    pn_clear(&s);
+    mpfr_clear(v);
     return k;
 }
