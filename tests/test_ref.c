@@ -564,6 +564,37 @@ static void test_rows(void)
             mpfr_clear(g);
         }
     }
+    /* The PolyNorm reference caches a row's sums per thread (reference/polynorm.c): a changed row must
+       not reuse them.  The VJP is linear in dy and scaling by 2 is exact in every operation, so
+       vjp(x, 2 dy) = 2 vjp(x, dy) exactly, and the forward changes with x; both back again give the
+       first values. */
+    {
+        const fl_ref_fn *pn = fl_ref_lookup("polynorm");
+        fl_ref_params_init(&p, pn);
+        mpfr_t g1, g2, v1, v2;
+        mpfr_inits2(HP, g1, g2, v1, v2, (mpfr_ptr)0);
+        for (int j = 0; j < N; j++) {
+            row_value(g1, pn, "x", rows, N, j, &p);
+            row_value(v1, pn, "", rows, N, j, &p);
+            for (int i = 0; i < N; i++)
+                mpfr_mul_2si(dy[i], dy[i], 1, MPFR_RNDN);
+            row_value(g2, pn, "x", rows, N, j, &p);
+            for (int i = 0; i < N; i++)
+                mpfr_mul_2si(dy[i], dy[i], -1, MPFR_RNDN);
+            mpfr_mul_2si(g2, g2, -1, MPFR_RNDN);
+            CHECK(mpfr_equal_p(g1, g2), "polynorm VJP element %d: vjp(x, 2dy)/2 = %a != vjp(x, dy) = %a (stale row sums?)", j,
+                  mpfr_get_d(g2, MPFR_RNDN), mpfr_get_d(g1, MPFR_RNDN));
+            mpfr_mul_2si(x[(j + 1) % N], x[(j + 1) % N], 1, MPFR_RNDN); /* moves the norms D_i */
+            row_value(v2, pn, "", rows, N, j, &p);
+            CHECK(!mpfr_equal_p(v1, v2), "polynorm element %d: unchanged after x[%d] doubled (stale row sums?)", j,
+                  (j + 1) % N);
+            mpfr_mul_2si(x[(j + 1) % N], x[(j + 1) % N], -1, MPFR_RNDN);
+            row_value(v2, pn, "", rows, N, j, &p);
+            row_value(g2, pn, "x", rows, N, j, &p);
+            CHECK(mpfr_equal_p(v1, v2) && mpfr_equal_p(g1, g2), "polynorm element %d: the row restored gives other values", j);
+        }
+        mpfr_clears(g1, g2, v1, v2, (mpfr_ptr)0);
+    }
     for (int i = 0; i < N; i++)
         mpfr_clears(x[i], dy[i], xh[i], (mpfr_ptr)0);
     mpfr_clears(y, s, fp, fm, (mpfr_ptr)0);
