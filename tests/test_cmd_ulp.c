@@ -391,6 +391,15 @@ static void test_mpfr_only(void)
             const char *b = json_text();
             CHECK(!strcmp(a, b), "--mpfr-only differs from the fast path: %s", args);
         }
+    /* uniform samples over every binary32 input (indices of the sample, not the inputs, in the report) */
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "--impl %s --sample 4000 --seed 5 --json", impls[i]);
+        CHECK(run(args) == 0, "fast %s", args);
+        const char *a = json_text();
+        snprintf(args, sizeof args, "--impl %s --sample 4000 --seed 5 --json --mpfr-only", impls[i]);
+        CHECK(run(args) == 0, "mpfr %s", args);
+        CHECK(!strcmp(a, json_text()), "--mpfr-only differs from the fast path: %s", args);
+    }
 }
 
 /* ---- row-wise twins on seeded rows ------------------------------------------------------------- */
