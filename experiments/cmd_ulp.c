@@ -930,29 +930,38 @@ static void batch_fold(fl_ulp_report *r, const batch *b)
     }
 }
 
-/* One chunk of a single-binary32-input sweep on the fast path: judge_add's work without a case
-   record per output. */
-static void fast_chunk(tctx *c, const job *j, const uint32_t *x, const uint32_t *out, size_t m,
+/* The value of an input encoding as binary32 (every fl_format is a subset of binary32). */
+static inline float input_f32(int kind, uint32_t b)
+{
+    return kind == FL_FMT_FP32 ? fl_f32_from_bits(b) : fl_decode((fl_format)kind, b);
+}
+
+/* One chunk of a sweep on the fast path (one or two inputs, fl_format encodings): judge_add's work
+   without a case record per output. */
+static void fast_chunk(tctx *c, const job *j, uint32_t *const in[3], const uint32_t *out, size_t m,
                        const uint64_t *idx, uint64_t e0, int sample)
 {
     batch b;
     memset(&b, 0, sizeof b);
     const fl_fast_eval eval = j->fast->eval;
+    const fl_fast_eval2 eval2 = j->fast->eval2;
+    const int k0 = j->in_kind[0], k1 = j->in_kind[1];
     fl_ulp_report *r = &c->rep;
     for (size_t i = 0; i < m; i++) {
         fl_encl e;
         fl_ulp_verdict v;
-        const int st = eval(&e, fl_f32_from_bits(x[i]));
+        const uint32_t x0 = in[0][i], x1 = eval ? 0 : in[1][i];
+        const int st = eval ? eval(&e, input_f32(k0, x0)) : eval2(&e, input_f32(k0, x0), input_f32(k1, x1));
         const uint64_t index = sample ? e0 + i : idx[i];
         if (!fl_fast_judge(&v, st, &e, &j->ff, out[i])) {
-            const uint64_t bits[3] = { x[i], 0, 0 };
+            const uint64_t bits[3] = { x0, x1, 0 };
             judge_add(c, j, bits, out[i], index, 1);
             continue;
         }
         c->n_fast++;
         const double u = v.ulp;
         if (!(u < 0x1p40)) { /* +Inf or huge: the general accumulator */
-            const fl_ulp_case cs = { index, { x[i] }, out[i], v.ref, u, v.cr, v.special };
+            const fl_ulp_case cs = { index, { x0, x1 }, out[i], v.ref, u, v.cr, v.special };
             fl_ulp_report_add(r, &cs);
             continue;
         }
@@ -964,7 +973,7 @@ static void fast_chunk(tctx *c, const job *j, const uint32_t *x, const uint32_t 
         b.max = u > b.max ? u : b.max;
         b.sum += (uint64_t)(u * 0x1p20); /* exact: a grid value below 2^40 */
         if (r->n_worst < FL_ULP_WORST || u >= r->worst[FL_ULP_WORST - 1].ulp) {
-            const fl_ulp_case cs = { index, { x[i] }, out[i], v.ref, u, v.cr, v.special };
+            const fl_ulp_case cs = { index, { x0, x1 }, out[i], v.ref, u, v.cr, v.special };
             fl_ulp_report_offer_worst(r, &cs);
         }
     }
@@ -973,8 +982,11 @@ static void fast_chunk(tctx *c, const job *j, const uint32_t *x, const uint32_t 
 
 static void run_sweep(tctx *ctxs, const job *j, const sweep *s, progress *pg, int mpfr_only)
 {
-    const int fast1 = j->fast && j->fast->eval && !mpfr_only && s->impl->n_inputs == 1 &&
-                      j->n_inputs == 1 && j->in_kind[0] == FL_FMT_FP32;
+    /* the fast loop: a fast function of the implementation's inputs (one, or two for a gate) */
+    int fast_loop = j->fast && !mpfr_only && s->impl->n_inputs == j->n_inputs &&
+                    (j->fast->eval ? j->n_inputs == 1 : j->n_inputs == 2);
+    for (int k = 0; k < j->n_inputs; k++)
+        fast_loop &= j->in_kind[k] >= 0 && j->in_kind[k] != FL_FMT_E8M0;
     const uint64_t n = s->hi - s->lo;
     const uint64_t nchunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel
@@ -993,8 +1005,8 @@ static void run_sweep(tctx *ctxs, const job *j, const sweep *s, progress *pg, in
                 s->impl->trun(out, (const uint32_t *const *)in, m, 0);
             else
                 s->impl->run(out, (const uint32_t *const *)in, m);
-            if (fast1) {
-                fast_chunk(c, j, in[0], out, m, idx, e0, s->sample);
+            if (fast_loop) {
+                fast_chunk(c, j, in, out, m, idx, e0, s->sample);
                 progress_tick(pg, m);
                 continue;
             }
