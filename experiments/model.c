@@ -4,7 +4,13 @@
 #include "gemm_fp8.h"
 
 #include <cblas.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <math.h>
+#include <mpfr.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,9 +87,12 @@ static void *xcalloc(size_t n, size_t sz, int *fail)
     return p;
 }
 
+static void expf_check(void);
+
 int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
+    expf_check();
     if (fl_model_cfg_check(cfg))
         return -1;
     m->cfg = *cfg;
@@ -289,18 +298,34 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, const float 
 
 /* ---- RMSNorm ------------------------------------------------------------------------------------ */
 
+/* The per-row sums (sum of squares, and dy . gain . x in the backward) run over c in order; rows go
+   in groups of RMS_RB whose chains run side by side.  The gain gradient sums over rows in order,
+   for all channels at once. */
+#define RMS_RB 4
+
 static void rms_forward(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
 {
 #pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        const float *xr = x + t * C;
-        float ss = 0.0f;
-        for (size_t c = 0; c < C; c++)
-            ss += xr[c] * xr[c];
-        const float r = 1.0f / sqrtf(ss / (float)C + RMS_EPS);
-        rstd[t] = r;
-        for (size_t c = 0; c < C; c++)
-            y[t * C + c] = xr[c] * r * gain[c];
+    for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
+        const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
+        float ss[RMS_RB] = { 0.0f };
+        if (nr == RMS_RB) {
+            for (size_t c = 0; c < C; c++)
+                for (size_t r = 0; r < RMS_RB; r++)
+                    ss[r] += x[(t0 + r) * C + c] * x[(t0 + r) * C + c];
+        } else {
+            for (size_t r = 0; r < nr; r++)
+                for (size_t c = 0; c < C; c++)
+                    ss[r] += x[(t0 + r) * C + c] * x[(t0 + r) * C + c];
+        }
+        for (size_t r = 0; r < nr; r++) {
+            const size_t t = t0 + r;
+            const float *xr = x + t * C;
+            const float rr = 1.0f / sqrtf(ss[r] / (float)C + RMS_EPS);
+            rstd[t] = rr;
+            for (size_t c = 0; c < C; c++)
+                y[t * C + c] = xr[c] * rr * gain[c];
+        }
     }
 }
 
@@ -309,159 +334,512 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
                          const float *gain, size_t N, size_t C, int accumulate)
 {
 #pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < N; t++) {
-        const float *xr = x + t * C, *dyr = dy + t * C;
-        const float r = rstd[t];
-        float dot = 0.0f;
-        for (size_t c = 0; c < C; c++)
-            dot += dyr[c] * gain[c] * xr[c];
-        const float k = r * r * r * dot / (float)C;
-        for (size_t c = 0; c < C; c++) {
-            const float v = r * dyr[c] * gain[c] - k * xr[c];
-            dx[t * C + c] = accumulate ? dx[t * C + c] + v : v;
+    for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
+        const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
+        float dot[RMS_RB] = { 0.0f };
+        if (nr == RMS_RB) {
+            for (size_t c = 0; c < C; c++)
+                for (size_t r = 0; r < RMS_RB; r++)
+                    dot[r] += dy[(t0 + r) * C + c] * gain[c] * x[(t0 + r) * C + c];
+        } else {
+            for (size_t r = 0; r < nr; r++)
+                for (size_t c = 0; c < C; c++)
+                    dot[r] += dy[(t0 + r) * C + c] * gain[c] * x[(t0 + r) * C + c];
+        }
+        for (size_t r = 0; r < nr; r++) {
+            const size_t t = t0 + r;
+            const float *xr = x + t * C, *dyr = dy + t * C;
+            const float rr = rstd[t];
+            const float k = rr * rr * rr * dot[r] / (float)C;
+            for (size_t c = 0; c < C; c++) {
+                const float v = rr * dyr[c] * gain[c] - k * xr[c];
+                dx[t * C + c] = accumulate ? dx[t * C + c] + v : v;
+            }
         }
     }
+    enum { CB = 64 }; /* channels per block: a block's sums stay in registers over the rows */
 #pragma omp parallel for schedule(static)
-    for (size_t c = 0; c < C; c++) {
-        float s = 0.0f;
+    for (size_t c0 = 0; c0 < C; c0 += CB) {
+        const size_t nc = C - c0 < CB ? C - c0 : CB;
+        float s[CB];
+        for (size_t c = 0; c < nc; c++)
+            s[c] = 0.0f;
         for (size_t t = 0; t < N; t++)
-            s += dy[t * C + c] * x[t * C + c] * rstd[t];
-        dgain[c] += s;
+            for (size_t c = 0; c < nc; c++)
+                s[c] += dy[t * C + c0 + c] * x[t * C + c0 + c] * rstd[t];
+        for (size_t c = 0; c < nc; c++)
+            dgain[c0 + c] += s[c];
     }
+}
+
+/* ---- expf, vectorised ---------------------------------------------------------------------------- */
+
+/* The softmaxes call expf(x - max) for every score and logit.  glibc (2.28 and later) computes expf
+   on x86-64 CPUs with FMA and AVX2 as __expf_fma, sysdeps/ieee754/flt-32/e_expf.c compiled with FMA
+   contraction: k = round(x 32/ln2), r = x 32/ln2 - k (fused), 2^(k/32) from a 32-entry table, a cubic
+   in r, all in double, one rounding to float at the end.  expf_main is that main path with the same
+   constants and the same fused operations, written to be vectorised (fma() is exact wherever it
+   runs).  Arguments outside glibc's main path, |x| >= 88 (the top 12 bits of |x| above 0x42a:
+   overflow, underflow, Inf, NaN), still go to expf.  On the main path it returns expf's bits: all
+   2,237,661,184 float32 inputs there were checked against glibc 2.36, the scalar and the AVX-512
+   version.  expf_sub uses it only where glibc would use __expf_fma (x86-64 with FMA and AVX2) and
+   where a sampled check at model init agrees with the libm in use; otherwise it calls expf. */
+/* T[i] = the bits of RN(2^(i/32)) minus i << 47, so that T[k & 31] + (k << 47) is 2^(k/32) for any k
+   (the exponent field takes k >> 5); the same numbers as glibc's table, computed here by MPFR. */
+static uint64_t expf_tab[32];
+static pthread_once_t expf_tab_once = PTHREAD_ONCE_INIT;
+
+static void expf_tab_init(void)
+{
+    mpfr_t t;
+    mpfr_init2(t, 53);
+    for (unsigned i = 0; i < 32; i++) {
+        mpfr_set_ui(t, i, MPFR_RNDN);
+        mpfr_div_2ui(t, t, 5, MPFR_RNDN); /* i/32, exact */
+        mpfr_exp2(t, t, MPFR_RNDN);       /* correctly rounded to 53 bits */
+        expf_tab[i] = fl_f64_bits(mpfr_get_d(t, MPFR_RNDN)) - ((uint64_t)i << 47);
+    }
+    mpfr_clear(t);
+}
+
+static inline double expf_d(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static inline float expf_main(float x)
+{
+    const double inv = 0x1.71547652b82fep+5, shift = 0x1.8p52; /* 32/ln2; 1.5 * 2^52 rounds to an integer */
+    const double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
+    const double xd = (double)x;
+    const double kds = fma(inv, xd, shift);
+    uint64_t ki;
+    memcpy(&ki, &kds, sizeof ki);
+    const double kd = kds - shift;
+    const double r = fma(inv, xd, -kd);
+    const double sc = expf_d(expf_tab[ki & 31] + (ki << 47));
+    const double z = fma(c0, r, c1), r2 = r * r, y0 = fma(c2, r, 1.0);
+    return (float)(fma(z, r2, y0) * sc);
+}
+
+#if defined(__AVX512F__)
+/* expf_main of 16 floats, 8 doubles at a time; the table lookup is two two-register permutes and
+   a blend on bit 4 of the index (a gather is slower). */
+static inline __m512 expf_main16(__m512 xa)
+{
+    const __m512d inv = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
+    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
+    const __m512i t0 = _mm512_loadu_si512(expf_tab), t1 = _mm512_loadu_si512(expf_tab + 8);
+    const __m512i t2 = _mm512_loadu_si512(expf_tab + 16), t3 = _mm512_loadu_si512(expf_tab + 24);
+    const __m512i xi = _mm512_castps_si512(xa);
+    __m256 yh[2];
+    for (int h = 0; h < 2; h++) {
+        const __m256 xh = _mm256_castsi256_ps(h ? _mm512_extracti64x4_epi64(xi, 1) : _mm512_castsi512_si256(xi));
+        const __m512d xd = _mm512_cvtps_pd(xh);
+        const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
+        const __m512i ki = _mm512_castpd_si512(kds);
+        const __m512d kd = _mm512_sub_pd(kds, shift);
+        const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+        const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
+        const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+        const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
+        const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r), y0 = _mm512_fmadd_pd(c2, r, one);
+        yh[h] = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc));
+    }
+    const __m512i lo = _mm512_castsi256_si512(_mm256_castps_si256(yh[0]));
+    return _mm512_castsi512_ps(_mm512_inserti64x4(lo, _mm256_castps_si256(yh[1]), 1));
+}
+#endif
+
+static inline int expf_special(float x) { return ((fl_f32_bits(x) >> 20) & 0x7FFu) > 0x42Au; }
+
+static int expf_state; /* 0: not checked yet, 1: expf_main agrees with expf, 2: it does not (atomic) */
+
+/* Called by fl_model_init; the first call decides (concurrent first calls decide alike). */
+static void expf_check(void)
+{
+    pthread_once(&expf_tab_once, expf_tab_init);
+    if (__atomic_load_n(&expf_state, __ATOMIC_ACQUIRE))
+        return;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    int ok = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+#else
+    int ok = 0;
+#endif
+    for (uint64_t i = 0; ok && i < (1ull << 32); i += 65521) { /* about 65k patterns, every binade */
+        const float x = fl_f32_from_bits((uint32_t)i);
+        ok = expf_special(x) || fl_f32_bits(expf_main(x)) == fl_f32_bits(expf(x));
+    }
+    __atomic_store_n(&expf_state, ok ? 1 : 2, __ATOMIC_RELEASE);
+}
+
+/* y[i] = expf(x[i] - m), i < n; y may be x. */
+static void expf_sub(float *y, const float *x, float m, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1) {
+        /* 16 at a time, the last block masked; a block with a special lane calls expf */
+        const __m512 mv = _mm512_set1_ps(m);
+        const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), lim = _mm512_set1_epi32(0x42B00000); /* top12 > 0x42a */
+        for (; i < n; i += 16) {
+            const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            const __m512 a = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv);
+            if (_mm512_mask_cmpge_epu32_mask(k, _mm512_and_si512(_mm512_castps_si512(a), abs), lim)) {
+                float b[16];
+                _mm512_storeu_ps(b, a);
+                for (size_t l = 0; l < 16 && i + l < n; l++)
+                    y[i + l] = expf(b[l]);
+            } else {
+                _mm512_mask_storeu_ps(y + i, k, expf_main16(a));
+            }
+        }
+        return;
+    }
+#else
+    if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1)
+        for (; i + 16 <= n; i += 16) {
+            float a[16];
+            int sp = 0;
+            for (size_t l = 0; l < 16; l++) {
+                a[l] = x[i + l] - m;
+                sp |= expf_special(a[l]);
+            }
+            if (sp)
+                for (size_t l = 0; l < 16; l++)
+                    y[i + l] = expf(a[l]);
+            else
+                for (size_t l = 0; l < 16; l++)
+                    y[i + l] = expf_main(a[l]);
+        }
+#endif
+    for (; i < n; i++)
+        y[i] = expf(x[i] - m);
+}
+
+long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride)
+{
+    expf_check();
+    if (__atomic_load_n(&expf_state, __ATOMIC_ACQUIRE) != 1)
+        return -1;
+    long bad = 0;
+    float x[37], y[37];
+    uint64_t b = lo;
+    while (b < hi) {
+        /* 37 at a time: two full vector blocks and a masked tail */
+        int n = 0;
+        for (; n < 37 && b < hi; n++, b += stride)
+            x[n] = fl_f32_from_bits((uint32_t)b);
+        expf_sub(y, x, 0.0f, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            const float e = expf(x[i]);
+            bad += !(isnan(e) && isnan(y[i])) && fl_f32_bits(e) != fl_f32_bits(y[i]);
+        }
+    }
+    return bad;
 }
 
 /* ---- attention ------------------------------------------------------------------------------------ */
 
-/* The score dot products s_j = sum_d q[d] k_j[d] run sequentially in d for every key j, as a
-   scalar loop would, but over a transposed copy kt (hs, T) so that the loop over j is the inner,
-   vectorised one: the same operations in the same order, so the same bits. */
-static void attn_scores(float *s, const float *q, const float *kt, size_t hs, size_t T, size_t n)
+/* Every sum below has the order of the plain loops
+ *     s_tj  = sum_d q_t[d] k_j[d]               (d ascending, from 0.0f)
+ *     p_t   = softmax_j<=t (s_t * scale)         (sum over j ascending)
+ *     o_t   = sum_j<=t p_tj v_j                  (j ascending, from 0.0f)
+ * and of their backward (dq_t: j ascending; dk_j, dv_j: t ascending), so the bits are those of the
+ * loops; only the loop nests differ.  The score and value sums keep a block of keys (or one head's
+ * channels) in registers, for two rows at a time: the head size is a compile-time constant for the
+ * common sizes (attn_*_head are inlined with hs = 16, 32, 64).  AT_KB: keys per block of the score
+ * sums. */
+#define AT_KB 16
+
+typedef float at_v16 __attribute__((vector_size(64), aligned(4)));
+
+/* s1[j] (j < n1) = sum_d q1[d] kt[d][j] and s2[j] (j < n2) = sum_d q2[d] kt[d][j], n1 <= n2, d in
+   order from 0.0f, each times scale (skipped when 1), over the transposed keys kt (hs, Tp), Tp >= n2
+   rounded up to AT_KB (the padding is read, never stored).  Two rows share the loads of kt. */
+static inline __attribute__((always_inline)) void attn_scores2(float *s1, const float *q1, size_t n1, float *s2,
+                                                               const float *q2, size_t n2, const float *kt,
+                                                               size_t hs, size_t Tp, float scale)
 {
-    for (size_t j = 0; j < n; j++)
-        s[j] = 0.0f;
+    for (size_t j0 = 0; j0 < n2; j0 += AT_KB) {
+        at_v16 a1 = { 0 }, a2 = { 0 };
+        for (size_t d = 0; d < hs; d++) {
+            const at_v16 kd = *(const at_v16 *)(kt + d * Tp + j0);
+            a1 += q1[d] * kd;
+            a2 += q2[d] * kd;
+        }
+        if (scale != 1.0f) {
+            a1 = a1 * scale;
+            a2 = a2 * scale;
+        }
+        if (j0 + AT_KB <= n1)
+            *(at_v16 *)(s1 + j0) = a1;
+        else
+            for (size_t jj = 0; j0 + jj < n1; jj++)
+                s1[j0 + jj] = a1[jj];
+        if (j0 + AT_KB <= n2)
+            *(at_v16 *)(s2 + j0) = a2;
+        else
+            for (size_t jj = 0; j0 + jj < n2; jj++)
+                s2[j0 + jj] = a2[jj];
+    }
+}
+
+/* y1[d] (d < hs) = sum_{i < n1} w1[i] x1_i[d] and y2[d] = sum_{i < n2} w2[i] x2_i[d], n1 <= n2: each
+   sum in i order from 0.0f (x1_i = x1 + i * xs1, w1[i] at w1 + i * ws1; the same for 2).  Two sums at
+   once hide the latency of the additions; channels go in 16-float vectors (GCC vector extensions,
+   IEEE per lane; no contraction under -ffp-contract=off) when hs is a multiple of 16 up to 64. */
+static inline __attribute__((always_inline)) void attn_wsum2(float *y1, const float *w1, size_t ws1, const float *x1,
+                                                             size_t xs1, size_t n1, float *y2, const float *w2,
+                                                             size_t ws2, const float *x2, size_t xs2, size_t n2,
+                                                             size_t hs)
+{
+    if (hs % 16 || hs > 64) {
+        for (size_t d = 0; d < hs; d++) {
+            float a1 = 0.0f, a2 = 0.0f;
+            for (size_t i = 0; i < n1; i++)
+                a1 += w1[i * ws1] * x1[i * xs1 + d];
+            for (size_t i = 0; i < n2; i++)
+                a2 += w2[i * ws2] * x2[i * xs2 + d];
+            y1[d] = a1;
+            y2[d] = a2;
+        }
+        return;
+    }
+    const size_t nv = hs / 16;
+    at_v16 a1[4], a2[4];
+    for (size_t k = 0; k < nv; k++)
+        a1[k] = a2[k] = (at_v16){ 0 };
+    size_t i = 0;
+    for (; i < n1; i++) {
+        const float u = w1[i * ws1], v = w2[i * ws2];
+        for (size_t k = 0; k < nv; k++) {
+            a1[k] += u * *(const at_v16 *)(x1 + i * xs1 + 16 * k);
+            a2[k] += v * *(const at_v16 *)(x2 + i * xs2 + 16 * k);
+        }
+    }
+    for (; i < n2; i++) {
+        const float v = w2[i * ws2];
+        for (size_t k = 0; k < nv; k++)
+            a2[k] += v * *(const at_v16 *)(x2 + i * xs2 + 16 * k);
+    }
+    for (size_t k = 0; k < nv; k++) {
+        *(at_v16 *)(y1 + 16 * k) = a1[k];
+        *(at_v16 *)(y2 + 16 * k) = a2[k];
+    }
+}
+
+/* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded. */
+static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, size_t C3, size_t hs)
+{
     for (size_t d = 0; d < hs; d++) {
-        const float qd = q[d];
-        const float *kd = kt + d * T;
-        for (size_t j = 0; j < n; j++)
-            s[j] += qd * kd[j];
+        for (size_t j = 0; j < T; j++)
+            kt[d * Tp + j] = src[j * C3 + d];
+        for (size_t j = T; j < Tp; j++)
+            kt[d * Tp + j] = 0.0f;
+    }
+}
+
+/* The maximum of s[0..n): lane maxima, then their maximum.  Only the value matters (NaN skipped as
+   in the sequential "if (s > mx)"); the sign of a zero maximum does not change s - mx. */
+static inline float attn_max(const float *s, size_t n)
+{
+    float lm[AT_KB];
+    for (size_t l = 0; l < AT_KB; l++)
+        lm[l] = -INFINITY;
+    size_t j = 0;
+    for (; j + AT_KB <= n; j += AT_KB)
+        for (size_t l = 0; l < AT_KB; l++)
+            lm[l] = s[j + l] > lm[l] ? s[j + l] : lm[l];
+    for (size_t l = 0; j + l < n; l++)
+        lm[l] = s[j + l] > lm[l] ? s[j + l] : lm[l];
+    float mx = -INFINITY;
+    for (size_t l = 0; l < AT_KB; l++)
+        if (lm[l] > mx)
+            mx = lm[l];
+    return mx;
+}
+
+/* Two rows at once: probabilities p1 (n1 = t + 1 entries) and p2 (n2 >= n1) from queries q1, q2,
+   outputs o1, o2 (hs).  Entries j > t of a row of P stay 0 (the buffer is zeroed at init). */
+static inline __attribute__((always_inline)) void attn_fwd_rows(float *o1, float *p1, const float *q1, size_t n1,
+                                                                float *o2, float *p2, const float *q2, size_t n2,
+                                                                const float *kt, const float *v, size_t Tp, size_t C3,
+                                                                size_t hs, float scale)
+{
+    attn_scores2(p1, q1, n1, p2, q2, n2, kt, hs, Tp, scale);
+    const float m1 = attn_max(p1, n1), m2 = attn_max(p2, n2);
+    expf_sub(p1, p1, m1, n1);
+    expf_sub(p2, p2, m2, n2);
+    float sum1 = 0.0f, sum2 = 0.0f;
+    size_t j = 0;
+    for (; j < n1; j++) {
+        sum1 += p1[j];
+        sum2 += p2[j];
+    }
+    for (; j < n2; j++)
+        sum2 += p2[j];
+    const float inv1 = 1.0f / sum1, inv2 = 1.0f / sum2;
+    for (j = 0; j < n1; j++)
+        p1[j] *= inv1;
+    for (j = 0; j < n2; j++)
+        p2[j] *= inv2;
+    attn_wsum2(o1, p1, 1, v, C3, n1, o2, p2, 1, v, C3, n2, hs);
+}
+
+/* kt: scratch of hs * Tp + Tp + hs floats (the transposed keys, then a spare row and output). */
+static inline __attribute__((always_inline)) void attn_fwd_head(float *out, float *Pbh, const float *qkv, float *kt,
+                                                                size_t T, size_t Tp, size_t C, size_t hs, float scale)
+{
+    const size_t C3 = 3 * C;
+    float *spare_p = kt + hs * Tp, *spare_o = spare_p + Tp;
+    attn_transpose(kt, qkv + C, T, Tp, C3, hs);
+    for (size_t t = 0; t < T; t += 2) {
+        const int pair = t + 1 < T; /* rows t, t + 1; the last row of an odd T pairs with a spare copy */
+        const size_t u = pair ? t + 1 : t;
+        attn_fwd_rows(out + t * C, Pbh + t * T, qkv + t * C3, t + 1, pair ? out + u * C : spare_o,
+                      pair ? Pbh + u * T : spare_p, qkv + u * C3, u + 1, kt, qkv + 2 * C, Tp, C3, hs, scale);
     }
 }
 
 static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_t T, size_t C, size_t H)
 {
-    const size_t hs = C / H;
+    const size_t hs = C / H, Tp = (T + AT_KB - 1) / AT_KB * AT_KB;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static) collapse(2)
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             float *Pbh = P + (b * H + h) * T * T;
-            float *kt = malloc(hs * T * sizeof *kt); /* (hs, T) keys of this head, transposed */
-            for (size_t j = 0; j < T; j++)
-                for (size_t d = 0; d < hs; d++)
-                    kt[d * T + j] = qkv[(b * T + j) * 3 * C + C + h * hs + d];
-            for (size_t t = 0; t < T; t++) {
-                const float *q = qkv + (b * T + t) * 3 * C + h * hs;
-                float *pr = Pbh + t * T;
-                attn_scores(pr, q, kt, hs, T, t + 1);
-                float mx = -INFINITY;
-                for (size_t j = 0; j <= t; j++) {
-                    const float sj = pr[j] * scale;
-                    pr[j] = sj;
-                    if (sj > mx)
-                        mx = sj;
-                }
-                float sum = 0.0f;
-                for (size_t j = 0; j <= t; j++) {
-                    pr[j] = expf(pr[j] - mx);
-                    sum += pr[j];
-                }
-                const float inv = 1.0f / sum;
-                for (size_t j = 0; j <= t; j++)
-                    pr[j] *= inv;
-                for (size_t j = t + 1; j < T; j++)
-                    pr[j] = 0.0f;
-                float *o = out + (b * T + t) * C + h * hs;
-                for (size_t d = 0; d < hs; d++)
-                    o[d] = 0.0f;
-                for (size_t j = 0; j <= t; j++) {
-                    const float *v = qkv + (b * T + j) * 3 * C + 2 * C + h * hs;
-                    for (size_t d = 0; d < hs; d++)
-                        o[d] += pr[j] * v[d];
-                }
+            float *kt = malloc((hs * Tp + Tp + hs) * sizeof *kt); /* (hs, Tp) keys of this head, transposed; spares */
+            float *o = out + b * T * C + h * hs;
+            const float *x = qkv + b * T * 3 * C + h * hs;
+            switch (hs) {
+            case 16: attn_fwd_head(o, Pbh, x, kt, T, Tp, C, 16, scale); break;
+            case 32: attn_fwd_head(o, Pbh, x, kt, T, Tp, C, 32, scale); break;
+            case 64: attn_fwd_head(o, Pbh, x, kt, T, Tp, C, 64, scale); break;
+            default: attn_fwd_head(o, Pbh, x, kt, T, Tp, C, hs, scale); break;
             }
             free(kt);
         }
+}
+
+/* One head of the backward pass: rows t give dP_t, ds_t = p_t (dP_t - p_t . dP_t) scale and dq_t;
+   then columns j give dk_j = sum_t ds_tj q_t and dv_j = sum_t p_tj go_t (t ascending from j). */
+static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, const float *dout, const float *Pbh,
+                                                                const float *qkv, float *vt, float *ds, size_t T,
+                                                                size_t Tp, size_t C, size_t hs, float scale)
+{
+    const size_t C3 = 3 * C;
+    attn_transpose(vt, qkv + 2 * C, T, Tp, C3, hs);
+    float *spare_d = ds + T * T, *spare_q = spare_d + T;
+    for (size_t t = 0; t < T; t += 2) {
+        const int pair = t + 1 < T; /* rows t, t + 1; the last row of an odd T pairs with a spare copy */
+        const size_t u = pair ? t + 1 : t, n1 = t + 1, n2 = u + 1;
+        const float *p1 = Pbh + t * T, *p2 = Pbh + u * T;
+        float *d1 = ds + t * T, *d2 = pair ? ds + u * T : spare_d;
+        attn_scores2(d1, dout + t * C, n1, d2, dout + u * C, n2, vt, hs, Tp, 1.0f); /* dP_j = go . v_j */
+        float dot1 = 0.0f, dot2 = 0.0f;
+        size_t j = 0;
+        for (; j < n1; j++) {
+            dot1 += p1[j] * d1[j];
+            dot2 += p2[j] * d2[j];
+        }
+        for (; j < n2; j++)
+            dot2 += p2[j] * d2[j];
+        for (j = 0; j < n1; j++)
+            d1[j] = p1[j] * (d1[j] - dot1) * scale;
+        for (j = 0; j < n2; j++)
+            d2[j] = p2[j] * (d2[j] - dot2) * scale;
+        attn_wsum2(dqkv + t * C3, d1, 1, qkv + C, C3, n1, pair ? dqkv + u * C3 : spare_q, d2, 1, qkv + C, C3, n2,
+                   hs); /* dq_t = sum_j ds_tj k_j */
+    }
+    for (size_t j = 0; j < T; j++) /* dk_j = sum_t ds_tj q_t, dv_j = sum_t p_tj go_t, t = j .. T-1 */
+        attn_wsum2(dqkv + j * C3 + C, ds + j * T + j, T, qkv + j * C3, C3, T - j, dqkv + j * C3 + 2 * C,
+                   Pbh + j * T + j, T, dout + j * C, C, T - j, hs);
 }
 
 /* dqkv (N, 3C) overwritten from dout (N, C). */
 static void attn_backward(float *dqkv, const float *dout, const float *P, const float *qkv, size_t B,
                           size_t T, size_t C, size_t H)
 {
-    const size_t hs = C / H;
+    const size_t hs = C / H, Tp = (T + AT_KB - 1) / AT_KB * AT_KB;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static) collapse(2)
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             const float *Pbh = P + (b * H + h) * T * T;
-            float *dP = malloc(T * sizeof *dP);
-            float *vt = malloc(hs * T * sizeof *vt); /* (hs, T) values of this head, transposed */
-            for (size_t j = 0; j < T; j++)
-                for (size_t d = 0; d < hs; d++)
-                    vt[d * T + j] = qkv[(b * T + j) * 3 * C + 2 * C + h * hs + d];
-            for (size_t t = 0; t < T; t++)
-                for (size_t d = 0; d < hs; d++)
-                    dqkv[(b * T + t) * 3 * C + h * hs + d] = dqkv[(b * T + t) * 3 * C + C + h * hs + d] =
-                        dqkv[(b * T + t) * 3 * C + 2 * C + h * hs + d] = 0.0f;
-            for (size_t t = 0; t < T; t++) {
-                const float *pr = Pbh + t * T;
-                const float *go = dout + (b * T + t) * C + h * hs;
-                attn_scores(dP, go, vt, hs, T, t + 1); /* dP_j = sum_d go[d] v_j[d], d in order */
-                float dot = 0.0f;
-                for (size_t j = 0; j <= t; j++) {
-                    float *dv = dqkv + (b * T + j) * 3 * C + 2 * C + h * hs;
-                    for (size_t d = 0; d < hs; d++)
-                        dv[d] += pr[j] * go[d];
-                    dot += pr[j] * dP[j];
-                }
-                const float *q = qkv + (b * T + t) * 3 * C + h * hs;
-                float *dq = dqkv + (b * T + t) * 3 * C + h * hs;
-                for (size_t j = 0; j <= t; j++) {
-                    const float ds = pr[j] * (dP[j] - dot) * scale;
-                    const float *k = qkv + (b * T + j) * 3 * C + C + h * hs;
-                    float *dk = dqkv + (b * T + j) * 3 * C + C + h * hs;
-                    for (size_t d = 0; d < hs; d++) {
-                        dq[d] += ds * k[d];
-                        dk[d] += ds * q[d];
-                    }
-                }
+            float *vt = malloc(hs * Tp * sizeof *vt); /* (hs, Tp) values of this head, transposed */
+            float *ds = malloc((T * T + T + hs) * sizeof *ds); /* (T, T) score gradients, j <= t; spares */
+            float *dq = dqkv + b * T * 3 * C + h * hs;
+            const float *go = dout + b * T * C + h * hs, *x = qkv + b * T * 3 * C + h * hs;
+            switch (hs) {
+            case 16: attn_bwd_head(dq, go, Pbh, x, vt, ds, T, Tp, C, 16, scale); break;
+            case 32: attn_bwd_head(dq, go, Pbh, x, vt, ds, T, Tp, C, 32, scale); break;
+            case 64: attn_bwd_head(dq, go, Pbh, x, vt, ds, T, Tp, C, 64, scale); break;
+            default: attn_bwd_head(dq, go, Pbh, x, vt, ds, T, Tp, C, hs, scale); break;
             }
+            free(ds);
             free(vt);
-            free(dP);
         }
 }
 
 /* ---- amax / rms of a buffer (telemetry of the FFN) -------------------------------------------------- */
 
+/* amax: the maximum of the bit patterns of |x| over the non-NaN elements, which is the value of the
+   sequential "if (|x| > am) am = |x|" from 0 (non-negative floats order like their bit patterns)
+   and vectorises.  rms (only when rms is not NULL): per-row sums of squares in double, each over c
+   in order, rows in groups of RB whose chains run side by side, then summed in row order. */
 static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)
 {
-    float am = 0.0f;
-    double *rs = malloc((R ? R : 1) * sizeof *rs);
-#pragma omp parallel for schedule(static) reduction(max : am)
-    for (size_t i = 0; i < R; i++) {
-        double s = 0.0;
-        for (size_t c = 0; c < C; c++) {
-            const float a = fabsf(x[i * C + c]);
-            if (a > am)
-                am = a;
-            s += (double)a * a;
+    const size_t n = R * C;
+    const int nt = omp_get_max_threads();
+    uint32_t amb = 0;
+#pragma omp parallel for schedule(static) reduction(max : amb)
+    for (int ch = 0; ch < nt; ch++) { /* contiguous chunks, one per thread */
+        const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
+        uint32_t mb = 0;
+        for (size_t i = i0; i < i1; i++) {
+            const uint32_t b = fl_f32_bits(x[i]) & 0x7FFFFFFFu;
+            const uint32_t v = b & (0u - (uint32_t)(b <= 0x7F800000u)); /* NaN patterns count as 0 */
+            mb = v > mb ? v : mb;
         }
-        rs[i] = s;
+        amb = mb > amb ? mb : amb;
+    }
+    *amax = fl_f32_from_bits(amb);
+    if (!rms)
+        return;
+    double *rs = malloc((R ? R : 1) * sizeof *rs);
+    enum { RB = 8 };
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < R; i0 += RB) {
+        const size_t nr = R - i0 < RB ? R - i0 : RB;
+        double s[RB];
+        for (size_t r = 0; r < RB; r++)
+            s[r] = 0.0;
+        if (nr == RB) {
+            for (size_t c = 0; c < C; c++)
+                for (size_t r = 0; r < RB; r++) {
+                    const float a = fabsf(x[(i0 + r) * C + c]);
+                    s[r] += (double)a * a;
+                }
+        } else {
+            for (size_t r = 0; r < nr; r++)
+                for (size_t c = 0; c < C; c++) {
+                    const float a = fabsf(x[(i0 + r) * C + c]);
+                    s[r] += (double)a * a;
+                }
+        }
+        for (size_t r = 0; r < nr; r++)
+            rs[i0 + r] = s[r];
     }
     double tot = 0.0;
     for (size_t i = 0; i < R; i++)
         tot += rs[i];
     free(rs);
-    *amax = am;
     *rms = (float)sqrt(tot / (double)((R * C) > 0 ? R * C : 1));
 }
 
@@ -500,7 +878,8 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
         lin_forward(m, lin_index(m, (int)l, FL_LIN_FC), pre, ln2, m->p[FL_P_WFC] + l * G * F * C, C, G * F, NULL, G);
         fl_act_forward(h, pre, N, F, c->act, m->p[FL_P_ACOEF] + l * FL_ACT_NCOEF);
         fl_ffn_fwd_stats *fs = &m->ffn[l];
-        amax_rms(&fs->in_amax, &fs->in_rms, ln2, N, C);
+        /* in_rms is read only by the telemetry lines (fl_tele_jsonl), written on telemetry steps */
+        amax_rms(&fs->in_amax, m->rec->moments ? &fs->in_rms : NULL, ln2, N, C);
         amax_rms(&fs->act_amax, &fs->act_rms, h, N, F);
         fl_smooth sm = { 0, m->smooth_s, m->smooth_si }, *smp = NULL;
         if (c->act.kind == FL_ACT_SMOOTH_SWIGLU || c->act.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN) {
@@ -514,24 +893,36 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
     }
     rms_forward(m->lnf, m->rstdf, m->resid + L * N * C, m->p[FL_P_LNF], N, C);
     lin_forward(m, (int)(L * FL_LIN_COUNT), m->logits, m->lnf, m->p[FL_P_WHEAD], C, V, NULL, 1);
-    /* softmax cross-entropy, probabilities in place */
+    /* softmax cross-entropy, probabilities in place; rows in pairs, whose sums (each over v in
+       order) run side by side */
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < N; i++) {
-        float *z = m->logits + i * V;
-        float mx = z[0];
-        for (size_t v = 1; v < V; v++)
-            if (z[v] > mx || mx != mx)
-                mx = z[v];
-        double sum = 0.0;
-        for (size_t v = 0; v < V; v++) {
-            z[v] = expf(z[v] - mx);
-            sum += z[v];
+    for (size_t i0 = 0; i0 < N; i0 += 2) {
+        const size_t nr = N - i0 < 2 ? 1 : 2;
+        double sum[2] = { 0.0, 0.0 };
+        for (size_t r = 0; r < nr; r++) {
+            /* the maximum by value (attn_max): the sequential "z > mx or mx is NaN" from z[0] gives
+               the same value whenever a logit is not NaN, and when all are, z - mx is z's own NaN */
+            float *z = m->logits + (i0 + r) * V;
+            expf_sub(z, z, attn_max(z, V), V);
         }
-        const float inv = (float)(1.0 / sum);
-        const float zt = z[m->tgt[i]];
-        for (size_t v = 0; v < V; v++)
-            z[v] *= inv;
-        m->tokloss[i] = -(log((double)zt) - log(sum));
+        const float *z0 = m->logits + i0 * V, *z1 = m->logits + (i0 + nr - 1) * V;
+        if (nr == 2)
+            for (size_t v = 0; v < V; v++) {
+                sum[0] += z0[v];
+                sum[1] += z1[v];
+            }
+        else
+            for (size_t v = 0; v < V; v++)
+                sum[0] += z0[v];
+        for (size_t r = 0; r < nr; r++) {
+            const size_t i = i0 + r;
+            float *z = m->logits + i * V;
+            const float inv = (float)(1.0 / sum[r]);
+            const float zt = z[m->tgt[i]];
+            for (size_t v = 0; v < V; v++)
+                z[v] *= inv;
+            m->tokloss[i] = -(log((double)zt) - log(sum[r]));
+        }
     }
     double tot = 0.0;
     for (size_t i = 0; i < N; i++)

@@ -118,6 +118,13 @@ typedef struct {
    fl_model_nsites(cfg) sites (see fl_model_site_names).  Returns 0 or -1. */
 int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t seed);
 void fl_model_free(fl_model *m);
+
+/* The softmaxes' exp (model.c: glibc's __expf_fma main path, vectorised, bit for bit, where the libm
+   in use agrees with it on a sample at init; expf itself otherwise).  For tests: the number of
+   float32 inputs x = lo, lo + stride, ... < hi whose result's bits differ from expf's (NaN results
+   count as equal), or -1 when the vectorised path is not in use here (then there is nothing to
+   compare: expf is what runs). */
+long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride);
 /* Check a configuration: NULL if fine, else what is wrong. */
 const char *fl_model_cfg_check(const fl_model_cfg *cfg);
 

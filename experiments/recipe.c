@@ -4,6 +4,7 @@
 #include "activations.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,9 +236,12 @@ uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
 /* The vectorizable fast path of fq_span for e4m3 / e5m2 / bf16 without column smoothing: the
    rounded value is formed directly in float32 bits (RNE on the kept mantissa bits, the subnormal
    grid by the 2^23 trick), which is decode(encode(v)) -- the table path above -- written
-   branch-free.  Counts as fq_span. */
-__attribute__((noinline)) static float fq_span_fast(float *y, const float *x, size_t n, float rs, float rsi, float s, float si,
-                          fl_format fmt, int nosat, fq_cnt *k, double *m2, double *m4)
+   branch-free.  Counts as fq_span.  unit: the caller guarantees rs = rsi = s = si = 1. */
+static inline __attribute__((always_inline)) float fq_span_body(float *y, const float *x, size_t n,
+                                                                 const float *cs, const float *csi, float rs,
+                                                                 float rsi, float s, float si, fl_format fmt,
+                                                                 int nosat, fq_cnt *k, double *m2, double *m4,
+                                                                 int unit, int col)
 {
     /* sh: discarded mantissa bits; nmin: smallest normal; sub: 2^-(subnormal step exponent) */
     const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
@@ -258,38 +262,53 @@ __attribute__((noinline)) static float fq_span_fast(float *y, const float *x, si
     uint64_t sat = 0, clip = 0, ovfc = 0, ftz = 0, nan_in = 0;
     uint32_t amb = 0; /* the bit pattern of the amax */
     /* Branch-free: selections are masks (m = 0 or ~0), the amax a maximum of the bit patterns of
-       |x| (ordered like the values for non-negative floats; NaN patterns excluded). */
+       |x| (ordered like the values for non-negative floats; NaN patterns excluded).  The counts
+       run in 32 bits over chunks of 2^20 elements (half the vector work of 64-bit lanes). */
 #define SEL(m, p, q) (((p) & (m)) | ((q) & ~(m)))
-    for (size_t c = 0; c < n; c++) {
-        const float xv = x[c] * rs;
-        const float v = xv * s;
-        const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
-        const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
-        const float vs = fl_f32_from_bits(a) * sub;
-        const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;               /* subnormal RNE */
-        const uint32_t mnorm = 0u - (uint32_t)(a >= nminv);
-        const uint32_t r0 = SEL(mnorm, rn, fl_f32_bits(rsub));
-        const uint32_t isn = (uint32_t)(a > 0x7F800000u), misn = 0u - isn;
-        const uint32_t o = (uint32_t)(a >= ovf) & (isn ^ 1u), mo = 0u - o;
-        const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
-        const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
-        y[c] = fl_f32_from_bits(ra | (sg & keep_sign)) * si * rsi;
-        const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
-        const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
-        amb = axv > amb ? axv : amb;
-        nan_in += isn;
-        sat += (isn ^ 1u) & (uint32_t)(a > maxb);
-        clip += o;
-        ovfc += o & ovf_counts & (inf_counts | (uint32_t)(a != 0x7F800000u));
-        ftz += (isn ^ 1u) & (uint32_t)(ra == 0) & (uint32_t)(axb != 0);
+    for (size_t c0 = 0; c0 < n; c0 += (size_t)1 << 20) {
+        const size_t c1 = n - c0 < ((size_t)1 << 20) ? n : c0 + ((size_t)1 << 20);
+        uint32_t sat32 = 0, clip32 = 0, ovfc32 = 0, ftz32 = 0, nan_in32 = 0;
+        for (size_t c = c0; c < c1; c++) {
+            /* unit: rs = rsi = s = si = 1, whose products are exact, so skipping them changes no bit */
+            const float x0 = unit ? x[c] : x[c] * rs;
+            const float xv = col ? x0 * cs[c] : x0;
+            const float v = unit ? xv : xv * s;
+            const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
+            const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
+            const float vs = fl_f32_from_bits(a) * sub;
+            const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;               /* subnormal RNE */
+            const uint32_t mnorm = 0u - (uint32_t)(a >= nminv);
+            const uint32_t r0 = SEL(mnorm, rn, fl_f32_bits(rsub));
+            const uint32_t isn = (uint32_t)(a > 0x7F800000u), misn = 0u - isn;
+            const uint32_t o = (uint32_t)(a >= ovf) & (isn ^ 1u), mo = 0u - o;
+            const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
+            const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
+            const float q = fl_f32_from_bits(ra | (sg & keep_sign));
+            const float q1 = unit ? q : q * si * rsi;
+            y[c] = col ? q1 * csi[c] : q1;
+            const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
+            const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
+            amb = axv > amb ? axv : amb;
+            nan_in32 += isn;
+            sat32 += (isn ^ 1u) & (uint32_t)(a > maxb);
+            clip32 += o;
+            ovfc32 += o & ovf_counts & (inf_counts | (uint32_t)(a != 0x7F800000u));
+            ftz32 += (isn ^ 1u) & (uint32_t)(ra == 0) & (uint32_t)(axb != 0);
+        }
+        sat += sat32;
+        clip += clip32;
+        ovfc += ovfc32;
+        ftz += ftz32;
+        nan_in += nan_in32;
     }
 #undef SEL
     const float am = fl_f32_from_bits(amb);
     if (m2) {
         double s2 = 0.0, s4 = 0.0;
         for (size_t c = 0; c < n; c++) {
-            const float xv = x[c] * rs;
-            if ((fl_f32_bits(xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* the pass above's !isn */
+            const float x0 = unit ? x[c] : x[c] * rs;
+            const float xv = col ? x0 * cs[c] : x0;
+            if ((fl_f32_bits(unit ? xv : xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* the pass above's !isn */
                 const double d2 = (double)xv * xv;
                 s2 += d2;
                 s4 += d2 * d2;
@@ -307,6 +326,39 @@ __attribute__((noinline)) static float fq_span_fast(float *y, const float *x, si
     k->ftz += ftz;
     k->nan_in += nan_in;
     return am;
+}
+
+/* The body compiled once per format (the constant folds the format's selections away), for bf16
+   once more without the unit scales that every bf16 site has, and with column smoothing (cs, csi:
+   Smooth-SwiGLU's per-channel scales at the down projection's input, e4m3 or bf16). */
+#define FQ_VARIANT(name, fmt, unit, col)                                                                \
+    __attribute__((noinline)) static float name(float *y, const float *x, size_t n, const float *cs,   \
+                                                const float *csi, float rs, float rsi, float s, float si, \
+                                                int nosat, fq_cnt *k, double *m2, double *m4)            \
+    {                                                                                                    \
+        return fq_span_body(y, x, n, cs, csi, rs, rsi, s, si, fmt, nosat, k, m2, m4, unit, col);         \
+    }
+FQ_VARIANT(fq_span_e4m3, FL_FMT_E4M3, 0, 0)
+FQ_VARIANT(fq_span_e5m2, FL_FMT_E5M2, 0, 0)
+FQ_VARIANT(fq_span_bf16, FL_FMT_BF16, 0, 0)
+FQ_VARIANT(fq_span_bf16_unit, FL_FMT_BF16, 1, 0)
+FQ_VARIANT(fq_span_e4m3_col, FL_FMT_E4M3, 0, 1)
+FQ_VARIANT(fq_span_bf16_col, FL_FMT_BF16, 0, 1)
+#undef FQ_VARIANT
+
+/* cs/csi: column smoothing or NULL; not for e5m2 (no smoothed site casts to it). */
+static float fq_span_fast(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs, float rsi,
+                          float s, float si, fl_format fmt, int nosat, fq_cnt *k, double *m2, double *m4)
+{
+    if (fmt == FL_FMT_E4M3)
+        return (cs ? fq_span_e4m3_col : fq_span_e4m3)(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
+    if (fmt == FL_FMT_E5M2)
+        return fq_span_e5m2(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
+    if (cs)
+        return fq_span_bf16_col(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
+    if (rs == 1.0f && rsi == 1.0f && s == 1.0f && si == 1.0f)
+        return fq_span_bf16_unit(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
+    return fq_span_bf16(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
 }
 
 /* Fake-quantize a span: y[c] = decode(encode(x[c] * cs[c] * rs * s)) * si * csi[c] * rsi, counting.
@@ -491,38 +543,62 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
     const size_t span = bc < C ? bc : C;
     uint64_t s_sat = 0, s_clip = 0, s_nano = 0, s_info = 0, s_nani = 0, s_ftz = 0;
+    const int fast = !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
+    if (fast && !mom && !row_s && !col_s && nbr * nbc == 1) {
+        /* One scale, no per-row moments: the tensor is one span, cut into contiguous chunks (one per
+           thread) instead of rows.  Counts and the amax do not depend on the cut. */
+        const int nt = omp_get_max_threads();
 #pragma omp parallel for schedule(static) reduction(+ : s_sat, s_clip, s_nano, s_info, s_nani, s_ftz) reduction(max : amax)
-    for (size_t i = 0; i < R; i++) {
-        fq_cnt k = { 0 };
-        const float *srow = bs + (i / br) * nbc, *sirow = bsi + (i / br) * nbc;
-        double m2 = 0.0, m4 = 0.0;
-        float am = 0.0f;
-        const float rs = row_s ? row_s[i] : 1.0f, rsi = row_si ? row_si[i] : 1.0f;
-        for (size_t c0 = 0; c0 < C; c0 += span) {
-            const size_t nn = C - c0 < span ? C - c0 : span;
-            const size_t b = (nbr * nbc) > 1 ? (c0 >> cshift) : 0;
-            const float a =
-                (!col_s && !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_E5M2 || fmt == FL_FMT_BF16))
-                    ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
-                                   nosat, &k, mom ? &m2 : NULL, &m4)
-                    : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
-                              col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, nosat,
-                              fmax, bound, ties_ovf, &k, mom ? &m2 : NULL, &m4);
-            if (a > am)
-                am = a;
+        for (int ch = 0; ch < nt; ch++) {
+            const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
+            fq_cnt k = { 0 };
+            if (i1 > i0) {
+                const float a = fq_span_fast(y + i0, x + i0, i1 - i0, NULL, NULL, 1.0f, 1.0f, bs[0], bsi[0],
+                                             (fl_format)fmt, nosat, &k, NULL, NULL);
+                if (a > amax)
+                    amax = a;
+            }
+            s_sat += k.sat;
+            s_clip += k.clip;
+            s_nano += k.nan_out;
+            s_info += k.inf_out;
+            s_nani += k.nan_in;
+            s_ftz += k.ftz;
         }
-        if (mom) {
-            rm[2 * i] = m2;
-            rm[2 * i + 1] = m4;
+    } else {
+#pragma omp parallel for schedule(static) reduction(+ : s_sat, s_clip, s_nano, s_info, s_nani, s_ftz) reduction(max : amax)
+        for (size_t i = 0; i < R; i++) {
+            fq_cnt k = { 0 };
+            const float *srow = bs + (i / br) * nbc, *sirow = bsi + (i / br) * nbc;
+            double m2 = 0.0, m4 = 0.0;
+            float am = 0.0f;
+            const float rs = row_s ? row_s[i] : 1.0f, rsi = row_si ? row_si[i] : 1.0f;
+            for (size_t c0 = 0; c0 < C; c0 += span) {
+                const size_t nn = C - c0 < span ? C - c0 : span;
+                const size_t b = (nbr * nbc) > 1 ? (c0 >> cshift) : 0;
+                const float a =
+                    fast ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
+                                        col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
+                                        nosat, &k, mom ? &m2 : NULL, &m4)
+                         : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
+                                   col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, nosat,
+                                   fmax, bound, ties_ovf, &k, mom ? &m2 : NULL, &m4);
+                if (a > am)
+                    am = a;
+            }
+            if (mom) {
+                rm[2 * i] = m2;
+                rm[2 * i + 1] = m4;
+            }
+            if (am > amax)
+                amax = am;
+            s_sat += k.sat;
+            s_clip += k.clip;
+            s_nano += k.nan_out;
+            s_info += k.inf_out;
+            s_nani += k.nan_in;
+            s_ftz += k.ftz;
         }
-        if (am > amax)
-            amax = am;
-        s_sat += k.sat;
-        s_clip += k.clip;
-        s_nano += k.nan_out;
-        s_info += k.inf_out;
-        s_nani += k.nan_in;
-        s_ftz += k.ftz;
     }
 #undef XS
     tot.sat = s_sat;
