@@ -179,6 +179,19 @@ typedef struct {
     uint64_t sat, clip, nan_out, inf_out, nan_in, ftz;
 } fq_cnt;
 
+static inline void fq_cnt_add(fq_cnt *a, const fq_cnt *b)
+{
+    a->sat += b->sat;
+    a->clip += b->clip;
+    a->nan_out += b->nan_out;
+    a->inf_out += b->inf_out;
+    a->nan_in += b->nan_in;
+    a->ftz += b->ftz;
+}
+
+/* counts summed over OpenMP threads (integers: the order does not matter) */
+#pragma omp declare reduction(fq_add : fq_cnt : fq_cnt_add(&omp_out, &omp_in)) initializer(omp_priv = (fq_cnt){ 0 })
+
 /* Fast exact encoders (RNE) of the three formats the recipes cast to; tests/test_train_cast.c checks
    them against fl_encode_f32_bits.  u: float32 bits. */
 static inline uint32_t enc_bf16(uint32_t u)
@@ -542,13 +555,12 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     const int mom = r->moments && !transposed;
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
     const size_t span = bc < C ? bc : C;
-    uint64_t s_sat = 0, s_clip = 0, s_nano = 0, s_info = 0, s_nani = 0, s_ftz = 0;
     const int fast = !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
     if (fast && !mom && !row_s && !col_s && nbr * nbc == 1) {
         /* One scale, no per-row moments: the tensor is one span, cut into contiguous chunks (one per
            thread) instead of rows.  Counts and the amax do not depend on the cut. */
         const int nt = omp_get_max_threads();
-#pragma omp parallel for schedule(static) reduction(+ : s_sat, s_clip, s_nano, s_info, s_nani, s_ftz) reduction(max : amax)
+#pragma omp parallel for schedule(static) reduction(fq_add : tot) reduction(max : amax)
         for (int ch = 0; ch < nt; ch++) {
             const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
             fq_cnt k = { 0 };
@@ -558,15 +570,10 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
                 if (a > amax)
                     amax = a;
             }
-            s_sat += k.sat;
-            s_clip += k.clip;
-            s_nano += k.nan_out;
-            s_info += k.inf_out;
-            s_nani += k.nan_in;
-            s_ftz += k.ftz;
+            fq_cnt_add(&tot, &k);
         }
     } else {
-#pragma omp parallel for schedule(static) reduction(+ : s_sat, s_clip, s_nano, s_info, s_nani, s_ftz) reduction(max : amax)
+#pragma omp parallel for schedule(static) reduction(fq_add : tot) reduction(max : amax)
         for (size_t i = 0; i < R; i++) {
             fq_cnt k = { 0 };
             const float *srow = bs + (i / br) * nbc, *sirow = bsi + (i / br) * nbc;
@@ -592,21 +599,10 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
             }
             if (am > amax)
                 amax = am;
-            s_sat += k.sat;
-            s_clip += k.clip;
-            s_nano += k.nan_out;
-            s_info += k.inf_out;
-            s_nani += k.nan_in;
-            s_ftz += k.ftz;
+            fq_cnt_add(&tot, &k);
         }
     }
 #undef XS
-    tot.sat = s_sat;
-    tot.clip = s_clip;
-    tot.nan_out = s_nano;
-    tot.inf_out = s_info;
-    tot.nan_in = s_nani;
-    tot.ftz = s_ftz;
     if (bs != &sc1) {
         free(bs);
         free(bsi);

@@ -1027,6 +1027,16 @@ static inline int rep_core(double *rep, const fl_encl *e, int ulp_exp, double y)
 
 int fl_fast_rep(double *rep, const fl_encl *e, int ulp_exp, double y) { return rep_core(rep, e, ulp_exp, y); }
 
+/* The closed two-sided hull of an enclosure: itself, or, for a one-sided one ([c - r, c) or (c, c + r]),
+   the centre moved by r/2 toward f with radius r/2 (rounded up, plus the dd sum's error). */
+static inline fl_encl closed_hull(const fl_encl *e)
+{
+    if (!e->side)
+        return *e;
+    const dd c2 = dd_add_d((dd){ e->ch, e->cl }, e->side * 0.5 * e->r);
+    return (fl_encl){ c2.h, c2.l, 0.5 * e->r * (1 + 0x1p-50) + fabs(c2.h) * 0x1p-104, 0 };
+}
+
 /* The common case, decided in a few operations (the general judge below dominated exhaustive sweeps,
    at about a third of their time).  A one-sided enclosure is first replaced by its closed hull (as the
    general judge does for the error); every test below is then a sufficient condition on the hull, so
@@ -1051,13 +1061,8 @@ int fl_fast_rep(double *rep, const fl_encl *e, int ulp_exp, double y) { return r
 static inline int judge_common(fl_ulp_verdict *v, const fl_encl *e0, const fl_fast_fmt *ff, uint32_t y)
 {
     const fl_format_desc *d = ff->d;
-    fl_encl hull;
-    const fl_encl *e = e0;
-    if (e0->side) {
-        const dd c2 = dd_add_d((dd){ e0->ch, e0->cl }, e0->side * 0.5 * e0->r);
-        hull = (fl_encl){ c2.h, c2.l, 0.5 * e0->r * (1 + 0x1p-50) + fabs(c2.h) * 0x1p-104, 0 };
-        e = &hull;
-    }
+    const fl_encl hull = closed_hull(e0);
+    const fl_encl *e = &hull;
     const int M = d->mbits, sh = 52 - M;
     const double a = fabs(e->ch);
     const double rest = fabs(e->cl) + e->r;
@@ -1220,11 +1225,7 @@ static int judge_general(fl_ulp_verdict *v, int status, const fl_encl *e, const 
             if (!found)
                 return 0;
         }
-        fl_encl hull = *e; /* the closed hull of a one-sided enclosure, for the error */
-        if (e->side) {
-            const dd c2 = dd_add_d((dd){ ch, cl }, e->side * 0.5 * e->r);
-            hull = (fl_encl){ c2.h, c2.l, 0.5 * e->r * (1 + 0x1p-50) + fabs(c2.h) * 0x1p-104, 0 };
-        }
+        const fl_encl hull = closed_hull(e); /* for the error */
         if (!rep_core(&f.rep, &hull, ulp_exp, dec(d, y)))
             return 0;
     }

@@ -82,7 +82,7 @@ static void pn_clear(pn_state *s)
    its sums instead of O(n^2).  The cache lives as long as the thread (released at exit). */
 typedef struct {
     int valid;
-    long n, cap;
+    long n;
     int nrows; /* 1: x; 2: x, dy */
     mpfr_prec_t wp;
     int order;
@@ -103,14 +103,15 @@ static void cache_drop(pn_cache *c)
         for (int i = 1; i <= c->nP; i++)
             mpfr_clear(c->P[i]);
     }
-    for (int r = 0; r < 2; r++) {
-        for (long k = 0; k < (r < c->nrows ? c->n : 0); k++)
+    for (int r = 0; r < c->nrows; r++) {
+        for (long k = 0; k < c->n; k++)
             mpfr_clear(c->row[r][k]);
         free(c->row[r]);
         c->row[r] = NULL;
     }
     c->valid = 0;
-    c->n = c->cap = 0;
+    c->n = 0;
+    c->nrows = 0;
     c->nP = 0;
 }
 
