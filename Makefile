@@ -30,6 +30,14 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -ffp-contract=off -fno-fast-ma
 CXXFLAGS += -std=c++17 $(OPT) $(WARN) -ffp-contract=off -fno-fast-math -fopenmp $(INC) -MMD -MP
 LDLIBS   += -lopenblas -ljansson -lmpfr -lgmp -lm
 LDFLAGS  += -fopenmp
+# OpenBLAS built on OpenMP (libopenblas0-openmp, installed by .ci/deps.sh) shares the OpenMP thread
+# team of the harness's own loops.  Debian's default libopenblas.so.0 runs its own pthreads, which
+# contend with the idle, spinning OpenMP team: `fp8lab train --threads 2` ran at half the speed of
+# one thread.  Both builds have the same soname, ABI and kernels; the run path picks the OpenMP one
+# where it is installed (and is harmless where it is not).
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_RPATH := -Wl,-rpath,/usr/lib/$(MULTIARCH)/openblas-openmp
+LDFLAGS  += $(if $(MULTIARCH),$(BLAS_RPATH))
 
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all

@@ -236,7 +236,7 @@ static json_t *jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json
 int fl_cmd_demo(int argc, char **argv)
 {
     const char *cmd = "demo";
-    fl_blas_ensure_coretype(argv - 1);
+    fl_blas_setup(argv - 1);
     const char *out = "demo-out", *json_path = NULL;
     int lng = 0, sequential = 0, threads = 0;
     for (int i = 1; i < argc; i++) {

@@ -550,160 +550,258 @@ long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride)
  *     p_t   = softmax_j<=t (s_t * scale)         (sum over j ascending)
  *     o_t   = sum_j<=t p_tj v_j                  (j ascending, from 0.0f)
  * and of their backward (dq_t: j ascending; dk_j, dv_j: t ascending), so the bits are those of the
- * loops; only the loop nests differ.  The score and value sums keep a block of keys (or one head's
- * channels) in registers, for two rows at a time: the head size is a compile-time constant for the
- * common sizes (attn_*_head are inlined with hs = 16, 32, 64).  AT_KB: keys per block of the score
- * sums. */
+ * loops; only the loop nests differ.  Rows (for dk and dv, columns) go in groups of AT_R (the last
+ * few one at a time) whose sums run side by side, so that enough independent chains of additions
+ * hide their latency; the score sums also take two blocks of AT_KB keys at once, and the value sums
+ * keep one head's channels in registers (the head size is a compile-time constant for the common
+ * sizes: attn_*_head are inlined with hs = 16, 32, 64).  The helpers take the group size R as an
+ * argument that is a constant after inlining; row r of a group sits at base + r * stride. */
 #define AT_KB 16
+#define AT_R 4
 
 typedef float at_v16 __attribute__((vector_size(64), aligned(4)));
 
-/* s1[j] (j < n1) = sum_d q1[d] kt[d][j] and s2[j] (j < n2) = sum_d q2[d] kt[d][j], n1 <= n2, d in
-   order from 0.0f, each times scale (skipped when 1), over the transposed keys kt (hs, Tp), Tp >= n2
-   rounded up to AT_KB (the padding is read, never stored).  Two rows share the loads of kt. */
-static inline __attribute__((always_inline)) void attn_scores2(float *s1, const float *q1, size_t n1, float *s2,
-                                                               const float *q2, size_t n2, const float *kt,
-                                                               size_t hs, size_t Tp, float scale)
+/* Stores the first n - j0 lanes (at most AT_KB) of a at s + j0; nothing when n <= j0. */
+static inline __attribute__((always_inline)) void attn_store(float *s, at_v16 a, size_t j0, size_t n)
 {
-    for (size_t j0 = 0; j0 < n2; j0 += AT_KB) {
-        at_v16 a1 = { 0 }, a2 = { 0 };
+    if (j0 + AT_KB <= n)
+        *(at_v16 *)(s + j0) = a;
+    else if (j0 < n)
+#if defined(__AVX512F__)
+        _mm512_mask_storeu_ps(s + j0, (__mmask16)((1u << (n - j0)) - 1u), (__m512)a);
+#else
+        for (size_t jj = 0; j0 + jj < n; jj++)
+            s[j0 + jj] = a[jj];
+#endif
+}
+
+/* For r < R: s_r[j] (j < n0 + r) = sum_d q_r[d] kt[d][j] (s_r = s + r ss, q_r = q + r qs), d in order
+   from 0.0f, times scale (skipped when 1), over the transposed keys kt (hs, Tp), Tp >= n0 + R - 1
+   rounded up to AT_KB (the padding is read, never stored).  The rows share the loads of kt; two key
+   blocks at a time give 2 R chains. */
+static inline __attribute__((always_inline)) void attn_scores(int R, float *s, size_t ss, const float *q, size_t qs,
+                                                              size_t n0, const float *kt, size_t hs, size_t Tp,
+                                                              float scale)
+{
+    const size_t nmax = n0 + R - 1;
+    size_t j0 = 0;
+    for (; j0 + AT_KB < nmax; j0 += 2 * AT_KB) { /* blocks j0 and j0 + AT_KB, both below Tp */
+        at_v16 a[AT_R][2];
+        for (int r = 0; r < R; r++)
+            a[r][0] = a[r][1] = (at_v16){ 0 };
         for (size_t d = 0; d < hs; d++) {
-            const at_v16 kd = *(const at_v16 *)(kt + d * Tp + j0);
-            a1 += q1[d] * kd;
-            a2 += q2[d] * kd;
+            const at_v16 k0 = *(const at_v16 *)(kt + d * Tp + j0), k1 = *(const at_v16 *)(kt + d * Tp + j0 + AT_KB);
+            for (int r = 0; r < R; r++) {
+                a[r][0] += q[r * qs + d] * k0;
+                a[r][1] += q[r * qs + d] * k1;
+            }
         }
-        if (scale != 1.0f) {
-            a1 = a1 * scale;
-            a2 = a2 * scale;
+        for (int r = 0; r < R; r++) {
+            if (scale != 1.0f) {
+                a[r][0] = a[r][0] * scale;
+                a[r][1] = a[r][1] * scale;
+            }
+            attn_store(s + r * ss, a[r][0], j0, n0 + r);
+            attn_store(s + r * ss, a[r][1], j0 + AT_KB, n0 + r);
         }
-        if (j0 + AT_KB <= n1)
-            *(at_v16 *)(s1 + j0) = a1;
-        else
-            for (size_t jj = 0; j0 + jj < n1; jj++)
-                s1[j0 + jj] = a1[jj];
-        if (j0 + AT_KB <= n2)
-            *(at_v16 *)(s2 + j0) = a2;
-        else
-            for (size_t jj = 0; j0 + jj < n2; jj++)
-                s2[j0 + jj] = a2[jj];
+    }
+    if (j0 < nmax) { /* one last block */
+        at_v16 a[AT_R];
+        for (int r = 0; r < R; r++)
+            a[r] = (at_v16){ 0 };
+        for (size_t d = 0; d < hs; d++) {
+            const at_v16 k0 = *(const at_v16 *)(kt + d * Tp + j0);
+            for (int r = 0; r < R; r++)
+                a[r] += q[r * qs + d] * k0;
+        }
+        for (int r = 0; r < R; r++) {
+            if (scale != 1.0f)
+                a[r] = a[r] * scale;
+            attn_store(s + r * ss, a[r], j0, n0 + r);
+        }
     }
 }
 
-/* y1[d] (d < hs) = sum_{i < n1} w1[i] x1_i[d] and y2[d] = sum_{i < n2} w2[i] x2_i[d], n1 <= n2: each
-   sum in i order from 0.0f (x1_i = x1 + i * xs1, w1[i] at w1 + i * ws1; the same for 2).  Two sums at
-   once hide the latency of the additions; channels go in 16-float vectors (GCC vector extensions,
-   IEEE per lane; no contraction under -ffp-contract=off) when hs is a multiple of 16 up to 64. */
-static inline __attribute__((always_inline)) void attn_wsum2(float *y1, const float *w1, size_t ws1, const float *x1,
-                                                             size_t xs1, size_t n1, float *y2, const float *w2,
-                                                             size_t ws2, const float *x2, size_t xs2, size_t n2,
-                                                             size_t hs)
+/* For r < R: y_r[d] (d < hs) = sum_{lo0 + r dlo <= i < hi0 + r dhi} w_r[i ws] x_i[d] (y_r = y + r ys,
+   w_r = w + r wr, x_i = x + i xs), each sum in i order from 0.0f; dlo, dhi are 0 or 1.  The rows run
+   side by side where their ranges overlap.  Channels go in 16-float vectors (GCC vector extensions,
+   IEEE per lane; no contraction under -ffp-contract=off) when hs is a multiple of 16 up to 64, else
+   in chunks of 16 scalars. */
+static inline __attribute__((always_inline)) void attn_wsum(int R, float *y, size_t ys, const float *w, size_t wr,
+                                                            size_t ws, const float *x, size_t xs, size_t lo0,
+                                                            size_t dlo, size_t hi0, size_t dhi, size_t hs)
 {
+    const size_t clo = lo0 + (R - 1) * dlo, chi = hi0 > clo ? hi0 : clo, ihi = hi0 + (R - 1) * dhi;
     if (hs % 16 || hs > 64) {
-        for (size_t d = 0; d < hs; d++) {
-            float a1 = 0.0f, a2 = 0.0f;
-            for (size_t i = 0; i < n1; i++)
-                a1 += w1[i * ws1] * x1[i * xs1 + d];
-            for (size_t i = 0; i < n2; i++)
-                a2 += w2[i * ws2] * x2[i * xs2 + d];
-            y1[d] = a1;
-            y2[d] = a2;
+        for (size_t d0 = 0; d0 < hs; d0 += 16) {
+            const size_t m = hs - d0 < 16 ? hs - d0 : 16;
+            float a[AT_R][16] = { { 0 } };
+            for (size_t i = lo0; i < ihi; i++)
+                for (int r = 0; r < R; r++)
+                    if (i >= lo0 + r * dlo && i < hi0 + r * dhi)
+                        for (size_t dd = 0; dd < m; dd++)
+                            a[r][dd] += w[r * wr + i * ws] * x[i * xs + d0 + dd];
+            for (int r = 0; r < R; r++)
+                for (size_t dd = 0; dd < m; dd++)
+                    y[r * ys + d0 + dd] = a[r][dd];
         }
         return;
     }
     const size_t nv = hs / 16;
-    at_v16 a1[4], a2[4];
-    for (size_t k = 0; k < nv; k++)
-        a1[k] = a2[k] = (at_v16){ 0 };
-    size_t i = 0;
-    for (; i < n1; i++) {
-        const float u = w1[i * ws1], v = w2[i * ws2];
-        for (size_t k = 0; k < nv; k++) {
-            a1[k] += u * *(const at_v16 *)(x1 + i * xs1 + 16 * k);
-            a2[k] += v * *(const at_v16 *)(x2 + i * xs2 + 16 * k);
-        }
-    }
-    for (; i < n2; i++) {
-        const float v = w2[i * ws2];
+    at_v16 a[AT_R][4];
+    for (int r = 0; r < R; r++)
         for (size_t k = 0; k < nv; k++)
-            a2[k] += v * *(const at_v16 *)(x2 + i * xs2 + 16 * k);
-    }
-    for (size_t k = 0; k < nv; k++) {
-        *(at_v16 *)(y1 + 16 * k) = a1[k];
-        *(at_v16 *)(y2 + 16 * k) = a2[k];
-    }
+            a[r][k] = (at_v16){ 0 };
+    for (size_t i = lo0; i < clo; i++) /* rows that start early */
+        for (int r = 0; r < R; r++)
+            if (i >= lo0 + r * dlo)
+                for (size_t k = 0; k < nv; k++)
+                    a[r][k] += w[r * wr + i * ws] * *(const at_v16 *)(x + i * xs + 16 * k);
+    for (size_t i = clo; i < chi; i++) /* every row */
+        for (size_t k = 0; k < nv; k++) {
+            const at_v16 xv = *(const at_v16 *)(x + i * xs + 16 * k);
+            for (int r = 0; r < R; r++)
+                a[r][k] += w[r * wr + i * ws] * xv;
+        }
+    for (size_t i = chi; i < ihi; i++) /* rows that end late */
+        for (int r = 0; r < R; r++)
+            if (i < hi0 + r * dhi)
+                for (size_t k = 0; k < nv; k++)
+                    a[r][k] += w[r * wr + i * ws] * *(const at_v16 *)(x + i * xs + 16 * k);
+    for (int r = 0; r < R; r++)
+        for (size_t k = 0; k < nv; k++)
+            *(at_v16 *)(y + r * ys + 16 * k) = a[r][k];
 }
 
-/* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded. */
+/* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded.
+   With AVX-512, blocks of 16 rows by 16 channels go through registers: four butterfly stages, stage
+   b exchanging bit b of the row and of the lane index (two-source permutes). */
 static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, size_t C3, size_t hs)
 {
+    size_t jv = 0, dv = 0; /* rows below jv and channels below dv done */
+#if defined(__AVX512F__)
+    if (hs >= 16 && T >= 16) {
+        int lo[4][16], hi[4][16];
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 16; l++) {
+                lo[k][l] = l >> k & 1 ? 16 + (l ^ 1 << k) : l;
+                hi[k][l] = l >> k & 1 ? 16 + l : l ^ 1 << k;
+            }
+        jv = T / 16 * 16;
+        dv = hs / 16 * 16;
+        for (size_t d0 = 0; d0 < dv; d0 += 16)
+            for (size_t j0 = 0; j0 < jv; j0 += 16) {
+                __m512 r[16];
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++)
+                    r[i] = _mm512_loadu_ps(src + (j0 + i) * C3 + d0);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m512i il = _mm512_loadu_si512(lo[k]), ih = _mm512_loadu_si512(hi[k]);
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++)
+                        if (!(i >> k & 1)) {
+                            const __m512 x = r[i], y = r[i | 1 << k];
+                            r[i] = _mm512_permutex2var_ps(x, il, y);
+                            r[i | 1 << k] = _mm512_permutex2var_ps(x, ih, y);
+                        }
+                }
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++)
+                    _mm512_storeu_ps(kt + (d0 + i) * Tp + j0, r[i]);
+            }
+    }
+#endif
     for (size_t d = 0; d < hs; d++) {
-        for (size_t j = 0; j < T; j++)
+        for (size_t j = d < dv ? jv : 0; j < T; j++)
             kt[d * Tp + j] = src[j * C3 + d];
         for (size_t j = T; j < Tp; j++)
             kt[d * Tp + j] = 0.0f;
     }
 }
 
-/* The maximum of s[0..n): lane maxima, then their maximum.  Only the value matters (NaN skipped as
-   in the sequential "if (s > mx)"); the sign of a zero maximum does not change s - mx. */
+/* The maximum of s[0..n): lane maxima, then their maximum (a tree).  Only the value matters (NaN
+   skipped as in the sequential "if (s > mx)"; max_ps(x, m) is x > m ? x : m); the sign of a zero
+   maximum does not change s - mx. */
 static inline float attn_max(const float *s, size_t n)
 {
+    size_t j = 0;
+#if defined(__AVX512F__)
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (; j + AT_KB <= n; j += AT_KB)
+        m = _mm512_max_ps(_mm512_loadu_ps(s + j), m);
+    if (j < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - j)) - 1u);
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, s + j), m);
+    }
+    return _mm512_reduce_max_ps(m);
+#else
     float lm[AT_KB];
     for (size_t l = 0; l < AT_KB; l++)
         lm[l] = -INFINITY;
-    size_t j = 0;
     for (; j + AT_KB <= n; j += AT_KB)
         for (size_t l = 0; l < AT_KB; l++)
             lm[l] = s[j + l] > lm[l] ? s[j + l] : lm[l];
     for (size_t l = 0; j + l < n; l++)
         lm[l] = s[j + l] > lm[l] ? s[j + l] : lm[l];
-    float mx = -INFINITY;
-    for (size_t l = 0; l < AT_KB; l++)
-        if (lm[l] > mx)
-            mx = lm[l];
-    return mx;
+    for (size_t w = AT_KB / 2; w > 0; w /= 2) /* none is NaN */
+        for (size_t l = 0; l < w; l++)
+            lm[l] = lm[l + w] > lm[l] ? lm[l + w] : lm[l];
+    return lm[0];
+#endif
 }
 
-/* Two rows at once: probabilities p1 (n1 = t + 1 entries) and p2 (n2 >= n1) from queries q1, q2,
-   outputs o1, o2 (hs).  Entries j > t of a row of P stay 0 (the buffer is zeroed at init). */
-static inline __attribute__((always_inline)) void attn_fwd_rows(float *o1, float *p1, const float *q1, size_t n1,
-                                                                float *o2, float *p2, const float *q2, size_t n2,
-                                                                const float *kt, const float *v, size_t Tp, size_t C3,
-                                                                size_t hs, float scale)
+/* For r < R: sum[r] = sum_{j < n0 + r} a_r[j] b_r[j] (a_r = a + r as, b_r = b + r bs; b NULL: the plain
+   sum of a_r), j in order from 0.0f, the R chains side by side. */
+static inline __attribute__((always_inline)) void attn_rowsums(int R, float *sum, const float *a, size_t as,
+                                                               const float *b, size_t bs, size_t n0)
 {
-    attn_scores2(p1, q1, n1, p2, q2, n2, kt, hs, Tp, scale);
-    const float m1 = attn_max(p1, n1), m2 = attn_max(p2, n2);
-    expf_sub(p1, p1, m1, n1);
-    expf_sub(p2, p2, m2, n2);
-    float sum1 = 0.0f, sum2 = 0.0f;
+    for (int r = 0; r < R; r++)
+        sum[r] = 0.0f;
     size_t j = 0;
-    for (; j < n1; j++) {
-        sum1 += p1[j];
-        sum2 += p2[j];
-    }
-    for (; j < n2; j++)
-        sum2 += p2[j];
-    const float inv1 = 1.0f / sum1, inv2 = 1.0f / sum2;
-    for (j = 0; j < n1; j++)
-        p1[j] *= inv1;
-    for (j = 0; j < n2; j++)
-        p2[j] *= inv2;
-    attn_wsum2(o1, p1, 1, v, C3, n1, o2, p2, 1, v, C3, n2, hs);
+    for (; j < n0; j++)
+        for (int r = 0; r < R; r++)
+            sum[r] += b ? a[r * as + j] * b[r * bs + j] : a[r * as + j];
+    for (; j < n0 + R - 1; j++)
+        for (int r = 0; r < R; r++)
+            if (j < n0 + r)
+                sum[r] += b ? a[r * as + j] * b[r * bs + j] : a[r * as + j];
 }
 
-/* kt: scratch of hs * Tp + Tp + hs floats (the transposed keys, then a spare row and output). */
+/* Rows t0 .. t0 + R - 1 of one head: probabilities P (row t: t + 1 entries, j > t stay 0, the buffer
+   is zeroed at init) from the queries and the transposed keys kt, outputs o_t = sum_j p_tj v_j. */
+static inline __attribute__((always_inline)) void attn_fwd_rows(int R, size_t t0, float *out, float *Pbh,
+                                                                const float *qkv, const float *kt, size_t T,
+                                                                size_t Tp, size_t C, size_t hs, float scale)
+{
+    const size_t C3 = 3 * C;
+    float *p = Pbh + t0 * T;
+    attn_scores(R, p, T, qkv + t0 * C3, C3, t0 + 1, kt, hs, Tp, scale);
+    float mx[AT_R];
+    for (int r = 0; r < R; r++)
+        mx[r] = attn_max(p + r * T, t0 + 1 + r);
+    for (int r = 0; r < R; r++)
+        expf_sub(p + r * T, p + r * T, mx[r], t0 + 1 + r);
+    float sum[AT_R];
+    attn_rowsums(R, sum, p, T, NULL, 0, t0 + 1);
+    for (int r = 0; r < R; r++) {
+        const float inv = 1.0f / sum[r];
+        for (size_t j = 0; j < t0 + 1 + r; j++)
+            p[r * T + j] *= inv;
+    }
+    attn_wsum(R, out + t0 * C, C, p, T, 1, qkv + 2 * C, C3, 0, 0, t0 + 1, 1, hs);
+}
+
+/* kt: scratch of hs * Tp floats (the transposed keys). */
 static inline __attribute__((always_inline)) void attn_fwd_head(float *out, float *Pbh, const float *qkv, float *kt,
                                                                 size_t T, size_t Tp, size_t C, size_t hs, float scale)
 {
-    const size_t C3 = 3 * C;
-    float *spare_p = kt + hs * Tp, *spare_o = spare_p + Tp;
-    attn_transpose(kt, qkv + C, T, Tp, C3, hs);
-    for (size_t t = 0; t < T; t += 2) {
-        const int pair = t + 1 < T; /* rows t, t + 1; the last row of an odd T pairs with a spare copy */
-        const size_t u = pair ? t + 1 : t;
-        attn_fwd_rows(out + t * C, Pbh + t * T, qkv + t * C3, t + 1, pair ? out + u * C : spare_o,
-                      pair ? Pbh + u * T : spare_p, qkv + u * C3, u + 1, kt, qkv + 2 * C, Tp, C3, hs, scale);
-    }
+    attn_transpose(kt, qkv + C, T, Tp, 3 * C, hs);
+    size_t t0 = 0;
+    for (; t0 + AT_R <= T; t0 += AT_R)
+        attn_fwd_rows(AT_R, t0, out, Pbh, qkv, kt, T, Tp, C, hs, scale);
+    for (; t0 < T; t0++)
+        attn_fwd_rows(1, t0, out, Pbh, qkv, kt, T, Tp, C, hs, scale);
 }
 
 static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_t T, size_t C, size_t H)
@@ -714,7 +812,7 @@ static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             float *Pbh = P + (b * H + h) * T * T;
-            float *kt = malloc((hs * Tp + Tp + hs) * sizeof *kt); /* (hs, Tp) keys of this head, transposed; spares */
+            float *kt = malloc(hs * Tp * sizeof *kt); /* (hs, Tp) keys of this head, transposed */
             float *o = out + b * T * C + h * hs;
             const float *x = qkv + b * T * 3 * C + h * hs;
             switch (hs) {
@@ -727,39 +825,77 @@ static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_
         }
 }
 
-/* One head of the backward pass: rows t give dP_t, ds_t = p_t (dP_t - p_t . dP_t) scale and dq_t;
-   then columns j give dk_j = sum_t ds_tj q_t and dv_j = sum_t p_tj go_t (t ascending from j). */
+/* Rows t0 .. t0 + R - 1 of one head's backward: dP_t = (go_t . v_j)_j, ds_t = p_t (dP_t - p_t . dP_t)
+   scale into ds (T, T), dq_t = sum_j ds_tj k_j. */
+static inline __attribute__((always_inline)) void attn_bwd_rows(int R, size_t t0, float *dqkv, const float *dout,
+                                                                const float *Pbh, const float *qkv, const float *vt,
+                                                                float *ds, size_t T, size_t Tp, size_t C, size_t hs,
+                                                                float scale)
+{
+    const size_t C3 = 3 * C;
+    float *d = ds + t0 * T;
+    const float *p = Pbh + t0 * T;
+    attn_scores(R, d, T, dout + t0 * C, C, t0 + 1, vt, hs, Tp, 1.0f);
+    float dot[AT_R];
+    attn_rowsums(R, dot, p, T, d, T, t0 + 1);
+    for (int r = 0; r < R; r++)
+        for (size_t j = 0; j < t0 + 1 + r; j++)
+            d[r * T + j] = p[r * T + j] * (d[r * T + j] - dot[r]) * scale;
+    attn_wsum(R, dqkv + t0 * C3, C3, d, T, 1, qkv + C, C3, 0, 0, t0 + 1, 1, hs);
+}
+
+/* Columns j0 .. j0 + R - 1: dk_j = sum_t ds_tj q_t, dv_j = sum_t p_tj go_t, t = j .. T-1 ascending.
+   For hs = 16 (one vector a sum) the dk and dv sums run side by side (2 R chains). */
+static inline __attribute__((always_inline)) void attn_bwd_cols(int R, size_t j0, float *dqkv, const float *dout,
+                                                                const float *Pbh, const float *qkv, const float *ds,
+                                                                size_t T, size_t C, size_t hs)
+{
+    const size_t C3 = 3 * C;
+    if (hs == 16) {
+        at_v16 ak[AT_R], av[AT_R];
+        for (int r = 0; r < R; r++)
+            ak[r] = av[r] = (at_v16){ 0 };
+        for (size_t t = j0; t < T; t++) {
+            const at_v16 q = *(const at_v16 *)(qkv + t * C3), g = *(const at_v16 *)(dout + t * C);
+            if (t >= j0 + R - 1) /* every column */
+                for (int r = 0; r < R; r++) {
+                    ak[r] += ds[t * T + j0 + r] * q;
+                    av[r] += Pbh[t * T + j0 + r] * g;
+                }
+            else /* columns j <= t */
+                for (int r = 0; r < R; r++)
+                    if (t >= j0 + r) {
+                        ak[r] += ds[t * T + j0 + r] * q;
+                        av[r] += Pbh[t * T + j0 + r] * g;
+                    }
+        }
+        for (int r = 0; r < R; r++) {
+            *(at_v16 *)(dqkv + (j0 + r) * C3 + C) = ak[r];
+            *(at_v16 *)(dqkv + (j0 + r) * C3 + 2 * C) = av[r];
+        }
+        return;
+    }
+    attn_wsum(R, dqkv + j0 * C3 + C, C3, ds + j0, 1, T, qkv, C3, j0, 1, T, 0, hs);
+    attn_wsum(R, dqkv + j0 * C3 + 2 * C, C3, Pbh + j0, 1, T, dout, C, j0, 1, T, 0, hs);
+}
+
+/* One head of the backward pass: rows, then columns, AT_R at a time (the last few one at a time).
+   vt: scratch of hs * Tp floats (the transposed values); ds: of T * T (the score gradients, j <= t). */
 static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, const float *dout, const float *Pbh,
                                                                 const float *qkv, float *vt, float *ds, size_t T,
                                                                 size_t Tp, size_t C, size_t hs, float scale)
 {
-    const size_t C3 = 3 * C;
-    attn_transpose(vt, qkv + 2 * C, T, Tp, C3, hs);
-    float *spare_d = ds + T * T, *spare_q = spare_d + T;
-    for (size_t t = 0; t < T; t += 2) {
-        const int pair = t + 1 < T; /* rows t, t + 1; the last row of an odd T pairs with a spare copy */
-        const size_t u = pair ? t + 1 : t, n1 = t + 1, n2 = u + 1;
-        const float *p1 = Pbh + t * T, *p2 = Pbh + u * T;
-        float *d1 = ds + t * T, *d2 = pair ? ds + u * T : spare_d;
-        attn_scores2(d1, dout + t * C, n1, d2, dout + u * C, n2, vt, hs, Tp, 1.0f); /* dP_j = go . v_j */
-        float dot1 = 0.0f, dot2 = 0.0f;
-        size_t j = 0;
-        for (; j < n1; j++) {
-            dot1 += p1[j] * d1[j];
-            dot2 += p2[j] * d2[j];
-        }
-        for (; j < n2; j++)
-            dot2 += p2[j] * d2[j];
-        for (j = 0; j < n1; j++)
-            d1[j] = p1[j] * (d1[j] - dot1) * scale;
-        for (j = 0; j < n2; j++)
-            d2[j] = p2[j] * (d2[j] - dot2) * scale;
-        attn_wsum2(dqkv + t * C3, d1, 1, qkv + C, C3, n1, pair ? dqkv + u * C3 : spare_q, d2, 1, qkv + C, C3, n2,
-                   hs); /* dq_t = sum_j ds_tj k_j */
-    }
-    for (size_t j = 0; j < T; j++) /* dk_j = sum_t ds_tj q_t, dv_j = sum_t p_tj go_t, t = j .. T-1 */
-        attn_wsum2(dqkv + j * C3 + C, ds + j * T + j, T, qkv + j * C3, C3, T - j, dqkv + j * C3 + 2 * C,
-                   Pbh + j * T + j, T, dout + j * C, C, T - j, hs);
+    attn_transpose(vt, qkv + 2 * C, T, Tp, 3 * C, hs);
+    size_t t0 = 0;
+    for (; t0 + AT_R <= T; t0 += AT_R)
+        attn_bwd_rows(AT_R, t0, dqkv, dout, Pbh, qkv, vt, ds, T, Tp, C, hs, scale);
+    for (; t0 < T; t0++)
+        attn_bwd_rows(1, t0, dqkv, dout, Pbh, qkv, vt, ds, T, Tp, C, hs, scale);
+    size_t j0 = 0;
+    for (; j0 + AT_R <= T; j0 += AT_R)
+        attn_bwd_cols(AT_R, j0, dqkv, dout, Pbh, qkv, ds, T, C, hs);
+    for (; j0 < T; j0++)
+        attn_bwd_cols(1, j0, dqkv, dout, Pbh, qkv, ds, T, C, hs);
 }
 
 /* dqkv (N, 3C) overwritten from dout (N, C). */
@@ -773,7 +909,7 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
         for (size_t h = 0; h < H; h++) {
             const float *Pbh = P + (b * H + h) * T * T;
             float *vt = malloc(hs * Tp * sizeof *vt); /* (hs, Tp) values of this head, transposed */
-            float *ds = malloc((T * T + T + hs) * sizeof *ds); /* (T, T) score gradients, j <= t; spares */
+            float *ds = malloc(T * T * sizeof *ds);   /* (T, T) score gradients, j <= t */
             float *dq = dqkv + b * T * 3 * C + h * hs;
             const float *go = dout + b * T * C + h * hs, *x = qkv + b * T * 3 * C + h * hs;
             switch (hs) {

@@ -5,6 +5,9 @@
 
 #include <math.h>
 #include <omp.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,15 +249,19 @@ uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
     }
 }
 
-/* The vectorizable fast path of fq_span for e4m3 / e5m2 / bf16 without column smoothing: the
-   rounded value is formed directly in float32 bits (RNE on the kept mantissa bits, the subnormal
-   grid by the 2^23 trick), which is decode(encode(v)) -- the table path above -- written
-   branch-free.  Counts as fq_span.  unit: the caller guarantees rs = rsi = s = si = 1. */
-static inline __attribute__((always_inline)) float fq_span_body(float *y, const float *x, size_t n,
-                                                                 const float *cs, const float *csi, float rs,
-                                                                 float rsi, float s, float si, fl_format fmt,
-                                                                 int nosat, fq_cnt *k, double *m2, double *m4,
-                                                                 int unit, int col)
+/* The fast path of fq_span for e4m3 / e5m2 / bf16: the rounded value is formed directly in float32
+   bits (RNE on the kept mantissa bits, the subnormal grid by the 2^23 trick), which is
+   decode(encode(v)) -- the table path above -- written branch-free.  Counts as fq_span.
+   unit: the caller guarantees rs = rsi = s = si = 1 (their products are exact, so skipping them
+   changes no bit).  col: per-column smoothing cs/csi. */
+typedef struct {
+    uint32_t sat, clip, ovfc, ftz, nan_in, amb; /* 32-bit counts within a chunk; amb: amax bit pattern */
+} fq_acc;
+
+/* One element (index c); the constants fold per format in the FQ_VARIANT instances below. */
+static inline __attribute__((always_inline)) void fq_elem(float *y, const float *x, size_t c, const float *cs,
+                                                           const float *csi, float rs, float rsi, float s, float si,
+                                                           fl_format fmt, int nosat, int unit, int col, fq_acc *A)
 {
     /* sh: discarded mantissa bits; nmin: smallest normal; sub: 2^-(subnormal step exponent) */
     const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
@@ -270,58 +277,126 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
     const uint32_t nanmask_o = (nosat || bf) && e4 ? 0u : 0xFFFFFFFFu; /* sign kept on overflow? */
     const uint32_t ovf_counts = (uint32_t)(nosat || bf);
     const uint32_t inf_counts = (uint32_t)e4; /* e5m2/bf16: an Inf input is no produced Inf */
-    /* Accumulators: integer counts and the maximum of bit patterns, so a vectorised loop's lanes
-       give the sequential loop's results exactly. */
-    uint64_t sat = 0, clip = 0, ovfc = 0, ftz = 0, nan_in = 0;
-    uint32_t amb = 0; /* the bit pattern of the amax */
-    /* Branch-free: selections are masks (m = 0 or ~0), the amax a maximum of the bit patterns of
-       |x| (ordered like the values for non-negative floats; NaN patterns excluded).  The counts
-       run in 32 bits over chunks of 2^20 elements (half the vector work of 64-bit lanes). */
 #define SEL(m, p, q) (((p) & (m)) | ((q) & ~(m)))
+    const float x0 = unit ? x[c] : x[c] * rs;
+    const float xv = col ? x0 * cs[c] : x0;
+    const float v = unit ? xv : xv * s;
+    const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
+    const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
+    const float vs = fl_f32_from_bits(a) * sub;
+    const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;               /* subnormal RNE */
+    const uint32_t mnorm = 0u - (uint32_t)(a >= nminv);
+    const uint32_t r0 = SEL(mnorm, rn, fl_f32_bits(rsub));
+    const uint32_t isn = (uint32_t)(a > 0x7F800000u), misn = 0u - isn;
+    const uint32_t o = (uint32_t)(a >= ovf) & (isn ^ 1u), mo = 0u - o;
+    const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
+    const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
+    const float q = fl_f32_from_bits(ra | (sg & keep_sign));
+    const float q1 = unit ? q : q * si * rsi;
+    y[c] = col ? q1 * csi[c] : q1;
+    const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
+    const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
+    A->amb = axv > A->amb ? axv : A->amb;
+    A->nan_in += isn;
+    A->sat += (isn ^ 1u) & (uint32_t)(a > maxb);
+    A->clip += o;
+    A->ovfc += o & ovf_counts & (inf_counts | (uint32_t)(a != 0x7F800000u));
+    A->ftz += (isn ^ 1u) & (uint32_t)(ra == 0) & (uint32_t)(axb != 0);
+#undef SEL
+}
+
+#if defined(__AVX512F__)
+/* Elements [c0, c1) 16 at a time.  A block whose every lane has |v| <= the largest finite value
+   (no NaN, no saturation or overflow: the common case) takes the short form of fq_elem -- RNE,
+   the subnormal grid, the flush-to-zero count and the amax, the same operations lane by lane; a
+   block with any other lane goes through fq_elem.  Returns the first index not done. */
+static inline __attribute__((always_inline)) size_t fq_block16(float *y, const float *x, size_t c0, size_t c1,
+                                                               const float *cs, const float *csi, float rs, float rsi,
+                                                               float s, float si, fl_format fmt, int nosat, int unit,
+                                                               int col, fq_acc *A)
+{
+    const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
+    const uint32_t sh = bf ? 16 : e4 ? 20 : 21;
+    const __m512i nmin = _mm512_set1_epi32(e4 ? 0x3C800000 : 0x38800000);
+    const __m512i maxb = _mm512_set1_epi32(bf ? 0x7F7F0000 : e4 ? 0x43E00000 : 0x47600000);
+    const __m512 sub = _mm512_set1_ps(e4 ? 0x1p9f : 0x1p16f), subi = _mm512_set1_ps(e4 ? 0x1p-9f : 0x1p-16f);
+    const __m512 two23 = _mm512_set1_ps(0x1p23f);
+    const __m512i half = _mm512_set1_epi32((int)((1u << (sh - 1)) - 1u)), mask = _mm512_set1_epi32((int)~((1u << sh) - 1u));
+    const __m512i one = _mm512_set1_epi32(1), absm = _mm512_set1_epi32(0x7FFFFFFF), zero = _mm512_setzero_si512();
+    const __m512 vrs = _mm512_set1_ps(rs), vrsi = _mm512_set1_ps(rsi), vs_ = _mm512_set1_ps(s), vsi = _mm512_set1_ps(si);
+    __m512i amb = _mm512_set1_epi32((int)A->amb);
+    uint32_t ftz = 0;
+    size_t c = c0;
+    for (; c + 16 <= c1; c += 16) {
+        const __m512 xl = _mm512_loadu_ps(x + c);
+        const __m512 x0 = unit ? xl : _mm512_mul_ps(xl, vrs);
+        const __m512 xv = col ? _mm512_mul_ps(x0, _mm512_loadu_ps(cs + c)) : x0;
+        const __m512 v = unit ? xv : _mm512_mul_ps(xv, vs_);
+        const __m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, absm);
+        if (_mm512_cmpgt_epu32_mask(a, maxb)) {
+            for (size_t l = 0; l < 16; l++)
+                fq_elem(y, x, c + l, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, A);
+            continue;
+        }
+        const __m512i sg = _mm512_andnot_si512(absm, u);
+        const __m512i rn = _mm512_and_si512(
+            _mm512_add_epi32(_mm512_add_epi32(a, half), _mm512_and_si512(_mm512_srli_epi32(a, sh), one)), mask);
+        __m512i r0 = rn;
+        if (!bf) {
+            const __m512 vsb = _mm512_mul_ps(_mm512_castsi512_ps(a), sub);
+            const __m512 rsub = _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(vsb, two23), two23), subi);
+            r0 = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(a, nmin), _mm512_castps_si512(rsub), rn);
+        }
+        __m512 q = _mm512_castsi512_ps(_mm512_or_si512(r0, sg));
+        if (!unit)
+            q = _mm512_mul_ps(_mm512_mul_ps(q, vsi), vrsi);
+        if (col)
+            q = _mm512_mul_ps(q, _mm512_loadu_ps(csi + c));
+        _mm512_storeu_ps(y + c, q);
+        const __m512i axb = _mm512_and_si512(_mm512_castps_si512(xv), absm);
+        amb = _mm512_max_epu32(amb, axb);
+        ftz += (uint32_t)__builtin_popcount(_mm512_cmpeq_epi32_mask(r0, zero) & _mm512_cmpneq_epi32_mask(axb, zero));
+    }
+    const uint32_t vm = (uint32_t)_mm512_reduce_max_epu32(amb); /* and fq_elem's, of the other blocks */
+    A->amb = vm > A->amb ? vm : A->amb;
+    A->ftz += ftz;
+    return c;
+}
+#endif
+
+static inline __attribute__((always_inline)) float fq_span_body(float *y, const float *x, size_t n,
+                                                                 const float *cs, const float *csi, float rs,
+                                                                 float rsi, float s, float si, fl_format fmt,
+                                                                 int nosat, fq_cnt *k, double *m2, double *m4,
+                                                                 int unit, int col)
+{
+    /* Accumulators: integer counts and the maximum of bit patterns (ordered like the values for
+       non-negative floats; NaN patterns excluded), so a vectorised loop's lanes give the
+       sequential loop's results exactly.  The counts run in 32 bits over chunks of 2^20 elements. */
+    fq_acc A = { 0, 0, 0, 0, 0, 0 };
+    uint64_t sat = 0, clip = 0, ovfc = 0, ftz = 0, nan_in = 0;
     for (size_t c0 = 0; c0 < n; c0 += (size_t)1 << 20) {
         const size_t c1 = n - c0 < ((size_t)1 << 20) ? n : c0 + ((size_t)1 << 20);
-        uint32_t sat32 = 0, clip32 = 0, ovfc32 = 0, ftz32 = 0, nan_in32 = 0;
-        for (size_t c = c0; c < c1; c++) {
-            /* unit: rs = rsi = s = si = 1, whose products are exact, so skipping them changes no bit */
-            const float x0 = unit ? x[c] : x[c] * rs;
-            const float xv = col ? x0 * cs[c] : x0;
-            const float v = unit ? xv : xv * s;
-            const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
-            const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
-            const float vs = fl_f32_from_bits(a) * sub;
-            const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;               /* subnormal RNE */
-            const uint32_t mnorm = 0u - (uint32_t)(a >= nminv);
-            const uint32_t r0 = SEL(mnorm, rn, fl_f32_bits(rsub));
-            const uint32_t isn = (uint32_t)(a > 0x7F800000u), misn = 0u - isn;
-            const uint32_t o = (uint32_t)(a >= ovf) & (isn ^ 1u), mo = 0u - o;
-            const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
-            const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
-            const float q = fl_f32_from_bits(ra | (sg & keep_sign));
-            const float q1 = unit ? q : q * si * rsi;
-            y[c] = col ? q1 * csi[c] : q1;
-            const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
-            const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
-            amb = axv > amb ? axv : amb;
-            nan_in32 += isn;
-            sat32 += (isn ^ 1u) & (uint32_t)(a > maxb);
-            clip32 += o;
-            ovfc32 += o & ovf_counts & (inf_counts | (uint32_t)(a != 0x7F800000u));
-            ftz32 += (isn ^ 1u) & (uint32_t)(ra == 0) & (uint32_t)(axb != 0);
-        }
-        sat += sat32;
-        clip += clip32;
-        ovfc += ovfc32;
-        ftz += ftz32;
-        nan_in += nan_in32;
+        A.sat = A.clip = A.ovfc = A.ftz = A.nan_in = 0;
+        size_t c = c0;
+#if defined(__AVX512F__)
+        c = fq_block16(y, x, c0, c1, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, &A);
+#endif
+        for (; c < c1; c++)
+            fq_elem(y, x, c, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, &A);
+        sat += A.sat;
+        clip += A.clip;
+        ovfc += A.ovfc;
+        ftz += A.ftz;
+        nan_in += A.nan_in;
     }
-#undef SEL
-    const float am = fl_f32_from_bits(amb);
+    const float am = fl_f32_from_bits(A.amb);
     if (m2) {
         double s2 = 0.0, s4 = 0.0;
         for (size_t c = 0; c < n; c++) {
             const float x0 = unit ? x[c] : x[c] * rs;
             const float xv = col ? x0 * cs[c] : x0;
-            if ((fl_f32_bits(unit ? xv : xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* the pass above's !isn */
+            if ((fl_f32_bits(unit ? xv : xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* fq_elem's !isn */
                 const double d2 = (double)xv * xv;
                 s2 += d2;
                 s4 += d2 * d2;
@@ -332,7 +407,7 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
     }
     k->sat += sat;
     k->clip += clip;
-    if (e4)
+    if (fmt == FL_FMT_E4M3)
         k->nan_out += ovfc;
     else
         k->inf_out += ovfc;

@@ -138,17 +138,25 @@ void fl_train_cfg_json(FILE *f, const fl_train_cfg *c)
             c->log_every, c->ckpt_every, c->div_margin, c->div_ema, c->div_window, c->stop_on_div ? "true" : "false");
 }
 
-void fl_blas_ensure_coretype(char **argv)
+void fl_blas_setup(char **argv)
 {
-    if (getenv("OPENBLAS_CORETYPE") || strcmp(openblas_get_corename(), "Prescott"))
+    int changed = 0;
+    if (!getenv("OPENBLAS_CORETYPE") && !strcmp(openblas_get_corename(), "Prescott")) {
+        __builtin_cpu_init();
+        const char *core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2")    ? "Haswell"
+                                                             : NULL;
+        if (core) {
+            setenv("OPENBLAS_CORETYPE", core, 1);
+            changed = 1;
+        }
+    }
+    if (openblas_get_parallel() == 1 && !getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        changed = 1;
+    }
+    if (!changed)
         return;
-    __builtin_cpu_init();
-    const char *core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                     : __builtin_cpu_supports("avx2")    ? "Haswell"
-                                                         : NULL;
-    if (!core)
-        return;
-    setenv("OPENBLAS_CORETYPE", core, 1);
     fflush(NULL);
     execv("/proc/self/exe", argv);
 }

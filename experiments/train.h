@@ -86,12 +86,17 @@ void fl_train_cfg_json(FILE *f, const fl_train_cfg *c);
    training flag, 2 bad value (message printed). */
 int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, const char *val, int *used);
 
-/* OpenBLAS picks its kernels from the CPU model at load time; on virtual CPUs that report no model
-   (as here) it falls back to the "Prescott" SSE3 kernels, 5-7x slower than the AVX-512 ones.  When
-   OPENBLAS_CORETYPE is unset and the fallback was taken, set it from the CPU's features (avx512f:
-   SkylakeX, avx2: Haswell) and re-execute this program (argv: main's full argv, NULL-terminated).
-   Returns only when nothing was done (or exec failed). */
-void fl_blas_ensure_coretype(char **argv);
+/* Set up OpenBLAS's environment and re-execute this program when something had to change (argv:
+   main's full argv, NULL-terminated); returns when nothing was done (or exec failed).
+   - OpenBLAS picks its kernels from the CPU model at load time; on virtual CPUs that report no
+     model (as here) it falls back to the "Prescott" SSE3 kernels, 5-7x slower than the AVX-512
+     ones.  When OPENBLAS_CORETYPE is unset and the fallback was taken, set it from the CPU's
+     features (avx512f: SkylakeX, avx2: Haswell).
+   - The build links the OpenMP OpenBLAS where it is installed (Makefile).  When the pthreads one
+     was loaded instead and OMP_WAIT_POLICY is unset, set it to passive: OpenMP threads spinning
+     between the harness's parallel loops otherwise take the cores from OpenBLAS's own threads
+     (2 threads ran at half the speed of one). */
+void fl_blas_setup(char **argv);
 
 /* Set by SIGINT/SIGTERM handlers installed by fl_train_run. */
 extern volatile int fl_train_stop_flag;

@@ -45,12 +45,12 @@ static inline float sw_exp_nonpos(float a, float *p_out, float *kf_out)
 }
 
 /* fl_silu_f32(x) for x >= FL_SILU_TAIL_X (or NaN) from e = exp(-|x|), d = 1 + e (the callers select
-   the tail for x < FL_SILU_TAIL_X). */
+   the tail for x < FL_SILU_TAIL_X): x / d for x >= 0 or NaN, (x e) / d below.  The numerator is
+   selected before the one division, which divides the same operands as the branch taken. */
 static inline float sw_silu_ed(float x, float e, float d)
 {
-    const float pos = fl_divf(x, d), neg = fl_divf(x * e, d);
     const int take_pos = (x >= 0.0f) | fl_isnanf(x);
-    return take_pos ? pos : neg;
+    return fl_divf(take_pos ? x : x * e, d);
 }
 
 static void swiglu_fwd_f32(float *restrict y, const float *restrict g, const float *restrict u, size_t n,

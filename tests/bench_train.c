@@ -6,9 +6,12 @@
  * step does: casts, twins, attention, AdamW, telemetry) and reports steps/s and the model's GEMM
  * FLOP rate:  FLOPs/step = 3 * (2 N sum_linears K M + 2 * 2 B H (T (T+1) / 2) hs)  (forward + 2x
  * backward; causal attention counted on its lower triangle).  The sgemm rate is measured on the
- * model's largest Linear shape (N x 2F x C) with the same thread count.  ratio = model rate /
- * sgemm rate: the share of peak GEMM throughput the whole training step achieves.
- * Usage: bench_train [steps (default 60)] [threads (default 1)]
+ * model's largest Linear shape (N x 2F x C) with the same thread count, for 0.25 s right before and
+ * right after each training run; the run's ratio is its model rate over the mean of those two (the
+ * host is shared: the sgemm rate alone moves by 10-20% from minute to minute, so a reference taken
+ * once per table would be measured under other conditions than most runs).  Each configuration
+ * runs `repeats` times; the table gives the medians and the range of the ratio.
+ * Usage: bench_train [steps (default 60)] [threads (default 1)] [repeats (default 3)]
  */
 #include "train.h"
 
@@ -28,13 +31,14 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static double sgemm_rate(int M, int N, int K)
+static double sgemm_rate(int M, int N, int K, double secs)
 {
     float *a = malloc((size_t)M * K * sizeof *a), *b = malloc((size_t)N * K * sizeof *b), *c = malloc((size_t)M * N * sizeof *c);
     for (size_t i = 0; i < (size_t)M * K; i++)
         a[i] = (float)(i % 7) * 0.1f;
     for (size_t i = 0; i < (size_t)N * K; i++)
         b[i] = (float)(i % 5) * 0.1f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N); /* warm */
     int it = 0;
     const double t0 = now();
     double t;
@@ -42,11 +46,23 @@ static double sgemm_rate(int M, int N, int K)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
         it++;
         t = now() - t0;
-    } while (t < 0.5);
+    } while (t < secs);
     free(a);
     free(b);
     free(c);
     return 2.0 * M * N * K * it / t;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static double step_flops(const fl_model_cfg *m)
@@ -59,9 +75,14 @@ static double step_flops(const fl_model_cfg *m)
 
 int main(int argc, char **argv)
 {
-    fl_blas_ensure_coretype(argv);
+    fl_blas_setup(argv);
     const int steps = argc > 1 ? atoi(argv[1]) : 60;
     const int threads = argc > 2 ? atoi(argv[2]) : 1;
+    const int reps = argc > 3 ? atoi(argv[3]) : 3;
+    if (steps < 1 || threads < 1 || reps < 1 || reps > 64) {
+        fprintf(stderr, "usage: bench_train [steps >= 1] [threads >= 1] [repeats 1..64]\n");
+        return 2;
+    }
     openblas_set_num_threads(threads);
     char base[256];
     snprintf(base, sizeof base, "/tmp/fp8lab_bench_train_%d", (int)getpid());
@@ -69,8 +90,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_train: cannot create %s\n", base);
         return 1;
     }
-    printf("bench_train: %d steps per run, %d thread(s), OpenBLAS core %s\n", steps, threads, openblas_get_corename());
-    printf("%-22s %-12s %9s %12s %12s %7s\n", "model", "recipe", "steps/s", "model GF/s", "sgemm GF/s", "ratio");
+    const int par = openblas_get_parallel();
+    printf("bench_train: %d steps per run, %d thread(s), %d repeats; OpenBLAS core %s, %s threading\n", steps,
+           threads, reps, openblas_get_corename(), par == 2 ? "OpenMP" : par == 1 ? "pthreads" : "no");
+    printf("%-24s %-12s %9s %12s %12s %7s %15s\n", "model", "recipe", "steps/s", "model GF/s", "sgemm GF/s", "ratio",
+           "ratio range");
     const struct {
         const char *name;
         uint32_t C, F, T, B;
@@ -90,24 +114,36 @@ int main(int argc, char **argv)
         c.log_every = 10;
         c.ckpt_every = 1000000;
         const int N = (int)(c.model.B * c.model.T);
-        const double peak = sgemm_rate(N, 2 * (int)c.model.F, (int)c.model.C);
         for (int r = 0; r < 3; r++) {
             c.recipe.kind = recs[r];
-            char dir[512], p[600];
-            snprintf(dir, sizeof dir, "%s/%d-%d", base, mi, r);
-            fl_train_opts o = { dir, threads, 1, 0 };
-            if (fl_train_run(&c, &o)) {
-                fprintf(stderr, "bench_train: run failed\n");
-                return 1;
+            double sps[64], ref[64], ratio[64];
+            for (int k = 0; k < reps; k++) {
+                char dir[512], p[600];
+                snprintf(dir, sizeof dir, "%s/%d-%d-%d", base, mi, r, k);
+                const double before = sgemm_rate(N, 2 * (int)c.model.F, (int)c.model.C, 0.25);
+                fl_train_opts o = { dir, threads, 1, 0 };
+                if (fl_train_run(&c, &o)) {
+                    fprintf(stderr, "bench_train: run failed\n");
+                    return 1;
+                }
+                const double after = sgemm_rate(N, 2 * (int)c.model.F, (int)c.model.C, 0.25);
+                snprintf(p, sizeof p, "%s/summary.json", dir);
+                json_error_t e;
+                json_t *j = json_load_file(p, 0, &e);
+                sps[k] = j ? json_number_value(json_object_get(j, "steps_per_s")) : 0;
+                json_decref(j);
+                if (!(sps[k] > 0)) {
+                    fprintf(stderr, "bench_train: %s: no steps_per_s\n", p);
+                    return 1;
+                }
+                ref[k] = 0.5 * (before + after);
+                ratio[k] = sps[k] * step_flops(&c.model) / ref[k];
             }
-            snprintf(p, sizeof p, "%s/summary.json", dir);
-            json_error_t e;
-            json_t *j = json_load_file(p, 0, &e);
-            const double sps = j ? json_number_value(json_object_get(j, "steps_per_s")) : 0;
-            json_decref(j);
-            const double rate = sps * step_flops(&c.model);
-            printf("%-22s %-12s %9.2f %12.2f %12.2f %6.1f%%\n", models[mi].name, fl_recipe_name(recs[r]), sps,
-                   rate / 1e9, peak / 1e9, 100.0 * rate / peak);
+            const double s_med = median(sps, reps), ref_med = median(ref, reps), r_med = median(ratio, reps);
+            char range[64];
+            snprintf(range, sizeof range, "%.1f-%.1f%%", 100.0 * ratio[0], 100.0 * ratio[reps - 1]); /* sorted */
+            printf("%-24s %-12s %9.2f %12.2f %12.2f %6.1f%% %15s\n", models[mi].name, fl_recipe_name(recs[r]), s_med,
+                   s_med * step_flops(&c.model) / 1e9, ref_med / 1e9, 100.0 * r_med, range);
             fflush(stdout);
         }
     }
