@@ -298,13 +298,68 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, const float 
 
 /* ---- RMSNorm ------------------------------------------------------------------------------------ */
 
-/* The per-row sums (sum of squares, and dy . gain . x in the backward) run over c in order; rows go
-   in groups of RMS_RB whose chains run side by side.  The gain gradient sums over rows in order,
-   for all channels at once. */
+/* The per-row sums (sum of squares, and dy . gain . x in the backward) run over c in order from
+   0.0f.  With AVX-512 a block of 16 rows runs side by side, one row per lane: each 16 x 16 block of
+   (rows, columns) is transposed in registers and the sum takes one vector add per column; other
+   builds run groups of RMS_RB rows side by side.  The gain gradient sums over rows in order, for all
+   channels at once. */
 #define RMS_RB 4
+
+#if defined(__AVX512F__)
+/* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i). */
+static inline __attribute__((always_inline)) void tr16(__m512 v[16])
+{
+    __m512 a[16], b[16];
+    for (int i = 0; i < 16; i += 2) { /* a[i], a[i+1]: rows i, i+1 interleaved within 128-bit lanes */
+        a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) { /* b[g+j] lane k: rows g..g+3 of column 4k+j */
+        b[g] = _mm512_shuffle_ps(a[g], a[g + 2], 0x44);
+        b[g + 1] = _mm512_shuffle_ps(a[g], a[g + 2], 0xEE);
+        b[g + 2] = _mm512_shuffle_ps(a[g + 1], a[g + 3], 0x44);
+        b[g + 3] = _mm512_shuffle_ps(a[g + 1], a[g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512 p = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88), q = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xDD);
+        const __m512 r = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88), s = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xDD);
+        v[j] = _mm512_shuffle_f32x4(p, r, 0x88);
+        v[4 + j] = _mm512_shuffle_f32x4(q, s, 0x88);
+        v[8 + j] = _mm512_shuffle_f32x4(p, r, 0xDD);
+        v[12 + j] = _mm512_shuffle_f32x4(q, s, 0xDD);
+    }
+}
+#endif
 
 static void rms_forward(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
 {
+#if defined(__AVX512F__)
+#pragma omp parallel for schedule(static)
+    for (size_t t0 = 0; t0 < N; t0 += 16) {
+        const size_t nr = N - t0 < 16 ? N - t0 : 16;
+        __m512 ss = _mm512_setzero_ps(); /* lane r: row t0 + r */
+        for (size_t c0 = 0; c0 < C; c0 += 16) {
+            const size_t nc = C - c0 < 16 ? C - c0 : 16;
+            const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+            __m512 v[16];
+            for (size_t r = 0; r < 16; r++) { /* x^2, rows in lanes (columns past C are 0) */
+                const __m512 a = r < nr ? _mm512_maskz_loadu_ps(mk, x + (t0 + r) * C + c0) : _mm512_setzero_ps();
+                v[r] = _mm512_mul_ps(a, a);
+            }
+            tr16(v);
+            for (size_t j = 0; j < nc; j++)
+                ss = _mm512_add_ps(ss, v[j]);
+        }
+        const __m512 rr = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(_mm512_add_ps(
+                                            _mm512_div_ps(ss, _mm512_set1_ps((float)C)), _mm512_set1_ps(RMS_EPS))));
+        _mm512_mask_storeu_ps(rstd + t0, (__mmask16)((1u << nr) - 1u), rr);
+        for (size_t t = t0; t < t0 + nr; t++) {
+            const float *xr = x + t * C, rt = rstd[t];
+            for (size_t c = 0; c < C; c++)
+                y[t * C + c] = xr[c] * rt * gain[c];
+        }
+    }
+#else
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
         const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
@@ -327,12 +382,49 @@ static void rms_forward(float *y, float *rstd, const float *x, const float *gain
                 y[t * C + c] = xr[c] * rr * gain[c];
         }
     }
+#endif
 }
 
 /* dx (N, C) += (or = when accumulate is 0) the input gradient; dgain (C) += the gain gradient. */
 static void rms_backward(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
                          const float *gain, size_t N, size_t C, int accumulate)
 {
+#if defined(__AVX512F__)
+#pragma omp parallel for schedule(static)
+    for (size_t t0 = 0; t0 < N; t0 += 16) {
+        const size_t nr = N - t0 < 16 ? N - t0 : 16;
+        __m512 dot = _mm512_setzero_ps(); /* lane r: row t0 + r */
+        for (size_t c0 = 0; c0 < C; c0 += 16) {
+            const size_t nc = C - c0 < 16 ? C - c0 : 16;
+            const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+            const __m512 g = _mm512_maskz_loadu_ps(mk, gain + c0);
+            __m512 v[16];
+            for (size_t r = 0; r < 16; r++) /* dy gain x, rows in lanes */
+                v[r] = r < nr ? _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, dy + (t0 + r) * C + c0), g),
+                                              _mm512_maskz_loadu_ps(mk, x + (t0 + r) * C + c0))
+                              : _mm512_setzero_ps();
+            tr16(v);
+            for (size_t j = 0; j < nc; j++)
+                dot = _mm512_add_ps(dot, v[j]);
+        }
+        const __m512 rr = _mm512_maskz_loadu_ps((__mmask16)((1u << nr) - 1u), rstd + t0);
+        float k[16];
+        _mm512_storeu_ps(k, _mm512_div_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(rr, rr), rr), dot),
+                                          _mm512_set1_ps((float)C)));
+        for (size_t r = 0; r < nr; r++) {
+            const size_t t = t0 + r;
+            const float *xr = x + t * C, *dyr = dy + t * C;
+            const float rt = rstd[t], kt = k[r];
+            float *dxr = dx + t * C;
+            if (accumulate)
+                for (size_t c = 0; c < C; c++)
+                    dxr[c] = dxr[c] + (rt * dyr[c] * gain[c] - kt * xr[c]);
+            else
+                for (size_t c = 0; c < C; c++)
+                    dxr[c] = rt * dyr[c] * gain[c] - kt * xr[c];
+        }
+    }
+#else
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
         const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
@@ -357,6 +449,7 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
             }
         }
     }
+#endif
     enum { CB = 64 }; /* channels per block: a block's sums stay in registers over the rows */
 #pragma omp parallel for schedule(static)
     for (size_t c0 = 0; c0 < C; c0 += CB) {
@@ -928,12 +1021,59 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
 /* amax: the maximum of the bit patterns of |x| over the non-NaN elements, which is the value of the
    sequential "if (|x| > am) am = |x|" from 0 (non-negative floats order like their bit patterns)
    and vectorises.  rms (only when rms is not NULL): per-row sums of squares in double, each over c
-   in order, rows in groups of RB whose chains run side by side, then summed in row order. */
+   in order, then summed in row order.  With AVX-512 one pass computes both: blocks of 16 rows run
+   side by side, one row per lane (16 x 16 blocks transposed in registers, one add per column in
+   each half of 8 rows); other builds run groups of RB rows side by side. */
 static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)
 {
     const size_t n = R * C;
-    const int nt = omp_get_max_threads();
     uint32_t amb = 0;
+#if defined(__AVX512F__)
+    if (rms) {
+        double *rs = malloc((R ? R : 1) * sizeof *rs);
+#pragma omp parallel for schedule(static) reduction(max : amb)
+        for (size_t i0 = 0; i0 < R; i0 += 16) {
+            const size_t nr = R - i0 < 16 ? R - i0 : 16;
+            __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd(); /* lane r: row i0 + r, i0 + 8 + r */
+            __m512i mb = _mm512_setzero_si512();
+            for (size_t c0 = 0; c0 < C; c0 += 16) {
+                const size_t nc = C - c0 < 16 ? C - c0 : 16;
+                const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+                __m512 v[16];
+                for (size_t r = 0; r < 16; r++) { /* |x|, rows in lanes (columns past C are 0) */
+                    const __m512i b = r < nr ? _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + (i0 + r) * C + c0),
+                                                                _mm512_set1_epi32(0x7FFFFFFF))
+                                             : _mm512_setzero_si512();
+                    /* NaN patterns count as 0 in the maximum */
+                    mb = _mm512_mask_max_epu32(mb, _mm512_cmple_epu32_mask(b, _mm512_set1_epi32(0x7F800000)), mb, b);
+                    v[r] = _mm512_castsi512_ps(b);
+                }
+                tr16(v);
+                for (size_t j = 0; j < nc; j++) {
+                    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v[j]));
+                    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[j]), 1)));
+                    s0 = _mm512_add_pd(s0, _mm512_mul_pd(lo, lo));
+                    s1 = _mm512_add_pd(s1, _mm512_mul_pd(hi, hi));
+                }
+            }
+            double s[16];
+            _mm512_storeu_pd(s, s0);
+            _mm512_storeu_pd(s + 8, s1);
+            for (size_t r = 0; r < nr; r++)
+                rs[i0 + r] = s[r];
+            const uint32_t m = _mm512_reduce_max_epu32(mb);
+            amb = m > amb ? m : amb;
+        }
+        *amax = fl_f32_from_bits(amb);
+        double tot = 0.0;
+        for (size_t i = 0; i < R; i++)
+            tot += rs[i];
+        free(rs);
+        *rms = (float)sqrt(tot / (double)(n > 0 ? n : 1));
+        return;
+    }
+#endif
+    const int nt = omp_get_max_threads();
 #pragma omp parallel for schedule(static) reduction(max : amb)
     for (int ch = 0; ch < nt; ch++) { /* contiguous chunks, one per thread */
         const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
@@ -976,7 +1116,7 @@ static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C
     for (size_t i = 0; i < R; i++)
         tot += rs[i];
     free(rs);
-    *rms = (float)sqrt(tot / (double)((R * C) > 0 ? R * C : 1));
+    *rms = (float)sqrt(tot / (double)(n > 0 ? n : 1));
 }
 
 /* ---- forward ------------------------------------------------------------------------------------- */

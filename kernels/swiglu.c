@@ -46,24 +46,38 @@ static inline float sw_exp_nonpos(float a, float *p_out, float *kf_out)
 
 /* fl_silu_f32(x) for x >= FL_SILU_TAIL_X (or NaN) from e = exp(-|x|), d = 1 + e (the callers select
    the tail for x < FL_SILU_TAIL_X): x / d for x >= 0 or NaN, (x e) / d below.  The numerator is
-   selected before the one division, which divides the same operands as the branch taken. */
+   selected (by a bit mask: GCC would otherwise sink the select below a division it then cannot
+   vectorise) before the one division, which divides the same operands as the branch taken. */
 static inline float sw_silu_ed(float x, float e, float d)
 {
-    const int take_pos = (x >= 0.0f) | fl_isnanf(x);
-    return fl_divf(take_pos ? x : x * e, d);
+    const uint32_t take_pos = 0u - (uint32_t)((x >= 0.0f) | fl_isnanf(x));
+    const float num = fl_f32_from_bits((fl_f32_bits(x) & take_pos) | (fl_f32_bits(x * e) & ~take_pos));
+    return fl_divf(num, d);
 }
 
+/* The main loops below compute the body (x = g * mg >= FL_SILU_TAIL_X, or NaN) in every lane and
+   count the lanes below FL_SILU_TAIL_X; where there are any (rarely: |g| > 80), a second pass
+   overwrites those lanes with the tail's expression -- the value fl_swiglu_f32 /
+   fl_swiglu_grad_f32 select there, from the same exp reduction. */
 static void swiglu_fwd_f32(float *restrict y, const float *restrict g, const float *restrict u, size_t n,
                            float mg, float mu, float my)
 {
+    size_t ntail = 0;
     for (size_t i = 0; i < n; i++) {
         const float x = g[i] * mg, uu = u[i] * mu;
         float p, kf;
         const float e = sw_exp_nonpos(-fl_absf(x), &p, &kf);
         const float d = 1.0f + e;
-        const float body = sw_silu_ed(x, e, d) * uu;
-        const float tail = fl_silu_tail_scale(fl_silu_tail_c(x, 0), p, kf, uu);
-        y[i] = (x < FL_SILU_TAIL_X ? tail : body) * my;
+        y[i] = (sw_silu_ed(x, e, d) * uu) * my;
+        ntail += x < FL_SILU_TAIL_X;
+    }
+    for (size_t i = 0; ntail && i < n; i++) {
+        const float x = g[i] * mg, uu = u[i] * mu;
+        if (x < FL_SILU_TAIL_X) {
+            float p, kf;
+            (void)sw_exp_nonpos(-fl_absf(x), &p, &kf);
+            y[i] = fl_silu_tail_scale(fl_silu_tail_c(x, 0), p, kf, uu) * my;
+        }
     }
 }
 
@@ -71,6 +85,7 @@ static void swiglu_bwd_f32(float *restrict dg, float *restrict du, const float *
                            const float *restrict u, const float *restrict dy, size_t n, float mg, float mu,
                            float md, float og, float ou)
 {
+    size_t ntail = 0;
     for (size_t i = 0; i < n; i++) {
         const float x = g[i] * mg, uu = u[i] * mu, dh = dy[i] * md;
         float p, kf;
@@ -83,12 +98,18 @@ static void swiglu_bwd_f32(float *restrict dg, float *restrict du, const float *
         const float infv = x > 0.0f ? 1.0f : -0.0f;
         const float grad = fl_absf(x) == fl_f32_from_bits(0x7F800000u) ? infv : gr;
         const float w = dh * uu;
-        const int tail = x < FL_SILU_TAIL_X;
-        const float tg = fl_silu_tail_scale(fl_silu_tail_c(x, 1), p, kf, w);
-        const float tu = fl_silu_tail_scale(fl_silu_tail_c(x, 0), p, kf, dh);
-        const float bg = w * grad, bu = dh * sw_silu_ed(x, e, d); /* unconditional: if-convertible */
-        dg[i] = (tail ? tg : bg) * og;
-        du[i] = (tail ? tu : bu) * ou;
+        dg[i] = (w * grad) * og;
+        du[i] = (dh * sw_silu_ed(x, e, d)) * ou;
+        ntail += x < FL_SILU_TAIL_X;
+    }
+    for (size_t i = 0; ntail && i < n; i++) {
+        const float x = g[i] * mg, uu = u[i] * mu, dh = dy[i] * md;
+        if (x < FL_SILU_TAIL_X) {
+            float p, kf;
+            (void)sw_exp_nonpos(-fl_absf(x), &p, &kf);
+            dg[i] = fl_silu_tail_scale(fl_silu_tail_c(x, 1), p, kf, dh * uu) * og;
+            du[i] = fl_silu_tail_scale(fl_silu_tail_c(x, 0), p, kf, dh) * ou;
+        }
     }
 }
 
