@@ -1239,14 +1239,21 @@ void fl_model_backward(fl_model *m)
         lin_backward(m, lin_index(m, (int)l, FL_LIN_QKV), m->dln, m->g[FL_P_WQKV] + l * 3 * C * C, m->dqkv, C, 3 * C, 1);
         rms_backward(m->dres, m->g[FL_P_LN1] + l * C, m->dln, x, m->rstd1 + l * N, m->p[FL_P_LN1] + l * C, N, C, 1);
     }
-    /* embeddings: loop over channels, tokens in order (deterministic scatter-add) */
+    /* embeddings: deterministic scatter-add, each element's sum over tokens i in order; blocks of
+       16 channels split between threads, each walks the tokens in order */
     float *gwte = m->g[FL_P_WTE], *gwpe = m->g[FL_P_WPE];
 #pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < C; k++)
+    for (size_t k0 = 0; k0 < C; k0 += 16) {
+        const size_t k1 = C - k0 < 16 ? C : k0 + 16;
         for (size_t i = 0; i < N; i++) {
-            gwte[(size_t)m->tok[i] * C + k] += m->dres[i * C + k];
-            gwpe[(i % T) * C + k] += m->dres[i * C + k];
+            float *gw = gwte + (size_t)m->tok[i] * C, *gp = gwpe + (i % T) * C;
+            const float *d = m->dres + i * C;
+            for (size_t k = k0; k < k1; k++) {
+                gw[k] += d[k];
+                gp[k] += d[k];
+            }
         }
+    }
 }
 
 /* ---- alignment telemetry ------------------------------------------------------------------------- */

@@ -252,8 +252,8 @@ uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
 /* The fast path of fq_span for e4m3 / e5m2 / bf16: the rounded value is formed directly in float32
    bits (RNE on the kept mantissa bits, the subnormal grid by the 2^23 trick), which is
    decode(encode(v)) -- the table path above -- written branch-free.  Counts as fq_span.
-   unit: the caller guarantees rs = rsi = s = si = 1 (their products are exact, so skipping them
-   changes no bit).  col: per-column smoothing cs/csi. */
+   unit = 1: the caller guarantees rs = rsi = s = si = 1; unit = 2: rs = rsi = 1 (products with 1
+   are exact, so skipping them changes no bit).  col: per-column smoothing cs/csi. */
 typedef struct {
     uint32_t sat, clip, ovfc, ftz, nan_in, amb; /* 32-bit counts within a chunk; amb: amax bit pattern */
 } fq_acc;
@@ -280,7 +280,7 @@ static inline __attribute__((always_inline)) void fq_elem(float *y, const float 
 #define SEL(m, p, q) (((p) & (m)) | ((q) & ~(m)))
     const float x0 = unit ? x[c] : x[c] * rs;
     const float xv = col ? x0 * cs[c] : x0;
-    const float v = unit ? xv : xv * s;
+    const float v = unit == 1 ? xv : xv * s;
     const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
     const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
     const float vs = fl_f32_from_bits(a) * sub;
@@ -292,7 +292,7 @@ static inline __attribute__((always_inline)) void fq_elem(float *y, const float 
     const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
     const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
     const float q = fl_f32_from_bits(ra | (sg & keep_sign));
-    const float q1 = unit ? q : q * si * rsi;
+    const float q1 = unit == 1 ? q : unit == 2 ? q * si : q * si * rsi;
     y[c] = col ? q1 * csi[c] : q1;
     const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
     const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
@@ -331,7 +331,7 @@ static inline __attribute__((always_inline)) size_t fq_block16(float *y, const f
         const __m512 xl = _mm512_loadu_ps(x + c);
         const __m512 x0 = unit ? xl : _mm512_mul_ps(xl, vrs);
         const __m512 xv = col ? _mm512_mul_ps(x0, _mm512_loadu_ps(cs + c)) : x0;
-        const __m512 v = unit ? xv : _mm512_mul_ps(xv, vs_);
+        const __m512 v = unit == 1 ? xv : _mm512_mul_ps(xv, vs_);
         const __m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, absm);
         if (_mm512_cmpgt_epu32_mask(a, maxb)) {
             for (size_t l = 0; l < 16; l++)
@@ -348,8 +348,10 @@ static inline __attribute__((always_inline)) size_t fq_block16(float *y, const f
             r0 = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(a, nmin), _mm512_castps_si512(rsub), rn);
         }
         __m512 q = _mm512_castsi512_ps(_mm512_or_si512(r0, sg));
-        if (!unit)
+        if (unit == 0)
             q = _mm512_mul_ps(_mm512_mul_ps(q, vsi), vrsi);
+        else if (unit == 2)
+            q = _mm512_mul_ps(q, vsi);
         if (col)
             q = _mm512_mul_ps(q, _mm512_loadu_ps(csi + c));
         _mm512_storeu_ps(y + c, q);
@@ -396,7 +398,7 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
         for (size_t c = 0; c < n; c++) {
             const float x0 = unit ? x[c] : x[c] * rs;
             const float xv = col ? x0 * cs[c] : x0;
-            if ((fl_f32_bits(unit ? xv : xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* fq_elem's !isn */
+            if ((fl_f32_bits(unit == 1 ? xv : xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* fq_elem's !isn */
                 const double d2 = (double)xv * xv;
                 s2 += d2;
                 s4 += d2 * d2;
@@ -417,8 +419,9 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
 }
 
 /* The body compiled once per format (the constant folds the format's selections away), for bf16
-   once more without the unit scales that every bf16 site has, and with column smoothing (cs, csi:
-   Smooth-SwiGLU's per-channel scales at the down projection's input, e4m3 or bf16). */
+   once more without the unit scales that every bf16 site has, for e4m3/e5m2 once more without row
+   smoothing, and with column smoothing (cs, csi: Smooth-SwiGLU's per-channel scales at the down
+   projection's input, e4m3 or bf16). */
 #define FQ_VARIANT(name, fmt, unit, col)                                                                \
     __attribute__((noinline)) static float name(float *y, const float *x, size_t n, const float *cs,   \
                                                 const float *csi, float rs, float rsi, float s, float si, \
@@ -430,6 +433,8 @@ FQ_VARIANT(fq_span_e4m3, FL_FMT_E4M3, 0, 0)
 FQ_VARIANT(fq_span_e5m2, FL_FMT_E5M2, 0, 0)
 FQ_VARIANT(fq_span_bf16, FL_FMT_BF16, 0, 0)
 FQ_VARIANT(fq_span_bf16_unit, FL_FMT_BF16, 1, 0)
+FQ_VARIANT(fq_span_e4m3_r1, FL_FMT_E4M3, 2, 0)
+FQ_VARIANT(fq_span_e5m2_r1, FL_FMT_E5M2, 2, 0)
 FQ_VARIANT(fq_span_e4m3_col, FL_FMT_E4M3, 0, 1)
 FQ_VARIANT(fq_span_bf16_col, FL_FMT_BF16, 0, 1)
 #undef FQ_VARIANT
@@ -438,10 +443,11 @@ FQ_VARIANT(fq_span_bf16_col, FL_FMT_BF16, 0, 1)
 static float fq_span_fast(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs, float rsi,
                           float s, float si, fl_format fmt, int nosat, fq_cnt *k, double *m2, double *m4)
 {
+    const int r1 = rs == 1.0f && rsi == 1.0f; /* no row smoothing */
     if (fmt == FL_FMT_E4M3)
-        return (cs ? fq_span_e4m3_col : fq_span_e4m3)(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
+        return (cs ? fq_span_e4m3_col : r1 ? fq_span_e4m3_r1 : fq_span_e4m3)(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
     if (fmt == FL_FMT_E5M2)
-        return fq_span_e5m2(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
+        return (r1 ? fq_span_e5m2_r1 : fq_span_e5m2)(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
     if (cs)
         return fq_span_bf16_col(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
     if (rs == 1.0f && rsi == 1.0f && s == 1.0f && si == 1.0f)
