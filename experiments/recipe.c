@@ -518,6 +518,101 @@ static int log2_exact(size_t b)
     return k;
 }
 
+/* Moments of the rows of a cast without column smoothing: rm[2i], rm[2i+1] = the sums over c in
+   order of d2 = (double) xv^2 and d2^2, xv = x[i][c] * rs_i, over the elements whose v = xv * s_i is
+   not NaN -- fq_span_body's moment pass, row by row (rs = NULL: 1; s_i = bs[i / br]).  Eight rows
+   at a time run in the lanes of one vector: an 8x8 block is transposed in registers, so that each
+   column is one masked vector addition per sum (a NaN lane adds nothing: s2 and s4 start at +0 and
+   only grow, so skipping is the sequential loop's "continue"). */
+static void moments_row(double *rm, const float *x, size_t C, float rs, float s)
+{
+    double s2 = 0.0, s4 = 0.0;
+    for (size_t c = 0; c < C; c++) {
+        const float xv = x[c] * rs;
+        if ((fl_f32_bits(xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) {
+            const double d2 = (double)xv * xv;
+            s2 += d2;
+            s4 += d2 * d2;
+        }
+    }
+    rm[0] = s2;
+    rm[1] = s4;
+}
+
+static void moments_rows(double *rm, const float *x, size_t R, size_t C, const float *rs, const float *bs, size_t br)
+{
+    size_t g8 = 0;
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+    g8 = R / 8;
+#pragma omp parallel for schedule(static)
+    for (size_t g = 0; g < g8; g++) {
+        const size_t i0 = g * 8;
+        float rsv[8], sv[8];
+        for (int r = 0; r < 8; r++) {
+            rsv[r] = rs ? rs[i0 + r] : 1.0f;
+            sv[r] = bs[(i0 + r) / br];
+        }
+        const __m256 vrs = _mm256_loadu_ps(rsv), vs = _mm256_loadu_ps(sv);
+        const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), infb = _mm256_set1_epi32(0x7F800000);
+        __m512d s2 = _mm512_setzero_pd(), s4 = _mm512_setzero_pd();
+        const float *xr = x + i0 * C;
+#define MOM_COL(col)                                                                                 \
+    do {                                                                                             \
+        const __m256 x0 = _mm256_mul_ps((col), vrs);                                                 \
+        const __m256i vb = _mm256_and_si256(_mm256_castps_si256(_mm256_mul_ps(x0, vs)), absm);       \
+        const __mmask8 ok = _mm256_cmple_epu32_mask(vb, infb);                                       \
+        const __m512d d = _mm512_cvtps_pd(x0), d2 = _mm512_mul_pd(d, d);                             \
+        s2 = _mm512_mask_add_pd(s2, ok, s2, d2);                                                     \
+        s4 = _mm512_mask_add_pd(s4, ok, s4, _mm512_mul_pd(d2, d2));                                  \
+    } while (0)
+        size_t c = 0;
+        for (; c + 8 <= C; c += 8) {
+            __m256 a[8];
+            for (int r = 0; r < 8; r++)
+                a[r] = _mm256_loadu_ps(xr + (size_t)r * C + c);
+            const __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+            const __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+            const __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
+            const __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            MOM_COL(_mm256_permute2f128_ps(u0, u4, 0x20)); /* column c: lane r = row r */
+            MOM_COL(_mm256_permute2f128_ps(u1, u5, 0x20));
+            MOM_COL(_mm256_permute2f128_ps(u2, u6, 0x20));
+            MOM_COL(_mm256_permute2f128_ps(u3, u7, 0x20));
+            MOM_COL(_mm256_permute2f128_ps(u0, u4, 0x31));
+            MOM_COL(_mm256_permute2f128_ps(u1, u5, 0x31));
+            MOM_COL(_mm256_permute2f128_ps(u2, u6, 0x31));
+            MOM_COL(_mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (; c < C; c++) {
+            float v[8];
+            for (int r = 0; r < 8; r++)
+                v[r] = xr[(size_t)r * C + c];
+            MOM_COL(_mm256_loadu_ps(v));
+        }
+#undef MOM_COL
+        double o2[8], o4[8];
+        _mm512_storeu_pd(o2, s2);
+        _mm512_storeu_pd(o4, s4);
+        for (int r = 0; r < 8; r++) {
+            rm[2 * (i0 + r)] = o2[r];
+            rm[2 * (i0 + r) + 1] = o4[r];
+        }
+    }
+    g8 *= 8;
+#endif
+    for (size_t i = g8; i < R; i++)
+        moments_row(rm + 2 * i, x + i * C, C, rs ? rs[i] : 1.0f, bs[i / br]);
+}
+
+void fl_recipe_row_moments(double *rm, const float *x, size_t R, size_t C, const float *rs, const float *s)
+{
+    moments_rows(rm, x, R, C, rs, s, 1);
+}
+
 /* The smoothing scale: the kernels' rule (kernels/activations.h), 2^-ceil(log2 amax). */
 static float smooth_scale(float a) { return fl_smooth_scale_f32(a); }
 
@@ -637,9 +732,12 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
     const size_t span = bc < C ? bc : C;
     const int fast = !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
-    if (fast && !mom && !row_s && !col_s && nbr * nbc == 1) {
-        /* One scale, no per-row moments: the tensor is one span, cut into contiguous chunks (one per
-           thread) instead of rows.  Counts and the amax do not depend on the cut. */
+    /* moments by groups of rows after the cast (moments_rows) where a row has one scale and no
+       column smoothing; else inside the row loop */
+    const int gmom = mom && fast && !col_s && nbc == 1;
+    if (fast && (!mom || gmom) && !row_s && !col_s && nbr * nbc == 1) {
+        /* One scale: the tensor is one span, cut into contiguous chunks (one per thread) instead of
+           rows.  Counts and the amax do not depend on the cut. */
         const int nt = omp_get_max_threads();
 #pragma omp parallel for schedule(static) reduction(fq_add : tot) reduction(max : amax)
         for (int ch = 0; ch < nt; ch++) {
@@ -667,14 +765,14 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
                 const float a =
                     fast ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
                                         col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
-                                        nosat, &k, mom ? &m2 : NULL, &m4)
+                                        nosat, &k, mom && !gmom ? &m2 : NULL, &m4)
                          : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
                                    col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, nosat,
                                    fmax, bound, ties_ovf, &k, mom ? &m2 : NULL, &m4);
                 if (a > am)
                     am = a;
             }
-            if (mom) {
+            if (mom && !gmom) {
                 rm[2 * i] = m2;
                 rm[2 * i + 1] = m4;
             }
@@ -683,6 +781,8 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
             fq_cnt_add(&tot, &k);
         }
     }
+    if (gmom)
+        moments_rows(rm, x, R, C, row_s, bs, br);
 #undef XS
     if (bs != &sc1) {
         free(bs);

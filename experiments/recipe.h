@@ -156,6 +156,12 @@ const char *fl_recipe_state_load(fl_recipe *r, const unsigned char *buf, size_t 
    nosat: the non-saturating cast), any other format through fl_encode_f32_bits. */
 uint32_t fl_recipe_encode(fl_format f, float x, int nosat);
 
+/* The moments a telemetry step's cast collects, per row (exported for tests): rm[2i], rm[2i+1] =
+   sum over c ascending of d2 = (double) xv^2 and of d2^2, xv = x[i][c] * rs[i] (rs NULL: 1), over
+   the elements whose xv * s[i] is not NaN.  Rows go eight at a time in vector lanes where AVX-512
+   is available; the sums are those of the sequential loop, bit for bit. */
+void fl_recipe_row_moments(double *rm, const float *x, size_t R, size_t C, const float *rs, const float *s);
+
 /* The amax the current delayed scale came from (history max, or the most recent amax). */
 float fl_recipe_delayed_amax_from(const fl_delayed *d);
 

@@ -4,8 +4,9 @@
  *     equals fl_encode_f32_bits on every float32 pattern with stride 1021 plus every pattern within
  *     +-64 of each binade edge and of the overflow boundaries (encodings compared exactly).
  *  2. The vectorised fake-quantisation loop equals the table-driven reference loop (slow_cast) bit
- *     for bit (NaN compared as a class) with identical counters, for every recipe, both overflow
- *     modes, on a tensor with normals, subnormals, zeros, overflows, Inf and NaN.
+ *     for bit (NaN compared as a class) with identical counters and moments, for every recipe, both
+ *     overflow modes, on a tensor with normals, subnormals, zeros, overflows, Inf and NaN; the
+ *     telemetry moments (8 rows in vector lanes) equal the sequential double sums row by row.
  *  3. Smooth-SwiGLU: the cast of the down projection's input under fp8-delayed, per channel and per
  *     token, equals the kernels' fused twin fl_smooth_swiglu_fwd (e4m3 with the same scale).
  *  4. Every recipe trains 6 steps (fl_train_run, a tiny model) with a finite loss, and its files are
@@ -83,6 +84,58 @@ static void fill(float *x, size_t n)
     }
 }
 
+/* fl_recipe_row_moments against the sequential double loop, bit for bit, row by row: values with
+   full 24-bit significands over a few binades (their squares and fourth powers overflow a double's
+   53 bits once summed, so a changed order shows in some rows), NaN in places (skipped), row scales
+   rs and scales s with a NaN-making product (Inf * 0) in one row, and shapes whose rows and columns
+   are not multiples of 8. */
+static void check_row_moments(void)
+{
+    static const size_t shapes[4][2] = { { 1000, 75 }, { 37, 8 }, { 9, 3 }, { 64, 256 } };
+    uint64_t st = 99;
+    long rows = 0;
+    for (int sh = 0; sh < 4; sh++) {
+        const size_t R = shapes[sh][0], C = shapes[sh][1];
+        float *x = malloc(R * C * sizeof *x), *rs = malloc(R * sizeof *rs), *s = malloc(R * sizeof *s);
+        double *rm = malloc(2 * R * sizeof *rm);
+        for (size_t i = 0; i < R * C; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            const uint32_t r = (uint32_t)(st >> 33);
+            x[i] = ((r & 1) ? -1.0f : 1.0f) * (1.0f + (float)(r >> 9 & 0x7FFFFF) * 0x1p-23f) * fl_pow2f((int)(r % 13) - 6);
+            if (i % 53 == 7)
+                x[i] = NAN;
+        }
+        for (size_t i = 0; i < R; i++) {
+            rs[i] = fl_pow2f((int)(i % 5) - 2);
+            s[i] = i == 3 ? 0.0f : 448.0f / (float)(i + 1);
+        }
+        if (R > 3 && C > 1)
+            x[3 * C + 1] = INFINITY; /* Inf * 0 = NaN: skipped in row 3 */
+        for (int withrs = 0; withrs < 2; withrs++) {
+            fl_recipe_row_moments(rm, x, R, C, withrs ? rs : NULL, s);
+            for (size_t i = 0; i < R; i++) {
+                double s2 = 0.0, s4 = 0.0;
+                for (size_t c = 0; c < C; c++) {
+                    const float xv = x[i * C + c] * (withrs ? rs[i] : 1.0f);
+                    if (isnan(xv * s[i]))
+                        continue;
+                    const double d2 = (double)xv * xv;
+                    s2 += d2;
+                    s4 += d2 * d2;
+                }
+                CHECK(rm[2 * i] == s2 && rm[2 * i + 1] == s4, "row moments %zux%zu rs=%d row %zu: %a %a, want %a %a", R, C,
+                      withrs, i, rm[2 * i], rm[2 * i + 1], s2, s4);
+                rows++;
+            }
+        }
+        free(x);
+        free(rs);
+        free(s);
+        free(rm);
+    }
+    printf("  row moments equal the sequential double sums in %ld rows\n", rows);
+}
+
 static void check_cast_paths(void)
 {
     const size_t R = 130, C = 200;
@@ -112,7 +165,7 @@ static void check_cast_paths(void)
                         const fl_cast_stats *p = &a.sites[site].st, *q = &b.sites[site].st;
                         CHECK(p->n == q->n && p->sat == q->sat && p->clip == q->clip && p->nan_out == q->nan_out &&
                                   p->inf_out == q->inf_out && p->nan_in == q->nan_in && p->ftz == q->ftz &&
-                                  same_float(p->amax, q->amax) && p->sum2 == q->sum2,
+                                  same_float(p->amax, q->amax) && p->sum2 == q->sum2 && p->sum4 == q->sum4,
                               "%s nosat=%d site %d: counters differ (sat %llu/%llu nan %llu/%llu inf %llu/%llu ftz %llu/%llu)",
                               fl_recipe_name((fl_recipe_kind)k), nosat, site, (unsigned long long)p->sat,
                               (unsigned long long)q->sat, (unsigned long long)p->nan_out, (unsigned long long)q->nan_out,
@@ -332,6 +385,7 @@ int main(void)
 {
     check_trigger_data();
     check_encoders();
+    check_row_moments();
     check_cast_paths();
     check_smooth_twin();
     check_grad_scaling();
