@@ -302,7 +302,7 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, const float 
    0.0f.  With AVX-512 a block of 16 rows runs side by side, one row per lane: each 16 x 16 block of
    (rows, columns) is transposed in registers and the sum takes one vector add per column; other
    builds run groups of RMS_RB rows side by side.  The gain gradient sums over rows in order, for all
-   channels at once. */
+   channels at once (64 per block, in registers). */
 #define RMS_RB 4
 
 #if defined(__AVX512F__)
@@ -329,6 +329,27 @@ static inline __attribute__((always_inline)) void tr16(__m512 v[16])
         v[12 + j] = _mm512_shuffle_f32x4(q, s, 0xDD);
     }
 }
+/* v[j] = column j of the 16 x 16 block at p (row stride ld): lane i holds p[i ld + j].  The
+   cross-lane part is done by the loads (128-bit pieces of four rows into the four lanes), the rest
+   by a 4 x 4 transpose within each 128-bit lane. */
+static inline __attribute__((always_inline)) void ld16t(__m512 v[16], const float *p, size_t ld)
+{
+    for (int k = 0; k < 4; k++) {
+        __m512 q[4]; /* q[m] lane L: row 4L + m, columns 4k..4k+3 */
+        for (int m = 0; m < 4; m++) {
+            q[m] = _mm512_castps128_ps512(_mm_loadu_ps(p + (size_t)m * ld + 4 * k));
+            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(4 + m) * ld + 4 * k), 1);
+            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(8 + m) * ld + 4 * k), 2);
+            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(12 + m) * ld + 4 * k), 3);
+        }
+        const __m512 a0 = _mm512_unpacklo_ps(q[0], q[1]), a1 = _mm512_unpackhi_ps(q[0], q[1]);
+        const __m512 a2 = _mm512_unpacklo_ps(q[2], q[3]), a3 = _mm512_unpackhi_ps(q[2], q[3]);
+        v[4 * k] = _mm512_shuffle_ps(a0, a2, 0x44);
+        v[4 * k + 1] = _mm512_shuffle_ps(a0, a2, 0xEE);
+        v[4 * k + 2] = _mm512_shuffle_ps(a1, a3, 0x44);
+        v[4 * k + 3] = _mm512_shuffle_ps(a1, a3, 0xEE);
+    }
+}
 #endif
 
 static void rms_forward(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
@@ -341,9 +362,10 @@ static void rms_forward(float *y, float *rstd, const float *x, const float *gain
         for (size_t c0 = 0; c0 < C; c0 += 16) {
             const size_t nc = C - c0 < 16 ? C - c0 : 16;
             const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+            const float *xp = x + t0 * C + c0;
             __m512 v[16];
-            for (size_t r = 0; r < 16; r++) { /* x^2, rows in lanes (columns past C are 0) */
-                const __m512 a = r < nr ? _mm512_maskz_loadu_ps(mk, x + (t0 + r) * C + c0) : _mm512_setzero_ps();
+            for (size_t r = 0; r < 16; r++, xp += r < nr ? C : 0) { /* x^2; rows past N repeat the last */
+                const __m512 a = _mm512_maskz_loadu_ps(mk, xp);
                 v[r] = _mm512_mul_ps(a, a);
             }
             tr16(v);
@@ -398,17 +420,21 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
             const size_t nc = C - c0 < 16 ? C - c0 : 16;
             const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
             const __m512 g = _mm512_maskz_loadu_ps(mk, gain + c0);
+            const size_t o = t0 * C + c0;
+            const float *dyp = dy + o, *xp = x + o;
             __m512 v[16];
-            for (size_t r = 0; r < 16; r++) /* dy gain x, rows in lanes */
-                v[r] = r < nr ? _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, dy + (t0 + r) * C + c0), g),
-                                              _mm512_maskz_loadu_ps(mk, x + (t0 + r) * C + c0))
-                              : _mm512_setzero_ps();
+            for (size_t r = 0; r < 16; r++) { /* dy gain x; rows past N repeat the last */
+                v[r] = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, dyp), g), _mm512_maskz_loadu_ps(mk, xp));
+                const size_t st = r + 1 < nr ? C : 0;
+                dyp += st;
+                xp += st;
+            }
             tr16(v);
             for (size_t j = 0; j < nc; j++)
                 dot = _mm512_add_ps(dot, v[j]);
         }
         const __m512 rr = _mm512_maskz_loadu_ps((__mmask16)((1u << nr) - 1u), rstd + t0);
-        float k[16];
+        float k[16]; /* k[r] = rstd^3 dot / C of row t0 + r */
         _mm512_storeu_ps(k, _mm512_div_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(rr, rr), rr), dot),
                                           _mm512_set1_ps((float)C)));
         for (size_t r = 0; r < nr; r++) {
@@ -451,6 +477,30 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
     }
 #endif
     enum { CB = 64 }; /* channels per block: a block's sums stay in registers over the rows */
+#if defined(__AVX512F__)
+#pragma omp parallel for schedule(static)
+    for (size_t c0 = 0; c0 < C; c0 += CB) {
+        __mmask16 mk[CB / 16];
+        __m512 s[CB / 16];
+        for (size_t q = 0; q < CB / 16; q++) {
+            const size_t lo = c0 + 16 * q, nc = lo >= C ? 0 : C - lo < 16 ? C - lo : 16;
+            mk[q] = (__mmask16)((1u << nc) - 1u);
+            s[q] = _mm512_setzero_ps();
+        }
+        for (size_t t = 0; t < N; t++) {
+            const __m512 rt = _mm512_set1_ps(rstd[t]);
+            for (size_t q = 0; q < CB / 16; q++) {
+                const size_t o = t * C + c0 + 16 * q;
+                s[q] = _mm512_add_ps(s[q], _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk[q], dy + o),
+                                                                       _mm512_maskz_loadu_ps(mk[q], x + o)), rt));
+            }
+        }
+        for (size_t q = 0; q < CB / 16; q++) {
+            float *d = dgain + c0 + 16 * q;
+            _mm512_mask_storeu_ps(d, mk[q], _mm512_add_ps(_mm512_maskz_loadu_ps(mk[q], d), s[q]));
+        }
+    }
+#else
 #pragma omp parallel for schedule(static)
     for (size_t c0 = 0; c0 < C; c0 += CB) {
         const size_t nc = C - c0 < CB ? C - c0 : CB;
@@ -463,6 +513,7 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
         for (size_t c = 0; c < nc; c++)
             dgain[c0 + c] += s[c];
     }
+#endif
 }
 
 /* ---- expf, vectorised ---------------------------------------------------------------------------- */
@@ -1039,11 +1090,23 @@ static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C
             for (size_t c0 = 0; c0 < C; c0 += 16) {
                 const size_t nc = C - c0 < 16 ? C - c0 : 16;
                 const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+                const float *xp = x + i0 * C + c0;
                 __m512 v[16];
-                for (size_t r = 0; r < 16; r++) { /* |x|, rows in lanes (columns past C are 0) */
-                    const __m512i b = r < nr ? _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + (i0 + r) * C + c0),
-                                                                _mm512_set1_epi32(0x7FFFFFFF))
-                                             : _mm512_setzero_si512();
+                if (nr == 16 && nc == 16) { /* a full block: transposed by the loads; the maximum as below */
+                    ld16t(v, xp, C);
+                    for (size_t j = 0; j < 16; j++) {
+                        const __m512i b = _mm512_and_si512(_mm512_castps_si512(v[j]), _mm512_set1_epi32(0x7FFFFFFF));
+                        mb = _mm512_mask_max_epu32(mb, _mm512_cmple_epu32_mask(b, _mm512_set1_epi32(0x7F800000)), mb, b);
+                        const __m512 a = _mm512_castsi512_ps(b);
+                        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+                        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+                        s0 = _mm512_add_pd(s0, _mm512_mul_pd(lo, lo));
+                        s1 = _mm512_add_pd(s1, _mm512_mul_pd(hi, hi));
+                    }
+                    continue;
+                }
+                for (size_t r = 0; r < 16; r++, xp += r < nr ? C : 0) { /* |x|; rows past R repeat the last */
+                    const __m512i b = _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, xp), _mm512_set1_epi32(0x7FFFFFFF));
                     /* NaN patterns count as 0 in the maximum */
                     mb = _mm512_mask_max_epu32(mb, _mm512_cmple_epu32_mask(b, _mm512_set1_epi32(0x7F800000)), mb, b);
                     v[r] = _mm512_castsi512_ps(b);
