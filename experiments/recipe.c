@@ -341,12 +341,22 @@ static inline __attribute__((always_inline)) size_t fq_block16(float *y, const f
         const __m512i sg = _mm512_andnot_si512(absm, u);
         const __m512i rn = _mm512_and_si512(
             _mm512_add_epi32(_mm512_add_epi32(a, half), _mm512_and_si512(_mm512_srli_epi32(a, sh), one)), mask);
+        const __m512i axb = _mm512_and_si512(_mm512_castps_si512(xv), absm);
         __m512i r0 = rn;
+        /* A flushed lane rounds to 0 from a nonzero x: only on the subnormal grid (e4m3/e5m2; a
+           normal lane rounds to at least the smallest normal) or, for bf16, from below 2^-133. */
+        int subn = bf;
         if (!bf) {
-            const __m512 vsb = _mm512_mul_ps(_mm512_castsi512_ps(a), sub);
-            const __m512 rsub = _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(vsb, two23), two23), subi);
-            r0 = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(a, nmin), _mm512_castps_si512(rsub), rn);
+            const __mmask16 mn = _mm512_cmpge_epu32_mask(a, nmin);
+            if (mn != 0xFFFF) { /* some lane below the smallest normal */
+                const __m512 vsb = _mm512_mul_ps(_mm512_castsi512_ps(a), sub);
+                const __m512 rsub = _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(vsb, two23), two23), subi);
+                r0 = _mm512_mask_blend_epi32(mn, _mm512_castps_si512(rsub), rn);
+                subn = 1;
+            }
         }
+        if (subn)
+            ftz += (uint32_t)__builtin_popcount(_mm512_cmpeq_epi32_mask(r0, zero) & _mm512_cmpneq_epi32_mask(axb, zero));
         __m512 q = _mm512_castsi512_ps(_mm512_or_si512(r0, sg));
         if (unit == 0)
             q = _mm512_mul_ps(_mm512_mul_ps(q, vsi), vrsi);
@@ -355,9 +365,7 @@ static inline __attribute__((always_inline)) size_t fq_block16(float *y, const f
         if (col)
             q = _mm512_mul_ps(q, _mm512_loadu_ps(csi + c));
         _mm512_storeu_ps(y + c, q);
-        const __m512i axb = _mm512_and_si512(_mm512_castps_si512(xv), absm);
         amb = _mm512_max_epu32(amb, axb);
-        ftz += (uint32_t)__builtin_popcount(_mm512_cmpeq_epi32_mask(r0, zero) & _mm512_cmpneq_epi32_mask(axb, zero));
     }
     const uint32_t vm = (uint32_t)_mm512_reduce_max_epu32(amb); /* and fq_elem's, of the other blocks */
     A->amb = vm > A->amb ? vm : A->amb;
