@@ -218,9 +218,20 @@ static int lin_site(const fl_model *m, int li, int role)
     return li * 3 + role;
 }
 
+/* Whether a cast at site si may write over its input: on steps without telemetry moments (the
+   moment sums read the input after the cast), without smoothing, column-wise copies (they are cast
+   from the input afterwards) or fast accumulation (it re-encodes the input).  The values are those
+   of the cast into a separate buffer; the cast reads each element before it writes it. */
+static int cast_in_place(const fl_model *m, int si, const fl_smooth *sm)
+{
+    const fl_recipe *r = m->rec;
+    return !r->moments && !sm && !r->cfg.fast_accum && !fl_recipe_needs_colwise(r, si);
+}
+
 /* Y (P, N, M/P) = X . W^T in P planes (P = 2 for the gated FFN's [gate; up] weight, else 1):
-   plane p is X . W[p*M/P : (p+1)*M/P]^T. */
-static void lin_forward(fl_model *m, int li, float *Y, const float *X, const float *W, size_t K,
+   plane p is X . W[p*M/P : (p+1)*M/P]^T.  X may be overwritten by its cast (cast_in_place): the
+   callers read it no more, and the backward reads the cast. */
+static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W, size_t K,
                         size_t M, fl_smooth *sm, size_t P)
 {
     const size_t N = (size_t)m->cfg.B * m->cfg.T, Mp = M / P;
@@ -230,8 +241,9 @@ static void lin_forward(fl_model *m, int li, float *Y, const float *X, const flo
     q->xs = q->xts = X;
     q->ws = W;
     if (r->sites[si].fmt != FL_FMT_FP32) {
-        fl_recipe_cast(r, si, q->xq, X, N, K, 0, 1, sm);
-        q->xs = q->xts = q->xq;
+        float *xq = cast_in_place(m, si, sm) ? X : q->xq;
+        fl_recipe_cast(r, si, xq, X, N, K, 0, 1, sm);
+        q->xs = q->xts = xq;
         if (fl_recipe_needs_colwise(r, si)) {
             fl_recipe_cast(r, si, q->xqt, X, N, K, 1, 0, sm);
             q->xts = q->xqt;
@@ -270,9 +282,10 @@ static void lin_forward(fl_model *m, int li, float *Y, const float *X, const flo
                     q->ws + p * Mp * K, (int)K, 0.0f, Y + p * N * Mp, (int)Mp);
 }
 
-/* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X;  dY (P, N, M/P). */
-static void lin_backward(fl_model *m, int li, float *dX, float *dW, const float *dY, size_t K, size_t M,
-                         size_t P)
+/* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X;  dY (P, N, M/P).
+   dy_free: the caller reads dY no more, so its cast may overwrite it (cast_in_place). */
+static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, size_t K, size_t M,
+                         size_t P, int dy_free)
 {
     const size_t N = (size_t)m->cfg.B * m->cfg.T, Mp = M / P;
     const fl_lin_q *q = &m->lq[li];
@@ -280,8 +293,9 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, const float 
     const int sg = lin_site(m, li, FL_ROLE_GOUT);
     const float *g = dY, *gt = dY;
     if (r->sites[sg].fmt != FL_FMT_FP32) {
-        fl_recipe_cast(r, sg, m->gq, dY, P * N, Mp, 0, 1, NULL);
-        g = gt = m->gq;
+        float *gq = dy_free && cast_in_place(m, sg, NULL) ? dY : m->gq;
+        fl_recipe_cast(r, sg, gq, dY, P * N, Mp, 0, 1, NULL);
+        g = gt = gq;
         if (fl_recipe_needs_colwise(r, sg)) {
             fl_recipe_cast(r, sg, m->gqt, dY, P * N, Mp, 1, 0, NULL);
             gt = m->gqt;
@@ -569,32 +583,36 @@ static inline float expf_main(float x)
 }
 
 #if defined(__AVX512F__)
-/* expf_main of 16 floats, 8 doubles at a time; the table lookup is two two-register permutes and
-   a blend on bit 4 of the index (a gather is slower). */
-static inline __m512 expf_main16(__m512 xa)
+/* expf_main of 8 floats in doubles; the table lookup is two two-register permutes and a blend on bit
+   4 of the index (a gather is slower). */
+static inline __m256 expf_main8(__m256 xh)
 {
     const __m512d inv = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p52);
     const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
     const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
     const __m512i t0 = _mm512_loadu_si512(expf_tab), t1 = _mm512_loadu_si512(expf_tab + 8);
     const __m512i t2 = _mm512_loadu_si512(expf_tab + 16), t3 = _mm512_loadu_si512(expf_tab + 24);
+    const __m512d xd = _mm512_cvtps_pd(xh);
+    const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kds);
+    const __m512d kd = _mm512_sub_pd(kds, shift);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
+    const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r), y0 = _mm512_fmadd_pd(c2, r, one);
+    return _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc));
+}
+
+/* expf_main of 16 floats; with lo8 only the low 8 (the high 8 lanes of the result are then zero). */
+static inline __m512 expf_main16(__m512 xa, int lo8)
+{
     const __m512i xi = _mm512_castps_si512(xa);
-    __m256 yh[2];
-    for (int h = 0; h < 2; h++) {
-        const __m256 xh = _mm256_castsi256_ps(h ? _mm512_extracti64x4_epi64(xi, 1) : _mm512_castsi512_si256(xi));
-        const __m512d xd = _mm512_cvtps_pd(xh);
-        const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
-        const __m512i ki = _mm512_castpd_si512(kds);
-        const __m512d kd = _mm512_sub_pd(kds, shift);
-        const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
-        const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
-        const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
-        const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
-        const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r), y0 = _mm512_fmadd_pd(c2, r, one);
-        yh[h] = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc));
-    }
-    const __m512i lo = _mm512_castsi256_si512(_mm256_castps_si256(yh[0]));
-    return _mm512_castsi512_ps(_mm512_inserti64x4(lo, _mm256_castps_si256(yh[1]), 1));
+    const __m512i lo = _mm512_castsi256_si512(_mm256_castps_si256(expf_main8(_mm512_castps512_ps256(xa))));
+    if (lo8)
+        return _mm512_castsi512_ps(_mm512_zextsi256_si512(_mm512_castsi512_si256(lo)));
+    const __m256 yh = expf_main8(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(xi, 1)));
+    return _mm512_castsi512_ps(_mm512_inserti64x4(lo, _mm256_castps_si256(yh), 1));
 }
 #endif
 
@@ -627,7 +645,8 @@ static void expf_sub(float *y, const float *x, float m, size_t n)
     size_t i = 0;
 #if defined(__AVX512F__)
     if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1) {
-        /* 16 at a time, the last block masked; a block with a special lane calls expf */
+        /* 16 at a time, the last block masked (only its low half computed when it has at most 8);
+           a block with a special lane calls expf */
         const __m512 mv = _mm512_set1_ps(m);
         const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), lim = _mm512_set1_epi32(0x42B00000); /* top12 > 0x42a */
         for (; i < n; i += 16) {
@@ -639,7 +658,7 @@ static void expf_sub(float *y, const float *x, float m, size_t n)
                 for (size_t l = 0; l < 16 && i + l < n; l++)
                     y[i + l] = expf(b[l]);
             } else {
-                _mm512_mask_storeu_ps(y + i, k, expf_main16(a));
+                _mm512_mask_storeu_ps(y + i, k, expf_main16(a, n - i <= 8));
             }
         }
         return;
@@ -698,8 +717,10 @@ long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride)
  * few one at a time) whose sums run side by side, so that enough independent chains of additions
  * hide their latency; the score sums also take two blocks of AT_KB keys at once, and the value sums
  * keep one head's channels in registers (the head size is a compile-time constant for the common
- * sizes: attn_*_head are inlined with hs = 16, 32, 64).  The helpers take the group size R as an
- * argument that is a constant after inlining; row r of a group sits at base + r * stride. */
+ * sizes: attn_*_head are inlined with hs = 16, 32, 64).  With AVX-512 the row sums (softmax, p.dP)
+ * take 16 rows at a time, one a lane, over 16 x 16 tiles transposed in registers, and the softmax
+ * maxima come from the score registers.  The helpers take the group size R as an argument that is a
+ * constant after inlining; row r of a group sits at base + r * stride. */
 #define AT_KB 16
 #define AT_R 4
 
@@ -719,16 +740,36 @@ static inline __attribute__((always_inline)) void attn_store(float *s, at_v16 a,
 #endif
 }
 
+#if defined(__AVX512F__)
+/* Lane maxima m of the first n - j0 lanes (at most AT_KB) of a; m itself when n <= j0. */
+static inline __attribute__((always_inline)) __m512 attn_maxacc(__m512 m, at_v16 a, size_t j0, size_t n)
+{
+    if (j0 + AT_KB <= n)
+        return _mm512_max_ps((__m512)a, m);
+    if (j0 < n)
+        return _mm512_mask_max_ps(m, (__mmask16)((1u << (n - j0)) - 1u), (__m512)a, m);
+    return m;
+}
+#endif
+
 /* For r < R: s_r[j] (j < n0 + r) = sum_d q_r[d] kt[d][j] (s_r = s + r ss, q_r = q + r qs), d in order
    from 0.0f, times scale (skipped when 1), over the transposed keys kt (hs, Tp), Tp >= n0 + R - 1
    rounded up to AT_KB (the padding is read, never stored).  The rows share the loads of kt; two key
-   blocks at a time give 2 R chains. */
+   blocks at a time give 2 R chains.  With AVX-512 and mx not NULL, also mx[r] = max_j s_r[j] (as
+   attn_max, from the registers: no reload of the just stored, partly masked, blocks). */
 static inline __attribute__((always_inline)) void attn_scores(int R, float *s, size_t ss, const float *q, size_t qs,
                                                               size_t n0, const float *kt, size_t hs, size_t Tp,
-                                                              float scale)
+                                                              float scale, float *mx)
 {
     const size_t nmax = n0 + R - 1;
     size_t j0 = 0;
+#if defined(__AVX512F__)
+    __m512 m[AT_R];
+    for (int r = 0; r < R; r++)
+        m[r] = _mm512_set1_ps(-INFINITY);
+#else
+    (void)mx;
+#endif
     for (; j0 + AT_KB < nmax; j0 += 2 * AT_KB) { /* blocks j0 and j0 + AT_KB, both below Tp */
         at_v16 a[AT_R][2];
         for (int r = 0; r < R; r++)
@@ -747,6 +788,12 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
             }
             attn_store(s + r * ss, a[r][0], j0, n0 + r);
             attn_store(s + r * ss, a[r][1], j0 + AT_KB, n0 + r);
+#if defined(__AVX512F__)
+            if (mx) {
+                m[r] = attn_maxacc(m[r], a[r][0], j0, n0 + r);
+                m[r] = attn_maxacc(m[r], a[r][1], j0 + AT_KB, n0 + r);
+            }
+#endif
         }
     }
     if (j0 < nmax) { /* one last block */
@@ -762,8 +809,17 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
             if (scale != 1.0f)
                 a[r] = a[r] * scale;
             attn_store(s + r * ss, a[r], j0, n0 + r);
+#if defined(__AVX512F__)
+            if (mx)
+                m[r] = attn_maxacc(m[r], a[r], j0, n0 + r);
+#endif
         }
     }
+#if defined(__AVX512F__)
+    if (mx)
+        for (int r = 0; r < R; r++)
+            mx[r] = _mm512_reduce_max_ps(m[r]);
+#endif
 }
 
 /* For r < R: y_r[d] (d < hs) = sum_{lo0 + r dlo <= i < hi0 + r dhi} w_r[i ws] x_i[d] (y_r = y + r ys,
@@ -817,20 +873,40 @@ static inline __attribute__((always_inline)) void attn_wsum(int R, float *y, siz
             *(at_v16 *)(y + r * ys + 16 * k) = a[r][k];
 }
 
+#if defined(__AVX512F__)
+/* Transposes the 16 x 16 block r[i][l] in registers: four butterfly stages, stage b exchanging bit b
+   of the row and of the lane index (two-source permutes). */
+static inline __attribute__((always_inline)) void attn_tr16(__m512 r[16])
+{
+    static const int lo[4][16] = { { 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30 },
+                                   { 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29 },
+                                   { 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27 },
+                                   { 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23 } };
+    static const int hi[4][16] = { { 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31 },
+                                   { 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31 },
+                                   { 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31 },
+                                   { 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31 } };
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m512i il = _mm512_loadu_si512(lo[k]), ih = _mm512_loadu_si512(hi[k]);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            if (!(i >> k & 1)) {
+                const __m512 x = r[i], y = r[i | 1 << k];
+                r[i] = _mm512_permutex2var_ps(x, il, y);
+                r[i | 1 << k] = _mm512_permutex2var_ps(x, ih, y);
+            }
+    }
+}
+#endif
+
 /* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded.
-   With AVX-512, blocks of 16 rows by 16 channels go through registers: four butterfly stages, stage
-   b exchanging bit b of the row and of the lane index (two-source permutes). */
+   With AVX-512, blocks of 16 rows by 16 channels go through registers (attn_tr16). */
 static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, size_t C3, size_t hs)
 {
     size_t jv = 0, dv = 0; /* rows below jv and channels below dv done */
 #if defined(__AVX512F__)
     if (hs >= 16 && T >= 16) {
-        int lo[4][16], hi[4][16];
-        for (int k = 0; k < 4; k++)
-            for (int l = 0; l < 16; l++) {
-                lo[k][l] = l >> k & 1 ? 16 + (l ^ 1 << k) : l;
-                hi[k][l] = l >> k & 1 ? 16 + l : l ^ 1 << k;
-            }
         jv = T / 16 * 16;
         dv = hs / 16 * 16;
         for (size_t d0 = 0; d0 < dv; d0 += 16)
@@ -839,17 +915,7 @@ static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, siz
 #pragma GCC unroll 16
                 for (int i = 0; i < 16; i++)
                     r[i] = _mm512_loadu_ps(src + (j0 + i) * C3 + d0);
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const __m512i il = _mm512_loadu_si512(lo[k]), ih = _mm512_loadu_si512(hi[k]);
-#pragma GCC unroll 16
-                    for (int i = 0; i < 16; i++)
-                        if (!(i >> k & 1)) {
-                            const __m512 x = r[i], y = r[i | 1 << k];
-                            r[i] = _mm512_permutex2var_ps(x, il, y);
-                            r[i | 1 << k] = _mm512_permutex2var_ps(x, ih, y);
-                        }
-                }
+                attn_tr16(r);
 #pragma GCC unroll 16
                 for (int i = 0; i < 16; i++)
                     _mm512_storeu_ps(kt + (d0 + i) * Tp + j0, r[i]);
@@ -912,40 +978,95 @@ static inline __attribute__((always_inline)) void attn_rowsums(int R, float *sum
                 sum[r] += b ? a[r * as + j] * b[r * bs + j] : a[r * as + j];
 }
 
-/* Rows t0 .. t0 + R - 1 of one head: probabilities P (row t: t + 1 entries, j > t stay 0, the buffer
-   is zeroed at init) from the queries and the transposed keys kt, outputs o_t = sum_j p_tj v_j. */
-static inline __attribute__((always_inline)) void attn_fwd_rows(int R, size_t t0, float *out, float *Pbh,
-                                                                const float *qkv, const float *kt, size_t T,
-                                                                size_t Tp, size_t C, size_t hs, float scale)
+#if defined(__AVX512F__)
+/* For r < 16: sum[r] = sum_{j < n0 + r} a_r[j] b_r[j] (a_r = a + r T, b_r = b + r T; b NULL: the plain
+   sum of a_r), j in order from 0.0f, with row r in lane r: blocks of 16 columns (the products formed
+   row-wise) are transposed in registers and added column by column.  Lanes past a row's end load as
+   zero and add +0.0f, which changes no sum (a sum from 0.0f is never -0.0f). */
+static inline __attribute__((always_inline)) void attn_rowsums16(float *sum, const float *a, const float *b,
+                                                                 size_t T, size_t n0)
 {
-    const size_t C3 = 3 * C;
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t j0 = 0; j0 < n0 + 15; j0 += 16) {
+        __m512 m[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) {
+            const size_t n = n0 + r;
+            const __mmask16 k = j0 + 16 <= n ? (__mmask16)0xFFFF : j0 < n ? (__mmask16)((1u << (n - j0)) - 1u) : 0;
+            m[r] = _mm512_maskz_loadu_ps(k, a + r * T + j0);
+            if (b)
+                m[r] = _mm512_mul_ps(m[r], _mm512_maskz_loadu_ps(k, b + r * T + j0));
+        }
+        attn_tr16(m);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; c++)
+            acc = _mm512_add_ps(acc, m[c]);
+    }
+    _mm512_storeu_ps(sum, acc);
+}
+#endif
+
+/* Rows t0 .. t0 + R - 1 of one head, first half: the scores, then p_tj = expf(s_tj - max_j s_tj) into
+   P (row t: t + 1 entries, j > t stay 0, the buffer is zeroed at init), from the queries and the
+   transposed keys kt. */
+static inline __attribute__((always_inline)) void attn_fwd_exp(int R, size_t t0, float *Pbh, const float *qkv,
+                                                               const float *kt, size_t T, size_t Tp, size_t C,
+                                                               size_t hs, float scale)
+{
     float *p = Pbh + t0 * T;
-    attn_scores(R, p, T, qkv + t0 * C3, C3, t0 + 1, kt, hs, Tp, scale);
     float mx[AT_R];
+#if defined(__AVX512F__)
+    attn_scores(R, p, T, qkv + t0 * 3 * C, 3 * C, t0 + 1, kt, hs, Tp, scale, mx);
+#else
+    attn_scores(R, p, T, qkv + t0 * 3 * C, 3 * C, t0 + 1, kt, hs, Tp, scale, NULL);
     for (int r = 0; r < R; r++)
         mx[r] = attn_max(p + r * T, t0 + 1 + r);
+#endif
     for (int r = 0; r < R; r++)
         expf_sub(p + r * T, p + r * T, mx[r], t0 + 1 + r);
-    float sum[AT_R];
-    attn_rowsums(R, sum, p, T, NULL, 0, t0 + 1);
+}
+
+/* Second half: p_t /= sum[t - t0] (the row sums), outputs o_t = sum_j p_tj v_j. */
+static inline __attribute__((always_inline)) void attn_fwd_out(int R, size_t t0, float *out, float *Pbh,
+                                                               const float *sum, const float *qkv, size_t T,
+                                                               size_t C, size_t hs)
+{
+    float *p = Pbh + t0 * T;
     for (int r = 0; r < R; r++) {
         const float inv = 1.0f / sum[r];
         for (size_t j = 0; j < t0 + 1 + r; j++)
             p[r * T + j] *= inv;
     }
-    attn_wsum(R, out + t0 * C, C, p, T, 1, qkv + 2 * C, C3, 0, 0, t0 + 1, 1, hs);
+    attn_wsum(R, out + t0 * C, C, p, T, 1, qkv + 2 * C, 3 * C, 0, 0, t0 + 1, 1, hs);
 }
 
-/* kt: scratch of hs * Tp floats (the transposed keys). */
+/* kt: scratch of hs * Tp floats (the transposed keys).  With AVX-512, rows go 16 at a time (four
+   groups of AT_R) so that the row sums run in vector lanes (attn_rowsums16). */
 static inline __attribute__((always_inline)) void attn_fwd_head(float *out, float *Pbh, const float *qkv, float *kt,
                                                                 size_t T, size_t Tp, size_t C, size_t hs, float scale)
 {
     attn_transpose(kt, qkv + C, T, Tp, 3 * C, hs);
     size_t t0 = 0;
-    for (; t0 + AT_R <= T; t0 += AT_R)
-        attn_fwd_rows(AT_R, t0, out, Pbh, qkv, kt, T, Tp, C, hs, scale);
-    for (; t0 < T; t0++)
-        attn_fwd_rows(1, t0, out, Pbh, qkv, kt, T, Tp, C, hs, scale);
+    float sum[16];
+#if defined(__AVX512F__)
+    for (; t0 + 16 <= T; t0 += 16) {
+        for (size_t g = 0; g < 16; g += AT_R)
+            attn_fwd_exp(AT_R, t0 + g, Pbh, qkv, kt, T, Tp, C, hs, scale);
+        attn_rowsums16(sum, Pbh + t0 * T, NULL, T, t0 + 1);
+        for (size_t g = 0; g < 16; g += AT_R)
+            attn_fwd_out(AT_R, t0 + g, out, Pbh, sum + g, qkv, T, C, hs);
+    }
+#endif
+    for (; t0 + AT_R <= T; t0 += AT_R) {
+        attn_fwd_exp(AT_R, t0, Pbh, qkv, kt, T, Tp, C, hs, scale);
+        attn_rowsums(AT_R, sum, Pbh + t0 * T, T, NULL, 0, t0 + 1);
+        attn_fwd_out(AT_R, t0, out, Pbh, sum, qkv, T, C, hs);
+    }
+    for (; t0 < T; t0++) {
+        attn_fwd_exp(1, t0, Pbh, qkv, kt, T, Tp, C, hs, scale);
+        attn_rowsums(1, sum, Pbh + t0 * T, T, NULL, 0, t0 + 1);
+        attn_fwd_out(1, t0, out, Pbh, sum, qkv, T, C, hs);
+    }
 }
 
 static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_t T, size_t C, size_t H)
@@ -969,19 +1090,21 @@ static void attn_forward(float *out, float *P, const float *qkv, size_t B, size_
         }
 }
 
-/* Rows t0 .. t0 + R - 1 of one head's backward: dP_t = (go_t . v_j)_j, ds_t = p_t (dP_t - p_t . dP_t)
-   scale into ds (T, T), dq_t = sum_j ds_tj k_j. */
-static inline __attribute__((always_inline)) void attn_bwd_rows(int R, size_t t0, float *dqkv, const float *dout,
-                                                                const float *Pbh, const float *qkv, const float *vt,
-                                                                float *ds, size_t T, size_t Tp, size_t C, size_t hs,
-                                                                float scale)
+/* Rows t0 .. t0 + R - 1 of one head's backward, first half: dP_t = (go_t . v_j)_j into ds (T, T). */
+static inline __attribute__((always_inline)) void attn_bwd_dp(int R, size_t t0, const float *dout, const float *vt,
+                                                              float *ds, size_t T, size_t Tp, size_t C, size_t hs)
+{
+    attn_scores(R, ds + t0 * T, T, dout + t0 * C, C, t0 + 1, vt, hs, Tp, 1.0f, NULL);
+}
+
+/* Second half: ds_t = p_t (dP_t - dot[t - t0]) scale (dot: the p_t . dP_t), dq_t = sum_j ds_tj k_j. */
+static inline __attribute__((always_inline)) void attn_bwd_dq(int R, size_t t0, float *dqkv, const float *Pbh,
+                                                              const float *dot, const float *qkv, float *ds,
+                                                              size_t T, size_t C, size_t hs, float scale)
 {
     const size_t C3 = 3 * C;
     float *d = ds + t0 * T;
     const float *p = Pbh + t0 * T;
-    attn_scores(R, d, T, dout + t0 * C, C, t0 + 1, vt, hs, Tp, 1.0f);
-    float dot[AT_R];
-    attn_rowsums(R, dot, p, T, d, T, t0 + 1);
     for (int r = 0; r < R; r++)
         for (size_t j = 0; j < t0 + 1 + r; j++)
             d[r * T + j] = p[r * T + j] * (d[r * T + j] - dot[r]) * scale;
@@ -1023,7 +1146,8 @@ static inline __attribute__((always_inline)) void attn_bwd_cols(int R, size_t j0
     attn_wsum(R, dqkv + j0 * C3 + 2 * C, C3, Pbh + j0, 1, T, dout, C, j0, 1, T, 0, hs);
 }
 
-/* One head of the backward pass: rows, then columns, AT_R at a time (the last few one at a time).
+/* One head of the backward pass: rows, then columns, AT_R at a time (the last few one at a time; with
+   AVX-512 rows go 16 at a time, four groups of AT_R, for attn_rowsums16).
    vt: scratch of hs * Tp floats (the transposed values); ds: of T * T (the score gradients, j <= t). */
 static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, const float *dout, const float *Pbh,
                                                                 const float *qkv, float *vt, float *ds, size_t T,
@@ -1031,10 +1155,26 @@ static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, con
 {
     attn_transpose(vt, qkv + 2 * C, T, Tp, 3 * C, hs);
     size_t t0 = 0;
-    for (; t0 + AT_R <= T; t0 += AT_R)
-        attn_bwd_rows(AT_R, t0, dqkv, dout, Pbh, qkv, vt, ds, T, Tp, C, hs, scale);
-    for (; t0 < T; t0++)
-        attn_bwd_rows(1, t0, dqkv, dout, Pbh, qkv, vt, ds, T, Tp, C, hs, scale);
+    float dot[16];
+#if defined(__AVX512F__)
+    for (; t0 + 16 <= T; t0 += 16) {
+        for (size_t g = 0; g < 16; g += AT_R)
+            attn_bwd_dp(AT_R, t0 + g, dout, vt, ds, T, Tp, C, hs);
+        attn_rowsums16(dot, Pbh + t0 * T, ds + t0 * T, T, t0 + 1);
+        for (size_t g = 0; g < 16; g += AT_R)
+            attn_bwd_dq(AT_R, t0 + g, dqkv, Pbh, dot + g, qkv, ds, T, C, hs, scale);
+    }
+#endif
+    for (; t0 + AT_R <= T; t0 += AT_R) {
+        attn_bwd_dp(AT_R, t0, dout, vt, ds, T, Tp, C, hs);
+        attn_rowsums(AT_R, dot, Pbh + t0 * T, T, ds + t0 * T, T, t0 + 1);
+        attn_bwd_dq(AT_R, t0, dqkv, Pbh, dot, qkv, ds, T, C, hs, scale);
+    }
+    for (; t0 < T; t0++) {
+        attn_bwd_dp(1, t0, dout, vt, ds, T, Tp, C, hs);
+        attn_rowsums(1, dot, Pbh + t0 * T, T, ds + t0 * T, T, t0 + 1);
+        attn_bwd_dq(1, t0, dqkv, Pbh, dot, qkv, ds, T, C, hs, scale);
+    }
     size_t j0 = 0;
     for (; j0 + AT_R <= T; j0 += AT_R)
         attn_bwd_cols(AT_R, j0, dqkv, dout, Pbh, qkv, ds, T, C, hs);
@@ -1214,11 +1354,12 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
         for (size_t i = 0; i < N * C; i++)
             r2[i] += x[i];
         rms_forward(ln2, m->rstd2 + l * N, r2, m->p[FL_P_LN2] + l * C, N, C);
+        fl_ffn_fwd_stats *fs = &m->ffn[l];
+        /* in_rms is read only by the telemetry lines (fl_tele_jsonl), written on telemetry steps;
+           both before the FC's cast, which may overwrite ln2 */
+        amax_rms(&fs->in_amax, m->rec->moments ? &fs->in_rms : NULL, ln2, N, C);
         lin_forward(m, lin_index(m, (int)l, FL_LIN_FC), pre, ln2, m->p[FL_P_WFC] + l * G * F * C, C, G * F, NULL, G);
         fl_act_forward(h, pre, N, F, c->act, m->p[FL_P_ACOEF] + l * FL_ACT_NCOEF);
-        fl_ffn_fwd_stats *fs = &m->ffn[l];
-        /* in_rms is read only by the telemetry lines (fl_tele_jsonl), written on telemetry steps */
-        amax_rms(&fs->in_amax, m->rec->moments ? &fs->in_rms : NULL, ln2, N, C);
         amax_rms(&fs->act_amax, &fs->act_rms, h, N, F);
         fl_smooth sm = { 0, m->smooth_s, m->smooth_si }, *smp = NULL;
         if (c->act.kind == FL_ACT_SMOOTH_SWIGLU || c->act.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN) {
@@ -1286,20 +1427,20 @@ void fl_model_backward(fl_model *m)
         for (size_t v = 0; v < V; v++)
             z[v] *= invN;
     }
-    lin_backward(m, (int)(L * FL_LIN_COUNT), m->dln, m->g[FL_P_WHEAD], m->logits, C, V, 1);
+    lin_backward(m, (int)(L * FL_LIN_COUNT), m->dln, m->g[FL_P_WHEAD], m->logits, C, V, 1, 1);
     rms_backward(m->dres, m->g[FL_P_LNF], m->dln, m->resid + L * N * C, m->rstdf, m->p[FL_P_LNF], N, C, 0);
     for (size_t l = L; l-- > 0;) {
         const float *x = m->resid + l * N * C;
         /* down */
-        lin_backward(m, lin_index(m, (int)l, FL_LIN_DOWN), m->dh, m->g[FL_P_WDOWN] + l * C * F, m->dres, F, C, 1);
+        lin_backward(m, lin_index(m, (int)l, FL_LIN_DOWN), m->dh, m->g[FL_P_WDOWN] + l * C * F, m->dres, F, C, 1, 0);
         fl_act_backward(m->dpre, m->g[FL_P_ACOEF] + l * FL_ACT_NCOEF, m->dh, m->pre + l * N * G * F, N, F, c->act, m->p[FL_P_ACOEF] + l * FL_ACT_NCOEF);
-        lin_backward(m, lin_index(m, (int)l, FL_LIN_FC), m->dln, m->g[FL_P_WFC] + l * G * F * C, m->dpre, C, G * F, G);
+        lin_backward(m, lin_index(m, (int)l, FL_LIN_FC), m->dln, m->g[FL_P_WFC] + l * G * F * C, m->dpre, C, G * F, G, 1);
         rms_backward(m->dres, m->g[FL_P_LN2] + l * C, m->dln, m->r2 + l * N * C, m->rstd2 + l * N,
                      m->p[FL_P_LN2] + l * C, N, C, 1);
         /* attention */
-        lin_backward(m, lin_index(m, (int)l, FL_LIN_PROJ), m->datty, m->g[FL_P_WPROJ] + l * C * C, m->dres, C, C, 1);
+        lin_backward(m, lin_index(m, (int)l, FL_LIN_PROJ), m->datty, m->g[FL_P_WPROJ] + l * C * C, m->dres, C, C, 1, 0);
         attn_backward(m->dqkv, m->datty, m->att + l * B * H * T * T, m->qkv + l * N * 3 * C, B, T, C, H);
-        lin_backward(m, lin_index(m, (int)l, FL_LIN_QKV), m->dln, m->g[FL_P_WQKV] + l * 3 * C * C, m->dqkv, C, 3 * C, 1);
+        lin_backward(m, lin_index(m, (int)l, FL_LIN_QKV), m->dln, m->g[FL_P_WQKV] + l * 3 * C * C, m->dqkv, C, 3 * C, 1, 1);
         rms_backward(m->dres, m->g[FL_P_LN1] + l * C, m->dln, x, m->rstd1 + l * N, m->p[FL_P_LN1] + l * C, N, C, 1);
     }
     /* embeddings: deterministic scatter-add, each element's sum over tokens i in order; blocks of

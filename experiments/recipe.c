@@ -630,7 +630,8 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     fl_site *site = &r->sites[si_];
     const size_t n = R * C;
     if (site->fmt == FL_FMT_FP32) {
-        memcpy(y, x, n * sizeof *x);
+        if (y != x)
+            memcpy(y, x, n * sizeof *x);
         return;
     }
     /* the BF16 start (cfg.fp8_start): an FP8 site casts to bf16, unscaled, and still records its amax */

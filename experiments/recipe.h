@@ -138,7 +138,8 @@ typedef struct {
 
 /* y (R, C) = fake-quantized x (R, C) at `site`, with blocks along rows (transposed = 0: tiles run
    along C, the contraction dimension of a row-major operand) or along columns (transposed = 1,
-   the wgrad copies).  y may not alias x.  Statistics go to the site (only the primary,
+   the wgrad copies).  y may be x on a step without moments (r->moments = 0; the moment sums read x
+   after the cast): each element is read before it is written.  Statistics go to the site (only the primary,
    non-transposed casts record amax into a delayed history: call with record = 1 once per step). */
 void fl_recipe_cast(fl_recipe *r, int site, float *y, const float *x, size_t R, size_t C,
                     int transposed, int record, fl_smooth *sm);
