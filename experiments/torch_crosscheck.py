@@ -8,7 +8,8 @@ batches, the same initial weights (model.c's splitmix64 + Box-Muller stream), th
 warmup + schedule and gradient clipping -- and the same recipe by fake quantisation:
   bf16         X, W, dY of every Linear rounded to bf16
   fp8-delayed  X, W in e4m3 and dY in e5m2 with per-tensor delayed scales (amax history, "max",
-               margin 0), the head in bf16; PyTorch's float8 casts (saturating since 2.12, as TE's)
+               margin 0), the head in bf16; PyTorch's float8 casts after a clamp to the format's
+               largest finite value (saturating, as TE's and fp8lab's default)
 Then it runs `fp8lab train` with the same flags and prints the two loss curves side by side over
 the first steps, and the speed of both (steps/s, same thread count).
 
@@ -156,7 +157,10 @@ def fq(x, fmt, st):
         return x.to(torch.bfloat16).float()
     dt = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
     s = torch.tensor(st.scale, dtype=torch.float32)
-    y = (x * s).to(dt).float() * (1.0 / s)
+    # saturating, as TE and `fp8lab train` by default: PyTorch's e5m2 cast turns |x| >= 61440 into Inf
+    # (its e4m3fn cast saturates since 2.12); clamp keeps NaN
+    fmax = 448.0 if fmt == "e4m3" else 57344.0
+    y = (x * s).clamp(-fmax, fmax).to(dt).float() * (1.0 / s)
     st.record(float(x.detach().abs().max()))
     return y
 
@@ -267,20 +271,24 @@ def main():
         for gr in opt.param_groups:
             gr["lr"] = a.lr * min(1.0, (step + 1) / warm)
         opt.step()
-        t_loss.append(float(loss))
+        t_loss.append(float(loss.detach()))
     t_sps = a.steps / (time.time() - t0)
 
     print(f"{'step':>5} {'fp8lab':>10} {'pytorch':>10} {'diff':>10}")
     for s in list(range(0, min(10, a.steps))) + list(range(10, a.steps, 10)) + [a.steps - 1]:
         print(f"{s:5d} {c_loss[s]:10.5f} {t_loss[s]:10.5f} {c_loss[s] - t_loss[s]:+10.5f}")
-    md = max(abs(x - y) for x, y in zip(c_loss, t_loss))
+    md = max(abs(x - y) if math.isfinite(x) and math.isfinite(y) else (0.0 if x == y else math.inf)
+             for x, y in zip(c_loss, t_loss))
     print(f"max |loss difference| over {a.steps} steps: {md:.5f}")
+    if not math.isfinite(md):
+        print("one implementation produced a non-finite loss where the other did not", file=sys.stderr)
     print(f"speed: fp8lab {c_sps:.2f} steps/s, pytorch {t_sps:.2f} steps/s ({c_sps / t_sps:.2f}x), {a.threads} thread(s)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"recipe": a.recipe, "steps": a.steps, "fp8lab_loss": c_loss, "torch_loss": t_loss,
-                       "max_abs_diff": md, "fp8lab_steps_per_s": c_sps, "torch_steps_per_s": t_sps}, f, indent=1)
-    return 0
+                       "max_abs_diff": md if math.isfinite(md) else None, "fp8lab_steps_per_s": c_sps,
+                       "torch_steps_per_s": t_sps}, f, indent=1)
+    return 0 if math.isfinite(md) else 1
 
 
 if __name__ == "__main__":
