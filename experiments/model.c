@@ -320,7 +320,7 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
 #define RMS_RB 4
 
 #if defined(__AVX512F__)
-/* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i). */
+/* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i); RMSNorm, amax_rms and attention. */
 static inline __attribute__((always_inline)) void tr16(__m512 v[16])
 {
     __m512 a[16], b[16];
@@ -873,35 +873,8 @@ static inline __attribute__((always_inline)) void attn_wsum(int R, float *y, siz
             *(at_v16 *)(y + r * ys + 16 * k) = a[r][k];
 }
 
-#if defined(__AVX512F__)
-/* Transposes the 16 x 16 block r[i][l] in registers: four butterfly stages, stage b exchanging bit b
-   of the row and of the lane index (two-source permutes). */
-static inline __attribute__((always_inline)) void attn_tr16(__m512 r[16])
-{
-    static const int lo[4][16] = { { 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30 },
-                                   { 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29 },
-                                   { 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27 },
-                                   { 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23 } };
-    static const int hi[4][16] = { { 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31 },
-                                   { 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31 },
-                                   { 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31 },
-                                   { 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31 } };
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        const __m512i il = _mm512_loadu_si512(lo[k]), ih = _mm512_loadu_si512(hi[k]);
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            if (!(i >> k & 1)) {
-                const __m512 x = r[i], y = r[i | 1 << k];
-                r[i] = _mm512_permutex2var_ps(x, il, y);
-                r[i | 1 << k] = _mm512_permutex2var_ps(x, ih, y);
-            }
-    }
-}
-#endif
-
 /* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded.
-   With AVX-512, blocks of 16 rows by 16 channels go through registers (attn_tr16). */
+   With AVX-512, blocks of 16 rows by 16 channels go through registers (tr16). */
 static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, size_t C3, size_t hs)
 {
     size_t jv = 0, dv = 0; /* rows below jv and channels below dv done */
@@ -915,7 +888,7 @@ static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, siz
 #pragma GCC unroll 16
                 for (int i = 0; i < 16; i++)
                     r[i] = _mm512_loadu_ps(src + (j0 + i) * C3 + d0);
-                attn_tr16(r);
+                tr16(r);
 #pragma GCC unroll 16
                 for (int i = 0; i < 16; i++)
                     _mm512_storeu_ps(kt + (d0 + i) * Tp + j0, r[i]);
@@ -997,7 +970,7 @@ static inline __attribute__((always_inline)) void attn_rowsums16(float *sum, con
             if (b)
                 m[r] = _mm512_mul_ps(m[r], _mm512_maskz_loadu_ps(k, b + r * T + j0));
         }
-        attn_tr16(m);
+        tr16(m);
 #pragma GCC unroll 16
         for (int c = 0; c < 16; c++)
             acc = _mm512_add_ps(acc, m[c]);
