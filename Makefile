@@ -6,11 +6,15 @@
 #   make bench      benchmarks (throughput next to memcpy, measured in the same run)
 #   make check-exhaustive   all 2^32 float32 inputs through every RNE conversion vs NVIDIA's own
 #   make cuda       the CUDA kernels (when nvcc exists; otherwise says so and does nothing)
+#   make gpu-check  on a machine with a GPU: gpu-test, gpu-bench, the device ULP sweep, one results file
 #   make demo       the README's main job
 #
 # Conventions that let new files build without editing this file:
-#   numerics/*.c reference/*.c kernels/*.c experiments/*.c  -> build/libfp8lab.a
-#   experiments/fp8lab.c holds main() of the CLI and is the one file kept out of the library.
+#   numerics/*.c reference/*.c kernels/*.c experiments/*/*.c  -> build/libfp8lab.a
+#   experiments/ has one folder per subsystem: cli/ (the fp8lab command and the small commands),
+#   ulp/ (the ULP validation engine), train/ (the training harness and the demo), polyorder/ (the
+#   polynomial-order study).  A new .c in any of them builds with no edit here.
+#   experiments/cli/fp8lab.c holds main() of the CLI and is the one file kept out of the library.
 #   tests/test_*.c   -> build/tests/test_*    (C, linked with the library)
 #   tests/test_*.cpp -> build/tests/test_*    (C++, for oracles from NVIDIA's host headers)
 #   bench/ lives under tests/bench_*.c        -> build/tests/bench_*  (run by make bench, not make test)
@@ -51,8 +55,8 @@ ifneq ($(NV_HEADERS),)
 NVFLAGS := -DFL_HAVE_NV_HEADERS -isystem $(CUDA_HOME)/include
 endif
 
-LIB_SRC  := $(wildcard numerics/*.c reference/*.c kernels/*.c experiments/*.c)
-LIB_SRC  := $(filter-out experiments/fp8lab.c,$(LIB_SRC))
+LIB_SRC  := $(wildcard numerics/*.c reference/*.c kernels/*.c experiments/*/*.c)
+LIB_SRC  := $(filter-out experiments/cli/fp8lab.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_C   := $(wildcard tests/test_*.c)
 TEST_CXX := $(wildcard tests/test_*.cpp)
@@ -79,7 +83,7 @@ $(BUILD)/libfp8lab.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(CLI): $(BUILD)/experiments/fp8lab.o $(BUILD)/libfp8lab.a
+$(CLI): $(BUILD)/experiments/cli/fp8lab.o $(BUILD)/libfp8lab.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libfp8lab.a | $(DEPS_OK)
@@ -135,8 +139,10 @@ cuda:
 ifeq ($(NVCC),)
 	@echo "make cuda: nvcc not found; skipping the CUDA build (the CPU twins are built by 'make')"
 else
-	@$(MAKE) --no-print-directory $(CUDA_PTX) $(BUILD)/libfp8lab_cuda.a
+	@$(MAKE) --no-print-directory $(CUDA_PTX) $(BUILD)/libfp8lab_cuda.a $(GPU_TEST) $(GPU_BENCH) $(CLI)
 	@echo "make cuda: built $(BUILD)/libfp8lab_cuda.a (PTX sm_90; SASS for compute capabilities $(strip $(CUDA_ARCHS))) with $(NVCC); no register spills"
+	@echo "make cuda: built $(GPU_TEST) and $(GPU_BENCH); running gpu-check here:"
+	@sh tests/gpu_check.sh $(BUILD) $(GPU_OUT)
 endif
 
 # gpu-test: every CUDA kernel against its CPU twin, bit for bit, and the FP8 GEMM wrapper against its
@@ -157,14 +163,44 @@ else
 	@$(GPU_TEST)
 endif
 
-# ulp-mpi: build/fp8lab-mpi, `fp8lab ulp` with one sweep spread over MPI ranks (experiments/ulp_mpi.c;
+# gpu-bench: GB/s of every kernel family and pass beside a copy kernel of the same bytes, cuBLASLt FP8
+# vs BF16 GEMMs, Smooth-SwiGLU's overhead (tests/gpu_bench.cu; host arithmetic and writers in
+# kernels/gpu_report.c) -> $(GPU_OUT)/bench.json and bench.md.
+# gpu-check: gpu-test, gpu-bench, then every input of the elementwise kernels (all bf16 codes, all 2^32
+# bf16 SwiGLU pairs) run on the device and judged by `fp8lab ulp`, all in $(GPU_OUT)/gpu-check.json and
+# gpu-check.md (tests/gpu_check.sh).  Without a device both say so and exit 0.
+GPU_BENCH := $(BUILD)/tests/gpu_bench
+GPU_OUT   ?= $(BUILD)/gpu-check
+$(GPU_BENCH): tests/gpu_bench.cu $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Itests -o $@ $< \
+		$(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a -lcublasLt -Xcompiler -fopenmp $(LDLIBS)
+
+.PHONY: gpu-bench gpu-check
+gpu-bench:
+ifeq ($(NVCC),)
+	@echo "gpu-bench: nvcc not found; skipped"
+else
+	@$(MAKE) --no-print-directory $(GPU_BENCH)
+	@mkdir -p $(GPU_OUT) && $(GPU_BENCH) bench $(GPU_OUT)
+endif
+
+gpu-check:
+ifeq ($(NVCC),)
+	@echo "gpu-check: nvcc not found; skipped"
+else
+	@$(MAKE) --no-print-directory $(GPU_TEST) $(GPU_BENCH) $(CLI)
+	@sh tests/gpu_check.sh $(BUILD) $(GPU_OUT)
+endif
+
+# ulp-mpi: build/fp8lab-mpi, `fp8lab ulp` with one sweep spread over MPI ranks (experiments/ulp/ulp_mpi.c;
 # Debian packages libopenmpi-dev openmpi-bin).  Run: mpirun -np 2 build/fp8lab-mpi ulp ARGS...
 ULP_MPI := $(BUILD)/fp8lab-mpi
 MPICC   ?= mpicc
 .PHONY: ulp-mpi ulp-sweeps
 ulp-mpi: $(BUILD)/libfp8lab.a
 	@command -v $(MPICC) >/dev/null 2>&1 || { echo "make ulp-mpi: $(MPICC) not found (Debian: apt-get install libopenmpi-dev openmpi-bin)"; exit 1; }
-	$(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DFL_MPI_BUILD $(LDFLAGS) -o $(ULP_MPI) experiments/ulp_mpi.c $(BUILD)/libfp8lab.a $(LDLIBS)
+	$(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DFL_MPI_BUILD $(LDFLAGS) -o $(ULP_MPI) experiments/ulp/ulp_mpi.c $(BUILD)/libfp8lab.a $(LDLIBS)
 
 # ulp-sweeps: every binary32 input of silu, gelu, sigmoid and tanh through the ulp validator (the
 # fast path), timed, then the same 2^22-input range with the fast path and with --mpfr-only.
@@ -178,12 +214,12 @@ ulp-sweeps: $(CLI)
 # twin-table: the kernels' CPU twins against MPFR (kernels/README.md), into build/twin-table/table.md
 .PHONY: twin-table
 twin-table: $(CLI)
-	@sh experiments/twin_table.sh $(CLI) $(BUILD)/twin-table
+	@sh experiments/ulp/twin_table.sh $(CLI) $(BUILD)/twin-table
 
 demo: $(CLI)
-	@sh experiments/demo.sh $(CLI)
+	@sh experiments/train/demo.sh $(CLI)
 
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/experiments/fp8lab.d $(TESTS:=.d)
+-include $(LIB_OBJ:.o=.d) $(BUILD)/experiments/cli/fp8lab.d $(TESTS:=.d)

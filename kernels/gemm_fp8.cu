@@ -81,6 +81,10 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
     FL_GEMM_REQUIRE(aligned16(g->a) && aligned16(g->b) && aligned16(g->d) && (!g->c || aligned16(g->c)),
                     "16-byte aligned A, B, C, D");
     FL_GEMM_REQUIRE(g->beta == 0.0f || (g->c && g->ldc >= g->m), "beta != 0 needs C with ldc >= M");
+    // cuBLASLt 13.0 on an H100 answered CUBLAS_STATUS_INVALID_VALUE from the heuristic for AMAX_D or
+    // D_SCALE with an fp32 or bf16 D (measured 2026-11-25); both exist for an FP8 D only.
+    const bool d_fp8 = g->d_fmt == FL_FMT_E4M3 || g->d_fmt == FL_FMT_E5M2;
+    FL_GEMM_REQUIRE(d_fp8 || !g->amax_d, "amax_d needs an FP8 D (cuBLASLt computes amax_D for FP8 outputs only)");
 
     lt_call lt;
     if (lt_handle) {
@@ -103,7 +107,7 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
         FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale, sizeof g->a_scale));
     if (g->b_scale)
         FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale, sizeof g->b_scale));
-    if (g->d_scale && (g->d_fmt == FL_FMT_E4M3 || g->d_fmt == FL_FMT_E5M2))
+    if (g->d_scale && d_fp8)
         FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale, sizeof g->d_scale));
     if (g->amax_d)
         FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d, sizeof g->amax_d));

@@ -83,7 +83,9 @@ typedef struct {
     float alpha, beta;
     const float *a_scale, *b_scale; /* dequantization factors, NULL = 1 */
     const float *d_scale;           /* FP8 D only, NULL = 1 */
-    float *amax_d;                  /* NULL: not computed; else set to max |v| */
+    float *amax_d;                  /* NULL: not computed; else set to max |v|.  The GPU wrapper
+                                       takes it for an FP8 D only (cuBLASLt's restriction); the
+                                       CPU twin computes it for any D */
     int fast_accum;                 /* GPU: CUBLASLT_MATMUL_DESC_FAST_ACCUM */
 } fl_gemm_fp8;
 

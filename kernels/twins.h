@@ -34,7 +34,7 @@ typedef struct {
     fl_format in_fmt[3];    /* format of each input's encodings */
     fl_format out_fmt;
     int rowwise;            /* 1: inputs are rows of length row_len (polynorm); `fp8lab ulp --impl NAME
-                               --sample ROWS` runs them on seeded rows (experiments/ULP.md section 6) */
+                               --sample ROWS` runs them on seeded rows (experiments/ulp/ULP.md section 6) */
     /* out[i] = encoding; in[k][i] = encodings of input k.  n elements (rowwise: n = rows*row_len). */
     void (*run)(uint32_t *out, const uint32_t *const *in, size_t n, size_t row_len);
     const char *summary;

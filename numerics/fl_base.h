@@ -19,6 +19,24 @@
 
 #define FL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The splitmix64 finaliser (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
+   OOPSLA 2014): a bijection of 64-bit words that mixes every input bit into every output bit.  Every
+   generator of the project is built on it: counter-based streams fl_mix64(seed + (i + 1) * golden),
+   and the sequential generator fl_splitmix64 below. */
+#define FL_GOLDEN64 0x9E3779B97F4A7C15ull
+FL_HD uint64_t fl_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* splitmix64: advance the state by the golden gamma, return the mixed state. */
+FL_HD uint64_t fl_splitmix64(uint64_t *state) { return fl_mix64(*state += FL_GOLDEN64); }
+
+/* A uniform double in (0, 1) from the top 53 bits of z (never 0 or 1: safe under log). */
+FL_HD double fl_open01(uint64_t z) { return ((double)(z >> 11) + 0.5) * 0x1p-53; }
+
 /* Reinterpret bits without aliasing problems (memcpy is not available in device code). */
 FL_HD uint32_t fl_f32_bits(float x)
 {

@@ -131,11 +131,7 @@ FL_HD uint32_t fl_finish_e8m0_(int32_t te, fl_rounding mode, fl_overflow ovf)
    generator, so any chunking or thread layout draws the same bits for the same element). */
 FL_HD uint32_t fl_sr_bits(uint64_t seed, uint64_t index)
 {
-    uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (uint32_t)(z >> 32);
+    return (uint32_t)(fl_mix64(seed + (index + 1) * FL_GOLDEN64) >> 32);
 }
 
 /* ---- float32 -> format ------------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /* ulp_report.h — the accumulator of an ulp validation: counts, histogram, exact sum, worst cases.
  *
  * One fl_ulp_report summarises any number of judged outputs.  Each output arrives as an fl_ulp_case
- * whose error `ulp` has already been decided exactly (experiments/ULP.md):
+ * whose error `ulp` has already been decided exactly (experiments/ulp/ULP.md):
  *
  *   ulp  the error |y - f(x)| / ulp(f(x)) of the output y against the exact value f(x), in the ulp of
  *        f(x)'s binade in the output format (Zimmermann et al.), ROUNDED TO NEAREST (ties to even)
@@ -106,7 +106,7 @@ int fl_ulp_sum_from_string(uint64_t sum[FL_ULP_SUM_LIMBS], const char *s);
 /* Is case a ahead of case b in the worst list? (error desc, index asc) */
 int fl_ulp_case_before(const fl_ulp_case *a, const fl_ulp_case *b);
 
-/* A validation split across worker processes (experiments/ulp_mpi.c sets this before running the
+/* A validation split across worker processes (experiments/ulp/ulp_mpi.c sets this before running the
    ulp command).  Worker `rank` of `size` judges its contiguous share of the elements; reduce() then
    merges every worker's report and its n_stats counters (summed) into rank 0's, which alone prints.
    NULL (the default): one process. */

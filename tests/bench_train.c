@@ -13,7 +13,7 @@
  * runs `repeats` times; the table gives the medians and the range of the ratio.
  * Usage: bench_train [steps (default 60)] [threads (default 1)] [repeats (default 3)]
  */
-#include "train.h"
+#include "train/train.h"
 
 #include <cblas.h>
 #include <jansson.h>

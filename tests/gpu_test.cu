@@ -273,7 +273,8 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
     B.fill(4.0, 0);
     const float as = 0.5f, bs = 0.25f, dsc = 4.0f;
     float *das = dev_scalar(as), *dbs = dev_scalar(bs), *dds = dev_scalar(dsc), *damax = dev_scalar(0.0f);
-    fl_gemm_fp8 g = { M, N, K, fa, fb, (const uint8_t *)A.d(), K, (const uint8_t *)B.d(), K, fd, D.d(), M, nullptr, 0, 1.0f, 0.0f, das, dbs, dds, damax, fast };
+    fl_gemm_fp8 g = { M, N, K, fa, fb, (const uint8_t *)A.d(), K, (const uint8_t *)B.d(), K, fd, D.d(), M, nullptr, 0, 1.0f, 0.0f, das, dbs, dds,
+                      (fd == FL_FMT_E4M3 || fd == FL_FMT_E5M2) ? damax : nullptr, fast };
     void *ws;
     CK(cudaMalloc(&ws, 32 << 20));
     REQUIRE(fl_cuda_gemm_fp8(&g, nullptr, ws, 32 << 20, nullptr) == 0, "gemm launch");
@@ -283,7 +284,7 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
     fl_gemm_fp8 h = g;
     h.a = A.h.data(), h.b = B.h.data(), h.d = D.h.data(), h.a_scale = &as, h.b_scale = &bs, h.d_scale = &dsc, h.amax_d = &amax;
     REQUIRE(fl_gemm_fp8_cpu(&h, FL_GEMM_ACC_SGEMM, nullptr) == 0, "gemm twin");
-    double worst = 0, worst_fast = 0;
+    double worst = 0, worst_fast = 0, amax_bound = 0;
     for (size_t n = 0; n < N; n++)
         for (size_t m = 0; m < M; m++) {
             double s = 0, sa = 0;
@@ -308,14 +309,19 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
                 REQUIRE(fabs(vg - vc) <= bound, "FAIL gemm %s x %s -> %s m=%zu n=%zu gpu=%a cpu=%a bound=%g", fl_format_name(fa), fl_format_name(fb),
                         fl_format_name(fd), m, n, vg, vc, bound);
                 worst = fmax(worst, fabs(vg - vc) / (0x1p-24 * f * sa));
+                amax_bound = fmax(amax_bound, bound);
             }
         }
     printf("  gemm %s x %s -> %s M=%zu N=%zu K=%zu fast=%d: ", fl_format_name(fa), fl_format_name(fb), fl_format_name(fd), M, N, K, fast);
     if (fast)
         printf("max |gpu - exact| / S' = %.3g (the model's bound %.3g)\n", worst_fast,
                fl_fast_accum_bound(K, 1.0, nullptr));
-    else
-        printf("max |gpu - twin| = %.2f u S'; amax gpu %a twin %a\n", worst, get_scalar(damax), amax);
+    else if (g.amax_d) {
+        const float ag = get_scalar(damax);
+        REQUIRE(fabs((double)ag - amax) <= amax_bound, "amax_D gpu %a twin %a beyond the bound %g", ag, amax, amax_bound);
+        printf("max |gpu - twin| = %.2f u S'; amax_D gpu %a twin %a\n", worst, ag, amax);
+    } else
+        printf("max |gpu - twin| = %.2f u S'\n", worst);
     cudaFree(ws);
     cudaFree(das);
     cudaFree(dbs);

@@ -11,6 +11,7 @@
  *     printed re-check command reproducing the worst case, row shards merging to the whole, --save'd rows
  *     judged as arrays giving the same report, and the generator being the one ULP.md documents. */
 #include "check.h"
+#include "twins.h"
 #include "fl_round.h"
 #include "npy.h"
 #include "ref.h"
@@ -373,6 +374,59 @@ static void test_shards(void)
     json_decref(whole);
 }
 
+/* Arrays written in pieces (--index-base) with a derivative (--wrt): the outputs of the twin
+   swiglu_bwd_g_bf16 (d/dg silu(g) u, run with dy = 1) for the pairs 0x3f7f0000 .. 0x3f82ffff in the
+   `--impl` indexing (g = index >> 16, u = index & 0xffff), split into two files, judged and merged, give
+   the --impl report of the same range. */
+static void test_pieces_wrt(void)
+{
+    const fl_twin *tw = fl_twin_find("swiglu_bwd_g_bf16");
+    CHECK(tw, "twin swiglu_bwd_g_bf16");
+#define PIECES_N 0x40000
+    const uint64_t lo = 0x3f7f0000, mid = 0x3f81a000, hi = lo + PIECES_N;
+    static uint32_t g[PIECES_N], u[PIECES_N], y[PIECES_N];
+    static uint16_t g16[PIECES_N], u16[PIECES_N], y16[PIECES_N];
+    for (uint64_t i = lo; i < hi; i++)
+        g[i - lo] = (uint32_t)(i >> 16), u[i - lo] = (uint32_t)(i & 0xffff);
+    const uint32_t *in[3] = { g, u, NULL };
+    tw->run(y, in, hi - lo, 0);
+    for (size_t i = 0; i < hi - lo; i++)
+        g16[i] = (uint16_t)g[i], u16[i] = (uint16_t)u[i], y16[i] = (uint16_t)y[i];
+    char args[1024];
+    snprintf(args, sizeof args, "--impl swiglu_bwd_g_bf16 --range 0x%llx:0x%llx --json", (unsigned long long)lo, (unsigned long long)hi);
+    CHECK(run(args) == 0, "impl: %s", slurp("err.txt"));
+    json_t *whole = load_out();
+    const uint64_t cut[3] = { lo, mid, hi };
+    for (int p = 0; p < 2; p++) {
+        const size_t o = cut[p] - lo, n = cut[p + 1] - cut[p];
+        write_npy("pg.npy", FL_DT_U16, g16 + o, n);
+        write_npy("pu.npy", FL_DT_U16, u16 + o, n);
+        write_npy("py.npy", FL_DT_U16, y16 + o, n);
+        snprintf(args, sizeof args, "swiglu --format bf16 --inputs %s/pg.npy --input-format bf16 --inputs %s/pu.npy "
+                 "--input-format bf16 --outputs %s/py.npy --output-format bf16 --wrt g --index-base %llu --json",
+                 dir, dir, dir, (unsigned long long)cut[p]);
+        CHECK(run(args) == 0, "piece %d: %s", p, slurp("err.txt"));
+        char to[128], from[128];
+        snprintf(from, sizeof from, "%s/out.json", dir);
+        snprintf(to, sizeof to, "%s/piece%d.json", dir, p);
+        CHECK(rename(from, to) == 0, "rename");
+    }
+    snprintf(args, sizeof args, "--merge %s/piece0.json %s/piece1.json --json", dir, dir);
+    CHECK(run(args) == 0, "merge pieces: %s", slurp("err.txt"));
+    json_t *m = load_out();
+    same_report(whole, m, "pieces with --wrt g --index-base vs --impl");
+    CHECK(!strcmp(json_string_value(json_object_get(m, "params")), json_string_value(json_object_get(whole, "params"))),
+          "params %s vs %s", json_string_value(json_object_get(m, "params")), json_string_value(json_object_get(whole, "params")));
+    json_decref(m);
+    json_decref(whole);
+    /* bad uses */
+    CHECK(run("--impl swiglu_bf16 --range 0:16 --wrt g") == 2 && strstr(slurp("err.txt"), "--wrt"), "--wrt with --impl");
+    CHECK(run("--impl swiglu_bf16 --range 0:16 --index-base 5") == 2 && strstr(slurp("err.txt"), "--index-base"), "--index-base with --impl");
+    snprintf(args, sizeof args, "swiglu --format bf16 --inputs %s/pg.npy --input-format bf16 --inputs %s/pu.npy --input-format bf16 "
+             "--outputs %s/py.npy --output-format bf16 --wrt q", dir, dir, dir);
+    CHECK(run(args) == 2 && strstr(slurp("err.txt"), "no derivative"), "unknown --wrt input: %s", slurp("err.txt"));
+}
+
 static void test_mpfr_only(void)
 {
     static const char *const impls[] = { "silu_f32_naive", "sigmoid_via_tanhf_f32", "tanhf_f32", "gelu_erff_f32",
@@ -404,7 +458,7 @@ static void test_mpfr_only(void)
 
 /* ---- row-wise twins on seeded rows ------------------------------------------------------------- */
 
-/* The generator as experiments/ULP.md section 6 defines it (the normal distribution). */
+/* The generator as experiments/ulp/ULP.md section 6 defines it (the normal distribution). */
 static uint64_t g_mix(uint64_t z)
 {
     z += 0x9E3779B97F4A7C15ull;
@@ -612,6 +666,7 @@ int main(void)
     test_planted_e4m3();
     test_safetensors();
     test_shards();
+    test_pieces_wrt();
     test_mpfr_only();
     test_rowwise();
     test_mpi();

@@ -1,4 +1,4 @@
-/* test_model_expf.c — the training harness's vectorised softmax exp (experiments/model.c) returns
+/* test_model_expf.c — the training harness's vectorised softmax exp (experiments/train/model.c) returns
  * the bits of the libm's expf.
  *
  * The harness replaces expf(x - max) in its softmaxes by a vectorised copy of glibc's main path, so
@@ -8,7 +8,7 @@
  * in use (another libm, no FMA/AVX2), expf runs and the test says so and skips.
  * Usage: test_model_expf [STRIDE]   (default 61) */
 #include "check.h"
-#include "model.h"
+#include "train/model.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_order.c — the safe-order map (experiments/order.h, `fp8lab order`):
+/* test_order.c — the safe-order map (experiments/polyorder/polyorder.h, `fp8lab order`):
  *   closed forms: a single power x^r overflows at B^(1/r) (naive, every format; fused, as a real);
  *     PolyReLU_2 fused at (sqrt(1 + 8B) - 1)/2; PolyNorm_3 naive fp16 at 65520^(1/6) ~ 6.35 (RESEARCH §5);
  *     PolyNorm_4 fused at the fp32 boundary of the row sum, (B32 - (n-1))^(1/8) ~ 65536;
@@ -10,7 +10,7 @@
 #include "check.h"
 
 #include "npy.h"
-#include "order.h"
+#include "polyorder/polyorder.h"
 #include "ref.h"
 #include "round_mpfr.h"
 

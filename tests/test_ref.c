@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "cli.h"
+#include "cli/cli.h"
 #include "npy.h"
 #include "ref.h"
 #include "round_mpfr.h"

@@ -13,7 +13,7 @@
  * Every entry is checked; the test fails on the first violation, printing it in hex floats.
  */
 #include "check.h"
-#include "model.h"
+#include "train/model.h"
 
 #include <math.h>
 #include <omp.h>

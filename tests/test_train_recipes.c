@@ -14,10 +14,10 @@
  *     a JSON object with the per-site and per-FFN fields), config.json and summary.json.
  */
 #include "check.h"
-#include "data.h"
+#include "train/data.h"
 #include "kernels.h"
-#include "model.h"
-#include "train.h"
+#include "train/model.h"
+#include "train/train.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "fl_round.h"
 #include "ref.h"
-#include "ulp_fast.h"
+#include "ulp/ulp_fast.h"
 
 #include <math.h>
 #include <stdint.h>

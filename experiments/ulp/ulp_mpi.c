@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "ulp_report.h"
 
 /* Gather every rank's report and counters to rank 0 and merge them there. */

@@ -1,5 +1,5 @@
 /* cmd_train.c — `fp8lab train`: parse the flags into a configuration and run it (train.c). */
-#include "cli.h"
+#include "cli/cli.h"
 #include "train.h"
 
 #include <stdlib.h>
@@ -236,7 +236,7 @@ static const char *cfg_diff(const fl_train_cfg *a, const fl_train_cfg *b)
 int fl_cmd_train(int argc, char **argv)
 {
     const char *cmd = "train";
-    fl_blas_setup(argv - 1); /* argv is main's argv + 1 (experiments/fp8lab.c) */
+    fl_blas_setup(argv - 1); /* argv is main's argv + 1 (experiments/cli/fp8lab.c) */
     fl_train_cfg cfg;
     fl_train_cfg_default(&cfg);
     fl_train_opts opts = { 0 };

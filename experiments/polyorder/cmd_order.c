@@ -1,13 +1,13 @@
 /* cmd_order.c — `fp8lab order`: the safe polynomial order of PolyReLU / PolyNorm for a format, a
- * scaling scheme and an implementation strategy (experiments/order.h, experiments/ORDER.md). */
-#include "checkpoint.h"
-#include "cli.h"
-#include "data.h"
-#include "model.h"
+ * scaling scheme and an implementation strategy (experiments/polyorder/polyorder.h, experiments/polyorder/ORDER.md). */
+#include "train/checkpoint.h"
+#include "cli/cli.h"
+#include "train/data.h"
+#include "train/model.h"
 #include "npy.h"
-#include "order.h"
+#include "polyorder.h"
 #include "safetensors.h"
-#include "train.h"
+#include "train/train.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -139,7 +139,7 @@ static void fmt_num(char *b, size_t n, double v)
 }
 
 /* The FFN pre-activations of a training run: the weights of DIR/checkpoint.bin (section 3 holds the
-   parameters, as experiments/train.c writes them; the configuration comes through fl_train_read_cfg),
+   parameters, as experiments/train/train.c writes them; the configuration comes through fl_train_read_cfg),
    one forward in fp32 (the recipe's casts left out: the fp32 master weights' pre-activations) on the
    batch of step `st.step` (the next one the run would train on).  x (L * N, F): layer-major. */
 static int load_run(float **x, size_t *R, size_t *C, const char *dir)
@@ -716,7 +716,7 @@ int fl_cmd_order(int argc, char **argv)
         if (!json)
             printf("\nThresholds are for |x|; PolyReLU's negative side is 0.  PolyNorm: outlier row of n = %ld elements "
                    "(bulk %.3g), eps %.3g; 'out bound' = sup |output| = |a0| + sqrt(n) sum |a_i|.\n"
-                   "Scaled casts cannot overflow; their cost is flushing: see experiments/ORDER.md and --input.\n",
+                   "Scaled casts cannot overflow; their cost is flushing: see experiments/polyorder/ORDER.md and --input.\n",
                    base.n, base.bulk, base.eps);
         json_object_set_new(root, "entries", arr);
         json_object_set_new(root, "recommendation", rec);

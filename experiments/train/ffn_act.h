@@ -1,6 +1,6 @@
 /* ffn_act.h — the FFN activations of the training harness, forward and backward, on float32 rows.
  *
- * A thin interface between the model (experiments/model.c) and the activation arithmetic: SwiGLU,
+ * A thin interface between the model (experiments/train/model.c) and the activation arithmetic: SwiGLU,
  * PolyReLU and PolyNorm run through the kernels' CPU twins (kernels/kernels.h, fp32 views), so the
  * harness computes what the CUDA kernels compute, bit for bit; the elementwise twins are called
  * on one contiguous chunk per thread (no reduction is split, so the bits do not depend on the
@@ -15,7 +15,7 @@
  *   gelu          h = x/2 (1 + erf(x / sqrt 2))  (exact GELU, libm erff)
  *   swiglu        h = silu(g) u
  *   smooth_swiglu, smooth_swiglu_token:  the same arithmetic as swiglu; the smoothing happens at
- *                 the FP8 cast of h (experiments/recipe.h), per channel (paper) or per token (code)
+ *                 the FP8 cast of h (experiments/train/recipe.h), per channel (paper) or per token (code)
  *   polyrelu      h = sum_{i=0..r} a_i relu(x)^i                        (r = 2..4)
  *   polynorm      h = a_0 + sum_{i=1..r} a_i x^i / sqrt(mean_row(x^2i) + 1e-6)  (r = 2..4)
  * a: one coefficient vector per layer (trainable), initialised a_0 = 0, a_i = 1/r (PolyCom).

@@ -1,6 +1,6 @@
 /* order.c — the safe-order map of PolyReLU / PolyNorm: thresholds, ulp sweeps, real tensors.
- * Definitions: order.h and experiments/ORDER.md. */
-#include "order.h"
+ * Definitions: order.h and experiments/polyorder/ORDER.md. */
+#include "polyorder.h"
 
 #include "kernels.h"
 #include "ref.h"
@@ -1041,13 +1041,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl_format f,
                           fl_order_strategy s, fl_order_scale sc, const float *x, size_t R, size_t C,
@@ -1129,7 +1122,7 @@ int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl
             for (size_t i = 0; i < R; i++)
                 perm[i] = i;
             for (size_t i = 0; i < nsamp; i++) {
-                const size_t j = i + (size_t)(splitmix(&st) % (R - i));
+                const size_t j = i + (size_t)(fl_splitmix64(&st) % (R - i));
                 const size_t tmp = perm[i];
                 perm[i] = perm[j];
                 perm[j] = tmp;

@@ -2,7 +2,7 @@
 """torch_crosscheck.py -- train the harness's model with the same recipe in PyTorch on the CPU.
 
 Rebuilds, in PyTorch, exactly what `fp8lab train` does for the SwiGLU model: the same generated
-corpus (experiments/data.c, re-implemented bit for bit with numpy's uint64 arithmetic), the same
+corpus (experiments/train/data.c, re-implemented bit for bit with numpy's uint64 arithmetic), the same
 batches, the same initial weights (model.c's splitmix64 + Box-Muller stream), the same architecture
 (RMSNorm pre-norm, causal attention, SwiGLU FFN, untied head), AdamW with decoupled weight decay,
 warmup + schedule and gradient clipping -- and the same recipe by fake quantisation:
@@ -17,7 +17,7 @@ The two are not bit-identical (different summation orders in GEMMs, softmax, nor
 own exp/erf), so the losses agree to a few 1e-4 at first and drift apart slowly, as two correct
 implementations do.  Usage:
   pip install torch numpy
-  python3 experiments/torch_crosscheck.py [--fp8lab build/fp8lab] [--recipe bf16] [--steps 50]
+  python3 experiments/train/torch_crosscheck.py [--fp8lab build/fp8lab] [--recipe bf16] [--steps 50]
 """
 import argparse
 import csv
@@ -56,7 +56,7 @@ class Rng:
 
 
 def corpus(seed, n):
-    """experiments/data.c fl_data_synthetic, step for step."""
+    """experiments/train/data.c fl_data_synthetic, step for step."""
     V, SUCC = 256, 4
     r = Rng(seed ^ 0xD47A5EED)
     perm = list(range(V))

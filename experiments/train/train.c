@@ -23,7 +23,7 @@
 #include "train.h"
 
 #include "checkpoint.h"
-#include "cli.h"
+#include "cli/cli.h"
 #include "data.h"
 #include "telemetry.h"
 

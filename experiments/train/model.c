@@ -61,15 +61,8 @@ void fl_model_site_names(const fl_model_cfg *cfg, char *store, const char **name
 
 /* ---- init -------------------------------------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
-static double unif(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5) * 0x1p-53; }
+static double unif(uint64_t *s) { return fl_open01(fl_splitmix64(s)); }
 
 static void fill_normal(float *x, size_t n, float std, uint64_t *s)
 {

@@ -1,6 +1,6 @@
 /* cmd_demo.c — `fp8lab demo`: the FP8 SwiGLU instability reproduction.
  *
- * One configuration, one seed, three runs (experiments/TRAINING.md explains the choices):
+ * One configuration, one seed, three runs (experiments/train/TRAINING.md explains the choices):
  *   swiglu        bf16           the control
  *   swiglu        fp8-delayed    delayed per-tensor scaling of X and W (history 1024, max, margin 0),
  *                                 non-saturating casts, dY scaled from the current tensor, FP8 from
@@ -18,7 +18,7 @@
  * printed and written to OUT/summary.txt.  Exit status 0 when the outcome holds, 3
  * (a failed gate) when it does not: the numbers are printed either way.
  */
-#include "cli.h"
+#include "cli/cli.h"
 #include "train.h"
 
 #include <errno.h>
@@ -494,7 +494,7 @@ int fl_cmd_demo(int argc, char **argv)
     json_object_set_new(doc, "load_average_end", json_real(la[0]));
     json_object_set_new(doc, "divergence_criterion",
                         json_string("non-finite loss, or loss EMA above its running minimum by more than div_margin nats "
-                                    "for div_window consecutive steps (experiments/train.h)"));
+                                    "for div_window consecutive steps (experiments/train/train.h)"));
     char jp[4300];
     snprintf(jp, sizeof jp, "%s/demo.json", out);
     int jerr = json_dump_file(doc, jp, JSON_INDENT(2) | JSON_REAL_PRECISION(9));

@@ -3,7 +3,7 @@
  *
  * For a binary32 input x, an evaluator returns an enclosure  f(x) in [c - r, c + r]  with the centre
  * c = ch + cl a double-double and the radius r a double, PROVEN from error bounds written next to each
- * evaluator and derived in experiments/ULP.md (double-word arithmetic after Joldes, Muller and
+ * evaluator and derived in experiments/ulp/ULP.md (double-word arithmetic after Joldes, Muller and
  * Popescu, and our own exp/expm1/Phi kernels with tables computed by MPFR at start-up).
  *
  * The judge decides from the enclosure everything a report needs: the correctly rounded encoding

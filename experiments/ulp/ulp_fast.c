@@ -1,5 +1,5 @@
 /* ulp_fast.c — double-double enclosures of silu, sigmoid, tanh, gelu and gelu_tanh for binary32 inputs,
- * and the exact judge (see ulp_fast.h; the error analysis is experiments/ULP.md).
+ * and the exact judge (see ulp_fast.h; the error analysis is experiments/ulp/ULP.md).
  *
  * Notation: u = 2^-53.  "dd" is a double-word number h + l.  Every error bound below is a relative
  * bound on the value the comment names, and each evaluator's radius is its bound times a safety

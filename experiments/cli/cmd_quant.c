@@ -28,16 +28,8 @@ static const char *const help =
     "The synthetic tensor: Student-t (3 dof) bulk, 4 outlier channels scaled x200 on 2% of the tokens, and\n"
     "one token whose activations are x1000 (an attention-sink-like token).\n";
 
-static uint64_t rng_next(uint64_t *s)
-{
-    *s += 0x9E3779B97F4A7C15ull;
-    uint64_t z = *s;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
-static double rng_uniform(uint64_t *s) { return ((double)(rng_next(s) >> 11) + 0.5) * 0x1p-53; }
+static double rng_uniform(uint64_t *s) { return fl_open01(fl_splitmix64(s)); }
 
 static double rng_normal(uint64_t *s)
 {

@@ -1,5 +1,6 @@
 /* data.c — embedded corpus generator, text loader, batches (see data.h). */
 #include "data.h"
+#include "fl_base.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,18 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 typedef struct {
     uint64_t s;
 } rng;
 
-static uint64_t rng_u64(rng *r) { return mix64(r->s += 0x9E3779B97F4A7C15ull); }
+static uint64_t rng_u64(rng *r) { return fl_splitmix64(&r->s); }
 static double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1p-53; }
 
 static uint64_t fnv1a(const uint16_t *t, size_t n)
@@ -190,7 +185,7 @@ void fl_data_batch(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step
 {
     const size_t span = d->n - (T + 1) + 1; /* valid start offsets */
     for (size_t b = 0; b < B; b++) {
-        const uint64_t u = mix64(mix64(seed ^ 0xBA7C4ull) + step * 0x9E3779B97F4A7C15ull + b * 0xD1B54A32D192ED03ull);
+        const uint64_t u = fl_mix64(fl_mix64(seed ^ 0xBA7C4ull) + step * 0x9E3779B97F4A7C15ull + b * 0xD1B54A32D192ED03ull);
         const size_t off = (size_t)(u % span);
         memcpy(out + b * (T + 1), d->tok + off, (T + 1) * sizeof *out);
     }

@@ -2,7 +2,7 @@
  *
  * Two sources of outputs: arrays written by anything (--inputs/--outputs, .npy or .safetensors), or
  * one of fp8lab's own implementations swept over its input space (--impl with --exhaustive, --range
- * or --sample).  Every output is judged exactly (experiments/ULP.md): the correctly rounded
+ * or --sample).  Every output is judged exactly (experiments/ulp/ULP.md): the correctly rounded
  * encoding, the class of the exact value, and the error in ulps of the exact value's binade, rounded
  * to nearest on the 2^-20 grid.  Judging first tries the fast path (ulp_fast.h: a proven
  * double-double enclosure, for silu/sigmoid/tanh/gelu/gelu_tanh with binary32-representable inputs)
@@ -10,7 +10,7 @@
  * the same report, bit for bit.  The per-thread reports merge exactly (ulp_report.h), so the report
  * does not depend on the thread count, the chunking, or how --range shards are merged (--merge).
  */
-#include "cli.h"
+#include "cli/cli.h"
 #include "fl_round.h"
 #include "npy.h"
 #include "ref.h"
@@ -51,6 +51,8 @@ static const char *const help =
     "                    the file holds one tensor)\n"
     "  --input-format F  the inputs are bit patterns of F;  --output-format F: the outputs are (= FMT)\n"
     "  --range LO:HI     only elements LO <= i < HI (shards of a big file)\n"
+    "  --index-base B    the arrays hold elements B, B+1, ... of a larger set written in pieces: indices\n"
+    "                    and shards are reported from B, so that the pieces' reports --merge\n"
     "Built-in implementations (--list shows them):\n"
     "  --impl NAME       FN and FMT default to the implementation's; inputs are every encoding of its\n"
     "                    input format (pairs for two inputs of <= 16 bits), indexed by their bit patterns\n"
@@ -66,11 +68,13 @@ static const char *const help =
     "                    where the row's terms a_i x^i / D_i cancel most, two columns tuned to put\n"
     "                    the row's zero on a representable x (VJPs: dy placed where dx nearly cancels).\n"
     "                    Values rounded (RNE) to the input format; dy ~ N(0,1) otherwise.\n"
-    "                    Generator: experiments/ULP.md section 6.  Default normal.\n"
+    "                    Generator: experiments/ulp/ULP.md section 6.  Default normal.\n"
     "  --save PREFIX     also write the rows judged: PREFIXx.npy, PREFIXdy.npy (VJPs), PREFIXy.npy, bit\n"
     "                    patterns (uint8/uint16) of shape (rows, H), for --inputs/--outputs elsewhere\n"
     "Options:\n"
     "  --param NAME=V    a parameter of FN (alpha, beta, order, a0..a4, eps, tau)\n"
+    "  --wrt NAME        the outputs are the partial derivative of FN w.r.t. input NAME (x; g or u\n"
+    "                    for swiglu): e.g. a backward kernel run with an upstream gradient of 1\n"
     "  --saturate / --no-saturate   overflow policy of the reference (default: saturate for 8-bit and\n"
     "                    narrower FMT, IEEE overflow for fp32/bf16/fp16)\n"
     "  --max-ulp T       gate: exit 3 if the largest error exceeds T or any output's class (NaN, Inf,\n"
@@ -860,10 +864,7 @@ static void emit_report(const fl_ulp_report *r, const meta *m, const char *reche
 
 static uint64_t sample_index(uint64_t seed, uint64_t i, uint64_t space)
 {
-    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const uint64_t z = fl_mix64(seed + (i + 1) * FL_GOLDEN64);
     return space ? (uint64_t)(((unsigned __int128)z * space) >> 64) : z;
 }
 
@@ -1033,7 +1034,7 @@ static void run_sweep(tctx *ctxs, const job *j, const sweep *s, progress *pg, in
  * the report does not depend on threads, blocks or ranks.  Every random number is the splitmix64
  * finalizer chained over (seed, stream, row, column, draw); uniforms are (top 53 bits + 1/2) 2^-53;
  * normals are Box-Muller (libm log, cos, sqrt) on draws 2k, 2k+1.  Values are rounded once (RNE) into
- * the input's format, saturating for 8-bit formats.  Distributions (experiments/ULP.md section 6):
+ * the input's format, saturating for 8-bit formats.  Distributions (experiments/ulp/ULP.md section 6):
  *   normal  x = N(0,1);  dy = N(0,1) for a VJP
  *   heavy   x = Student-t with 3 degrees of freedom, N0 / sqrt((N1^2 + N2^2 + N3^2) / 3), times 100 in
  *           the outlier channels: column c is one when bits(seed, channel stream, 0, c, 0) % 512 == 0
@@ -1064,13 +1065,7 @@ typedef struct {
     const fl_ref_params *p;  /* order, coefficients, eps: the reference's */
 } rowgen;
 
-static uint64_t rg_mix(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rg_mix(uint64_t z) { return fl_mix64(z + FL_GOLDEN64); }
 
 static uint64_t rg_bits(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t draw)
 {
@@ -1083,7 +1078,7 @@ static uint64_t rg_bits(uint64_t seed, uint64_t stream, uint64_t row, uint64_t c
 
 static double rg_unif(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t draw)
 {
-    return ((double)(rg_bits(seed, stream, row, col, draw) >> 11) + 0.5) * 0x1p-53;
+    return fl_open01(rg_bits(seed, stream, row, col, draw));
 }
 
 static double rg_normal(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col, uint64_t k)
@@ -1613,7 +1608,8 @@ int fl_cmd_ulp(int argc, char **argv)
     int n_params = 0;
     long row_len_arg = 0;    /* --row-len */
     int dist = -1;           /* --dist */
-    const char *save_prefix = NULL;
+    const char *save_prefix = NULL, *wrt_arg = NULL;
+    unsigned long long index_base = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1700,6 +1696,14 @@ int fl_cmd_ulp(int argc, char **argv)
             if (!has)
                 return fl_cli_usage_error(cmd, "--save needs a file prefix");
             save_prefix = argv[++i];
+        } else if (!strcmp(a, "--index-base")) {
+            if (!has || fl_cli_parse_u64(&index_base, argv[i + 1]))
+                return fl_cli_usage_error(cmd, "--index-base needs a non-negative integer");
+            i++;
+        } else if (!strcmp(a, "--wrt")) {
+            if (!has)
+                return fl_cli_usage_error(cmd, "--wrt needs an input name (x, g, u)");
+            wrt_arg = argv[++i];
         } else if (!strcmp(a, "--param")) {
             if (!has || !strchr(argv[i + 1], '=') || n_params == 16)
                 return fl_cli_usage_error(cmd, "--param needs NAME=VALUE");
@@ -1766,6 +1770,10 @@ int fl_cmd_ulp(int argc, char **argv)
             return fl_cli_usage_error(cmd, "unknown implementation '%s' (see --list)", impl_name);
         if (n_ins || have_out)
             return fl_cli_usage_error(cmd, "--impl and --inputs/--outputs exclude each other");
+        if (wrt_arg)
+            return fl_cli_usage_error(cmd, "--wrt goes with --inputs/--outputs (an implementation names its own)");
+        if (index_base)
+            return fl_cli_usage_error(cmd, "--index-base goes with --inputs/--outputs");
         if (!fn_name)
             fn_name = impl->fn;
         else if (strcmp(fn_name, impl->fn))
@@ -1797,9 +1805,10 @@ int fl_cmd_ulp(int argc, char **argv)
     j.fn = fl_ref_lookup(fn_name);
     if (!j.fn)
         return fl_cli_usage_error(cmd, "unknown function '%s'", fn_name);
-    j.ev = fl_ref_find_eval(j.fn, impl && impl->wrt ? impl->wrt : "");
+    const char *wrt = impl ? impl->wrt : wrt_arg;
+    j.ev = fl_ref_find_eval(j.fn, wrt ? wrt : "");
     if (!j.ev)
-        return fl_cli_usage_error(cmd, "%s has no derivative w.r.t. '%s'", fn_name, impl->wrt);
+        return fl_cli_usage_error(cmd, "%s has no derivative w.r.t. '%s'", fn_name, wrt);
     j.fmt = (fl_format)fmt;
     j.n_inputs = j.fn->n_inputs;
     fl_ref_params_init(&j.params, j.fn);
@@ -1819,9 +1828,6 @@ int fl_cmd_ulp(int argc, char **argv)
         }
         snprintf(params_str, sizeof params_str, "%s", impl->params);
     }
-    if (impl && impl->wrt)
-        snprintf(params_str + strlen(params_str), sizeof params_str - strlen(params_str), "%sd/d%s",
-                 *params_str ? "," : "", impl->wrt);
     for (int p = 0; p < n_params; p++) {
         char name[64];
         const char *eq = strchr(param_args[p], '=');
@@ -1832,6 +1838,9 @@ int fl_cmd_ulp(int argc, char **argv)
         snprintf(params_str + strlen(params_str), sizeof params_str - strlen(params_str), "%s%s",
                  *params_str ? "," : "", param_args[p]);
     }
+    if (wrt)
+        snprintf(params_str + strlen(params_str), sizeof params_str - strlen(params_str), "%sd/d%s",
+                 *params_str ? "," : "", wrt);
     j.ovf = ovf_set ? ovf : fl_format_get(j.fmt)->bits <= 8 ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
     j.fast = !*params_str && !j.fn->rowwise ? fl_fast_lookup(fn_name) : NULL;
     if (j.fast && (j.fast->eval ? 1 : 2) != j.fn->n_inputs)
@@ -2106,6 +2115,11 @@ int fl_cmd_ulp(int argc, char **argv)
                 snprintf(recheck + k, sizeof recheck - (size_t)k, " --outputs %s --range %llu:%llu", outs.path,
                          (unsigned long long)w->index, (unsigned long long)w->index + 1);
             }
+        }
+        if (index_base) { /* after the recheck line, which names the file's own element */
+            m.lo += index_base, m.hi += index_base;
+            for (int q = 0; q < total.n_worst; q++)
+                total.worst[q].index += index_base;
         }
         emit_report(&total, &m, recheck, T, gated, json);
         /* how the run went (not part of the report, which is the same whichever judge decided) */

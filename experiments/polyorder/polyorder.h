@@ -1,7 +1,7 @@
 /* order.h — which polynomial order is safe in which precision: overflow / underflow thresholds and
  * ulp errors of PolyReLU and PolyNorm (PolyCom) under two implementation strategies, and the same
  * questions asked of a real pre-activation tensor under each scaling scheme.  `fp8lab order`
- * (experiments/cmd_order.c) prints them; experiments/ORDER.md holds the definitions in prose, the
+ * (experiments/polyorder/cmd_order.c) prints them; experiments/polyorder/ORDER.md holds the definitions in prose, the
  * tables and the recommendation.
  *
  * Dimension letters: a tensor x is (R, C), R rows (tokens), C = n columns (the FFN hidden width;

@@ -1,0 +1,39 @@
+#!/bin/sh
+# gpu_check.sh BUILD OUTDIR -- `make gpu-check`: everything a lent GPU must answer, in one command.
+#   1. the device, driver and CUDA versions;
+#   2. gpu-test: every kernel bit-identical to its CPU twin, the FP8 GEMM within its derived bound;
+#   3. gpu-bench: bandwidth beside a copy kernel, FP8 vs BF16 GEMMs, Smooth-SwiGLU's overhead;
+#   4. the device ULP sweep: every input of the elementwise kernels (all bf16 / e4m3 codes, all 2^32 bf16
+#      SwiGLU pairs) run on the GPU, compared with the twin bit for bit and judged by `fp8lab ulp`;
+#   5. OUTDIR/gpu-check.json (all of it, machine-readable) and OUTDIR/gpu-check.md (tables for
+#      kernels/README.md).
+# Without a device it says so and exits 0.  The 2^32 bf16 SwiGLU pairs come in 16 chunks of 2^28 (for the
+# derivatives chunk c is every g with u = c mod 16): GPU_CHECK_PAIR_CHUNKS (default 16: all pairs) for the forward kernels,
+# GPU_CHECK_BWD_PAIR_CHUNKS (default 1; MPFR judges every derivative output) for the backward ones.
+set -u
+build=$1
+out=$2
+mkdir -p "$out" || exit 1
+bench=$build/tests/gpu_bench
+if ! "$bench" info | tee "$out/device.txt" | grep -q "^device:"; then
+    echo "gpu-check: no CUDA device found; skipped"
+    exit 0
+fi
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv | tee -a "$out/device.txt"
+echo "== gpu-test"
+"$build/tests/gpu_test" >"$out/gpu_test.log" 2>&1
+test_rc=$?
+cat "$out/gpu_test.log"
+echo "== gpu-bench"
+"$bench" bench "$out" >"$out/bench.log" 2>&1 || { cat "$out/bench.log"; echo "gpu-check: gpu-bench failed"; exit 1; }
+cat "$out/bench.log"
+echo "== device ULP sweep"
+/usr/bin/env time -f "   sweep wall %e s" "$bench" sweep "$build/fp8lab" "$out" --pairs-chunks "${GPU_CHECK_PAIR_CHUNKS:-16}" --bwd-pairs-chunks "${GPU_CHECK_BWD_PAIR_CHUNKS:-1}"
+sweep_rc=$?
+"$bench" assemble "$out" "$test_rc" || exit 1
+cat "$out/gpu-check.md"
+if [ "$test_rc" -ne 0 ] || [ "$sweep_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (gpu-test exit $test_rc, sweep exit $sweep_rc)"
+    exit 1
+fi
+echo "gpu-check: passed"
