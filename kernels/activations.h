@@ -5,7 +5,7 @@
  * bit operations and no libm.  nvcc builds with --fmad=false and gcc with -ffp-contract=off, so
  * a*b+c is two roundings on both sides; where one rounding is wanted it is written fl_fmaf.  The same
  * source therefore gives the same bits on the CPU and on the GPU: a CPU twin is bit-identical to its
- * kernel by construction (tests/gpu_test.cu checks it).
+ * kernel by construction (tests/test_gpu_twins.cu checks it).
  *
  * Contents
  *   1. correctly rounded primitives (fl_fmaf, fl_sqrtf, fl_divf) that map to the IEEE operation on
@@ -277,7 +277,7 @@ FL_HD void fl_swiglu_grad_f32(float *dg, float *du, float g, float u, float dy)
 
 /* ==== 4. PolyReLU and PolyNorm =================================================================== */
 
-#define FL_POLY_MAX_ORDER 4
+/* FL_POLY_MAX_ORDER: numerics/fl_base.h */
 
 /* Coefficients a[0..order] of sum_i a_i t^i (PolyReLU: t = relu(x); PolyNorm: t_i = N(x^i)).
    order in [2, 4].  Default (the paper's): a_0 = 0, a_i = RN32(1/order). */

@@ -8,7 +8,9 @@
  * In row-major words: A is an (M, K) activation / weight matrix, B an (N, K) one, and D^T = B A^T;
  * every dot product runs over contiguous K.
  *
- * Semantics (cuBLASLt's, RESEARCH.md §3):
+ * Semantics (cuBLASLt's: the cuBLAS documentation, "cublasLtMatmul" and its FP8 attributes
+ * CUBLASLT_MATMUL_DESC_{A,B,D}_SCALE_POINTER and AMAX_D_POINTER; TransformerEngine's FP8 GEMM uses it
+ * this way):
  *   acc[m, n] = sum_k a(k, m) b(k, n)                     exact products, fp32 accumulation
  *   v[m, n]   = (alpha * a_scale * b_scale) * acc + beta * C[m, n]     (fp32)
  *   amax_D    = max |v|  (before d_scale)

@@ -4,7 +4,7 @@
  * Every kernel exists twice with the same signature: fl_<family>_<pass>() runs on the CPU (host
  * pointers), fl_cuda_<family>_<pass>() launches on the GPU (device pointers, a cudaStream_t passed as
  * void *).  Both evaluate the element functions of activations.h in the same order, so their outputs
- * are equal bit for bit (tests/gpu_test.cu).  Design, byte counts and accuracy: kernels/README.md.
+ * are equal bit for bit (tests/test_gpu_twins.cu).  Design, byte counts and accuracy: kernels/README.md.
  *
  * Tensors.  An input is a view {data, fmt, scale_inv}: element i has the value
  *     x_i = decode(data[i]) * scale_inv            (scale_inv NULL: 1; fp32 arithmetic)

@@ -19,6 +19,12 @@
 
 #define FL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The project's two size limits, each defined once: the highest order of the polynomial activations
+   (PolyCom's PolyReLU / PolyNorm use r = 2..4; Zhuo et al., ICLR 2025) and the most inputs any function
+   takes (swiglu / smooth_swiglu, and a VJP's upstream gradient). */
+#define FL_POLY_MAX_ORDER 4
+#define FL_MAX_INPUTS 4
+
 /* The splitmix64 finaliser (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
    OOPSLA 2014): a bijection of 64-bit words that mixes every input bit into every output bit.  Every
    generator of the project is built on it: counter-based streams fl_mix64(seed + (i + 1) * golden),

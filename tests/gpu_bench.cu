@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test.h"
 #include "gemm_fp8.h"
 #include "kernels.h"
 extern "C" {
@@ -40,32 +41,6 @@ extern "C" {
 #include "npy.h"
 #include "twins.h"
 }
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "gpu_bench: CUDA %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #call); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define LT(call)                                                                                   \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "gpu_bench: cuBLASLt status %d at %s:%d: %s\n", (int)s_, __FILE__, __LINE__, #call); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define REQ(cond, ...)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "gpu_bench: ");                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const int k_warm = 3, k_reps = 20;
 
@@ -127,12 +102,12 @@ template <class F> static double time_ms(F launch)
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     for (int i = 0; i < k_warm; i++)
-        REQ(launch() == 0, "launch failed (warm-up)");
+        CHECK(launch() == 0, "launch failed (warm-up)");
     CK(cudaDeviceSynchronize());
     double t[k_reps];
     for (int i = 0; i < k_reps; i++) {
         CK(cudaEventRecord(a));
-        REQ(launch() == 0, "launch failed");
+        CHECK(launch() == 0, "launch failed");
         CK(cudaEventRecord(b));
         CK(cudaEventSynchronize(b));
         float ms;
@@ -342,7 +317,7 @@ static int gemm_bf16(cublasLtHandle_t h, size_t M, size_t N, size_t K, const voi
     cublasLtMatmulHeuristicResult_t heur = {};
     int found = 0;
     LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &heur, &found));
-    REQ(found, "cuBLASLt has no BF16 algorithm for %zu x %zu x %zu", M, N, K);
+    CHECK(found, "cuBLASLt has no BF16 algorithm for %zu x %zu x %zu", M, N, K);
     const float alpha = 1.0f, beta = 0.0f;
     LT(cublasLtMatmul(h, op, &alpha, A, la, Bm, lb, &beta, D, ld, D, ld, &heur.algo, ws, wsb, 0));
     cublasLtMatmulPreferenceDestroy(pref);
@@ -409,12 +384,12 @@ static int cmd_bench(const char *outdir)
     b.over = over.data(), b.n_over = over.size();
     char err[512], path[4096];
     snprintf(path, sizeof path, "%s/bench.json", outdir);
-    REQ(fl_gpu_bench_write_json(&b, path, err, sizeof err) == 0, "%s", err);
+    CHECK(fl_gpu_bench_write_json(&b, path, err, sizeof err) == 0, "%s", err);
     snprintf(path, sizeof path, "%s/bench.md", outdir);
     FILE *f = fopen(path, "w");
-    REQ(f, "cannot write %s", path);
+    CHECK(f, "cannot write %s", path);
     fl_gpu_bench_markdown(&b, f);
-    REQ(fclose(f) == 0, "cannot write %s", path);
+    CHECK(fclose(f) == 0, "cannot write %s", path);
     fl_gpu_bench_markdown(&b, stdout);
     return 0;
 }
@@ -468,7 +443,7 @@ static void device_run(const char *name, const fl_twin *tw, uint32_t *out, const
         const int wrt_u = strstr(name, "_bwd_u_") != nullptr;
         rc = fl_cuda_swiglu_bwd(wrt_u ? y2 : y, wrt_u ? y : y2, x0, x1, dy, n, nullptr);
     }
-    REQ(rc == 0, "%s: launch failed", name);
+    CHECK(rc == 0, "%s: launch failed", name);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(h.data(), d_out, n * so, cudaMemcpyDeviceToHost));
 #pragma omp parallel for
@@ -496,7 +471,7 @@ static void write_npy(const char *path, const uint32_t *v, size_t n, size_t byte
         memcpy(&buf[i * bytes], &v[i], bytes);
     a.data = buf.data();
     char err[512];
-    REQ(fl_npy_write(path, &a, err, sizeof err) == 0, "%s", err);
+    CHECK(fl_npy_write(path, &a, err, sizeof err) == 0, "%s", err);
 }
 
 static int run_cmd(const std::string &c)
@@ -519,10 +494,10 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
     char plist[4096];
     snprintf(plist, sizeof plist, "%s/sweep.list", outdir);
     FILE *list = fopen(plist, "w");
-    REQ(list, "cannot write %s", plist);
+    CHECK(list, "cannot write %s", plist);
     for (const char *name : jobs) {
         const fl_twin *tw = fl_twin_find(name);
-        REQ(tw, "no twin called %s", name);
+        CHECK(tw, "no twin called %s", name);
         if (tw->n_inputs == 2 && esz(tw->in_fmt[0]) == 2 && (tw->derivative ? bwd_chunks : pair_chunks) == 0)
             continue;
         const int bits = (int)esz(tw->in_fmt[0]) * 8;
@@ -592,12 +567,12 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
                 cmd += std::string(" --wrt ") + tw->ref_wrt;
             cmd += std::string(" > ") + pj;
             const int rc = run_cmd(cmd);
-            REQ(rc == 0, "%s: `fp8lab ulp` exited %d: %s", name, rc, cmd.c_str());
+            CHECK(rc == 0, "%s: `fp8lab ulp` exited %d: %s", name, rc, cmd.c_str());
             merge += std::string(" ") + pj;
         }
         char pm[4096];
         snprintf(pm, sizeof pm, "%s/ulp_%s.json", outdir, name);
-        REQ(run_cmd(merge + " --json > " + pm) == 0, "%s: merge failed", name);
+        CHECK(run_cmd(merge + " --json > " + pm) == 0, "%s: merge failed", name);
         if (nchunks_all == 1) {
             char pj[4096];
             snprintf(pj, sizeof pj, "%s/ulp_%s.0.json", outdir, name);
@@ -609,7 +584,7 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
         fails += mismatches != 0;
         fprintf(list, "%s\n", name);
     }
-    REQ(fclose(list) == 0, "cannot write %s", plist);
+    CHECK(fclose(list) == 0, "cannot write %s", plist);
     for (const char *f : { "sweep_x.npy", "sweep_u.npy", "sweep_y.npy" }) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", outdir, f);
@@ -655,7 +630,7 @@ int main(int argc, char **argv)
         snprintf(plist, sizeof plist, "%s/sweep.list", argv[2]);
         std::vector<std::string> done;
         FILE *list = fopen(plist, "r");
-        REQ(list, "%s: cannot read it (run the sweep first)", plist);
+        CHECK(list, "%s: cannot read it (run the sweep first)", plist);
         while (fgets(line, sizeof line, list)) {
             line[strcspn(line, "\n")] = 0;
             if (*line)

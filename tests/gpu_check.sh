@@ -21,7 +21,7 @@ if ! "$bench" info | tee "$out/device.txt" | grep -q "^device:"; then
 fi
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv | tee -a "$out/device.txt"
 echo "== gpu-test"
-"$build/tests/gpu_test" >"$out/gpu_test.log" 2>&1
+"$build/tests/test_gpu_twins" >"$out/gpu_test.log" 2>&1
 test_rc=$?
 cat "$out/gpu_test.log"
 echo "== gpu-bench"

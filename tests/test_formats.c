@@ -1,11 +1,15 @@
-/* test_formats.c — the format table (numerics/fl_format.h) row by row against RESEARCH.md §1.
+/* test_formats.c — the format table (numerics/fl_format.h) row by row against the primary sources: IEEE
+ * 754-2019 (fp32, fp16), Google's bfloat16 (TPU docs), Micikevicius et al., "FP8 Formats for Deep
+ * Learning" (arXiv:2209.05433: e4m3, e5m2), the OCP Microscaling Formats spec v1.0 (e8m0, e3m2, e2m3,
+ * e2m1) and Graphcore's fnuz proposal (Noune et al., arXiv:2206.02915: e4m3fnuz, e5m2fnuz).
  *
  * For every format: storage/exponent/mantissa widths, bias and specials class; the derived numbers
  * of fl_format.c (max finite, min normal, min subnormal, epsilon, the RNE overflow boundary and
  * whether the boundary itself overflows) against constants typed in here from the table; the exact
  * set of NaN and Inf encodings (every one of the 2^bits patterns classified, fl_is_nan/fl_is_inf
  * and fl_decode agreeing); "no -0" (fnuz) and "no zero" (e8m0); the encoder's behaviour exactly at,
- * just below and just above the overflow boundary; the MPFR view of each format (RESEARCH.md §6).
+ * just below and just above the overflow boundary; the MPFR view of each format (precision p = M + 1,
+ * exponent range from the MPFR manual's mpfr_set_emin / mpfr_subnormalize conventions).
  * Names: every format and rounding name and every alias parses back, case-insensitively; near
  * misses are rejected and leave the output untouched; fl_format_names() lists each name once.
  */
@@ -18,7 +22,7 @@
 #include "fl_round.h"
 #include "round_mpfr.h"
 
-/* One row of RESEARCH.md §1 (plus the layout that fl_format.h documents). */
+/* One row of the format table (the sources above, plus the layout that fl_format.h documents). */
 typedef struct {
     fl_format f;
     const char *name;
@@ -198,7 +202,7 @@ static void check_row(const row *r)
         CHECK(atf == at, "%s rne nosat f32 x=%a got=0x%x want=0x%x", n, bnd, (unsigned)atf, (unsigned)at);
     }
 
-    /* MPFR's view (RESEARCH.md §6 lists bf16, fp16, e5m2, e4m3): p = M + 1, and the exponent range
+    /* MPFR's view (bf16, fp16, e5m2, e4m3): p = M + 1, and the exponent range
        in MPFR's convention x = m * 2^e, 0.5 <= m < 1: emin puts min_sub at 0.5 * 2^emin, emax puts
        the top finite binade at [2^(emax-1), 2^emax). */
     mpfr_prec_t p;
@@ -216,7 +220,7 @@ static void check_row(const row *r)
     for (size_t k = 0; k < FL_ARRAY_LEN(sec6); k++)
         if (sec6[k].f == r->f)
             CHECK(p == sec6[k].p && emin == sec6[k].emin && emax == sec6[k].emax,
-                  "%s MPFR p/emin/emax %ld/%ld/%ld, want %ld/%ld/%ld (RESEARCH.md §6)", n, (long)p,
+                  "%s MPFR p/emin/emax %ld/%ld/%ld, want %ld/%ld/%ld (MPFR view)", n, (long)p,
                   (long)emin, (long)emax, sec6[k].p, sec6[k].emin, sec6[k].emax);
     printf("  %-9s bias %3d  max %-14a min normal %-10a min sub %-10a RNE boundary %a (%s)\n", n, d->bias,
            r->max, r->min_normal, r->min_sub, bnd,

@@ -1,6 +1,6 @@
 /* test_order.c — the safe-order map (experiments/polyorder/polyorder.h, `fp8lab order`):
  *   closed forms: a single power x^r overflows at B^(1/r) (naive, every format; fused, as a real);
- *     PolyReLU_2 fused at (sqrt(1 + 8B) - 1)/2; PolyNorm_3 naive fp16 at 65520^(1/6) ~ 6.35 (RESEARCH §5);
+ *     PolyReLU_2 fused at (sqrt(1 + 8B) - 1)/2; PolyNorm_3 naive fp16 at 65520^(1/6) ~ 6.35 (fp16's overflow boundary 65520, IEEE 754);
  *     PolyNorm_4 fused at the fp32 boundary of the row sum, (B32 - (n-1))^(1/8) ~ 65536;
  *   threshold +- one ulp of the input format: the strategy emulation (naive) and the MPFR reference
  *     (fused: the correctly rounded output overflows at the first input, not at the one before);
@@ -154,7 +154,7 @@ static void test_closed_forms(void)
         CHECK(fabs(e.fused_fp32_threshold - want) <= 8 * FLT_EPSILON * want, "%s polyrelu2 fp32 kernel %a want %a",
               fl_format_name(fmts[fi]), e.fused_fp32_threshold, want);
     }
-    /* PolyNorm_3 naive fp16: (x^3)^2 overflows just above 65520^(1/6) = 6.3496 (RESEARCH §5) */
+    /* PolyNorm_3 naive fp16: (x^3)^2 overflows just above 65520^(1/6) = 6.3496 (65520: IEEE 754 binary16's RNE overflow boundary) */
     fl_order_cfg c;
     fl_order_cfg_init(&c, FL_ORDER_POLYNORM, 3);
     fl_order_entry e;
@@ -498,8 +498,32 @@ static void test_cli(void)
     CHECK(system(args) == 0, "cleanup");
 }
 
+/* The verdicts: the highest safe order of a group, for the map (overflow threshold vs amax, with the
+   tie rule) and for a tensor study (no overflow, nothing clipped, flushed <= max_flush). */
+static void test_verdicts(void)
+{
+    fl_order_entry e[3];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        e[i].order = i + 2;
+    e[0].overflow_threshold = 100, e[1].overflow_threshold = 16, e[2].overflow_threshold = 16;
+    e[2].overflow_inclusive = 1; /* the tie at 16 overflows for order 4, not for order 3 */
+    CHECK(fl_order_highest_safe_map(e, 3, 15) == 4 && fl_order_highest_safe_map(e, 3, 16) == 3 &&
+              fl_order_highest_safe_map(e, 3, 50) == 2 && fl_order_highest_safe_map(e, 3, 100) == 2 && fl_order_highest_safe_map(e, 3, 101) == 0,
+          "map verdicts");
+    fl_order_tensor_result t[3];
+    memset(t, 0, sizeof t);
+    for (int i = 0; i < 3; i++)
+        t[i].order = i + 2;
+    t[1].frac_flushed = 0.01, t[2].frac_clipped = 1e-9;
+    CHECK(fl_order_highest_safe_tensor(t, 3, 0.01) == 3 && fl_order_highest_safe_tensor(t, 3, 0.009) == 2, "tensor verdicts");
+    t[0].frac_overflow = 1e-6;
+    CHECK(fl_order_highest_safe_tensor(t, 1, 1.0) == 0 && !fl_order_tensor_safe(&t[0], 1.0), "an overflow is never safe");
+}
+
 int main(void)
 {
+    test_verdicts();
     cli = getenv("FP8LAB") ? getenv("FP8LAB") : "build/fp8lab";
     test_single_power();
     test_closed_forms();

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -40,4 +41,12 @@ int fl_cli_parse_double(double *out, const char *s)
         return -1;
     *out = v;
     return 0;
+}
+
+void fl_cli_json_print(json_t *root, int digits)
+{
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(digits));
+    puts(s ? s : "null");
+    free(s);
+    json_decref(root);
 }

@@ -29,4 +29,9 @@ int fl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((for
 int fl_cli_parse_u64(unsigned long long *out, const char *s);
 int fl_cli_parse_double(double *out, const char *s);
 
+/* Print a command's JSON report on stdout: indented by 2, reals with `digits` significant digits, one
+   trailing newline; the reference is released (json_t is jansson's; declared opaque here). */
+struct json_t;
+void fl_cli_json_print(struct json_t *root, int digits);
+
 #endif /* FL_CLI_H */

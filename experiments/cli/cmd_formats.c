@@ -107,10 +107,7 @@ int fl_cmd_formats(int argc, char **argv)
     if (json) {
         json_t *root = json_object();
         json_object_set_new(root, "formats", list);
-        char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        puts(s);
-        free(s);
-        json_decref(root);
+        fl_cli_json_print(root, 17);
     }
     return FL_EXIT_OK;
 }

@@ -5,6 +5,7 @@
  * activations", Sun et al. 2024), generated from a printed seed.
  */
 #include "cli.h"
+#include "fl_tensor.h"
 #include "npy.h"
 #include "scaling.h"
 
@@ -14,14 +15,15 @@
 #include <string.h>
 
 static const char *const help =
-    "usage: fp8lab quant [--input X.npy] [--rows R --cols C] [--seed S] [--json]\n"
+    "usage: fp8lab quant [--input X.npy|X.safetensors] [--rows R --cols C] [--seed S] [--json]\n"
     "\n"
     "Casts a 2-D float tensor (rows = tokens, cols = channels) to e4m3, e5m2, bf16, fp16 and the MX\n"
     "formats under each scaling scheme (none, per-tensor current scaling, per-row, 1x128 tiles, MX 1x32\n"
     "e8m0 with the OCP floor rule and TE's round-up rule) and reports, for each, the fraction of\n"
     "elements saturated (|x*scale| > max), clipped (beyond the RNE overflow boundary), flushed to zero\n"
     "(x != 0 stored as 0), and the relative error ||x - dequant(quant(x))|| / ||x||.\n"
-    "  --input X.npy   float32/float64 tensor; 1-D is one row, N-D is flattened to (prod(shape[:-1]), last)\n"
+    "  --input X.npy   float16/32/64 .npy or a .safetensors file's first floating tensor (fl_tensor.h); 1-D is\n"
+    "                  one row, N-D is flattened to (prod(shape[:-1]), last)\n"
     "  --rows, --cols  size of the synthetic tensor (default 1024 x 1024)\n"
     "  --seed S        seed of the synthetic tensor (default 20261121)\n"
     "  --json          one JSON object {\"source\", \"rows\", \"cols\", \"amax\", \"rms\", \"results\": [...]}\n"
@@ -60,11 +62,25 @@ typedef struct {
     fl_mx_rule rule;
 } scheme;
 
-int fl_cmd_quant(int argc, char **argv)
+/* The schemes, in the table's order; 16-bit formats take the first two only (no scaling, per-tensor). */
+static const scheme schemes[] = {
+    { "none", FL_BLOCK_TENSOR, 0, FL_MX_FLOOR },   { "tensor", FL_BLOCK_TENSOR, 0, FL_MX_FLOOR },
+    { "row", FL_BLOCK_ROW, 0, FL_MX_FLOOR },       { "1x128", FL_BLOCK_1X128, 0, FL_MX_FLOOR },
+    { "mx32-floor", FL_BLOCK_MX, 1, FL_MX_FLOOR }, { "mx32-ceil", FL_BLOCK_MX, 1, FL_MX_CEIL },
+};
+static const fl_format quant_formats[] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E2M1, FL_FMT_E3M2 };
+
+typedef struct {
+    const char *input;
+    unsigned long long rows, cols, seed;
+    int json;
+} quant_opts;
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_quant_opts(quant_opts *o, int argc, char **argv)
 {
-    const char *cmd = "quant", *input = NULL;
-    unsigned long long rows = 1024, cols = 1024, seed = 20261121;
-    int json = 0;
+    static const char *const cmd = "quant";
+    *o = (quant_opts){ NULL, 1024, 1024, 20261121, 0 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
@@ -72,180 +88,192 @@ int fl_cmd_quant(int argc, char **argv)
             fputs(help, stdout);
             return FL_EXIT_OK;
         } else if (!strcmp(a, "--json")) {
-            json = 1;
+            o->json = 1;
         } else if (!strcmp(a, "--input")) {
             if (!has)
-                return fl_cli_usage_error(cmd, "--input needs a .npy file");
-            input = argv[++i];
+                return fl_cli_usage_error(cmd, "--input needs a .npy or .safetensors file");
+            o->input = argv[++i];
         } else if (!strcmp(a, "--rows") || !strcmp(a, "--cols") || !strcmp(a, "--seed")) {
-            unsigned long long *dst = a[2] == 'r' ? &rows : a[2] == 'c' ? &cols : &seed;
-            if (!has || fl_cli_parse_u64(dst, argv[++i]) || (dst != &seed && (*dst == 0 || *dst > (1u << 16))))
-                return fl_cli_usage_error(cmd, "%s needs %s", a, dst == &seed ? "a non-negative integer" : "an integer in 1..65536");
+            const int is_seed = !strcmp(a, "--seed");
+            unsigned long long *dst = is_seed ? &o->seed : !strcmp(a, "--rows") ? &o->rows : &o->cols;
+            if (!has || fl_cli_parse_u64(dst, argv[++i]) || (!is_seed && (*dst == 0 || *dst > (1u << 16))))
+                return fl_cli_usage_error(cmd, "%s needs %s", a, is_seed ? "a non-negative integer" : "an integer in 1..65536");
         } else {
             return fl_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
     }
+    return -1;
+}
 
-    float *x = NULL;
-    size_t R = rows, C = cols;
-    if (input) {
-        fl_array arr;
-        char err[512];
-        if (fl_npy_read(&arr, input, err, sizeof err)) {
-            fprintf(stderr, "fp8lab quant: %s\n", err);
-            return FL_EXIT_FAIL;
-        }
-        if ((arr.dtype != FL_DT_F32 && arr.dtype != FL_DT_F64) || arr.count == 0) {
-            fprintf(stderr, "fp8lab quant: %s: need a non-empty float32 or float64 array, got %s with %zu elements\n",
-                    input, fl_dtype_name(arr.dtype), arr.count);
-            fl_array_free(&arr);
-            return FL_EXIT_FAIL;
-        }
-        C = arr.ndim == 0 ? 1 : (size_t)arr.shape[arr.ndim - 1];
-        R = arr.count / C;
-        x = malloc(arr.count * sizeof *x);
-        if (!x) {
-            fl_array_free(&arr);
-            fprintf(stderr, "fp8lab quant: out of memory\n");
-            return FL_EXIT_FAIL;
-        }
-        size_t bad = 0;
-        for (size_t i = 0; i < arr.count; i++) {
-            x[i] = arr.dtype == FL_DT_F32 ? ((float *)arr.data)[i] : (float)((double *)arr.data)[i];
-            bad += !isfinite(x[i]);
-        }
-        fl_array_free(&arr);
-        if (bad) {
-            fprintf(stderr, "fp8lab quant: %s: %zu elements are NaN or Inf (or overflow float32); the study needs finite data\n",
-                    input, bad);
-            free(x);
-            return FL_EXIT_FAIL;
+/* Scratch of one quantization run over an (R, C) tensor. */
+typedef struct {
+    uint8_t *q, *mxs;
+    float *back, *amaxb, *scale, *sinv;
+} quant_bufs;
+
+static void quant_bufs_free(quant_bufs *b)
+{
+    free(b->q), free(b->mxs), free(b->back), free(b->amaxb), free(b->scale), free(b->sinv);
+}
+
+static int quant_bufs_alloc(quant_bufs *b, size_t R, size_t C)
+{
+    b->q = malloc(R * C * 2);
+    b->back = malloc(R * C * sizeof *b->back);
+    b->amaxb = malloc(R * C * sizeof *b->amaxb);
+    b->scale = malloc(R * C * sizeof *b->scale);
+    b->sinv = malloc(R * C * sizeof *b->sinv);
+    b->mxs = malloc(R * ((C + 31) / 32));
+    if (b->q && b->back && b->amaxb && b->scale && b->sinv && b->mxs)
+        return 0;
+    quant_bufs_free(b);
+    return -1;
+}
+
+/* Quantize x to f under scheme si and back into b->back; the counts in *st. */
+static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t R, size_t C, fl_format f, size_t si,
+                      float amax)
+{
+    const scheme *sc = &schemes[si];
+    memset(st, 0, sizeof *st);
+    if (sc->mx) {
+        fl_mx_quantize(b->mxs, b->q, st, x, R, C, f, sc->rule);
+        fl_mx_dequantize(b->back, b->mxs, b->q, R, C, f);
+    } else if (fl_format_get(f)->bits > 8) {
+        /* 16-bit: plain (optionally scaled) conversion; scaling = tensor-wise multiply. */
+        const float s = si == 0 ? 1.0f : fl_scale_from_amax(f, amax, 1.0f, 0, 0);
+        const fl_format_desc *d = fl_format_get(f);
+        const double max = fl_format_max(f);
+        for (size_t i = 0; i < R * C; i++) {
+            const float v = x[i] * s;
+            const uint32_t c = fl_encode_f32_bits(d, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
+            const float y = fl_decode_f32(d, c);
+            st->n++;
+            st->n_sat += fabs(v) > max;
+            st->n_clip += isinf(y);
+            st->n_ftz += v != 0 && y == 0;
+            b->back[i] = y / s;
         }
     } else {
-        x = malloc(R * C * sizeof *x);
-        if (!x)
-            return FL_EXIT_FAIL;
-        synthesize(x, R, C, seed);
+        size_t nr, nc;
+        fl_block_grid(&nr, &nc, sc->block, R, C);
+        if (si == 0) {
+            for (size_t i = 0; i < nr * nc; i++)
+                b->scale[i] = 1.0f;
+        } else {
+            size_t nn;
+            fl_amax_blocks(b->amaxb, &nn, x, R, C, sc->block);
+            fl_scale_blocks(b->scale, b->amaxb, nr * nc, f, 0, 0.0f);
+        }
+        fl_scale_invert(b->sinv, b->scale, nr * nc);
+        fl_quantize(b->q, st, x, R, C, b->scale, sc->block, f);
+        fl_dequantize(b->back, b->q, R, C, b->sinv, sc->block, f);
     }
+}
 
-    size_t nan_count;
+/* One row of the table, as text or into the JSON array. */
+static void emit_quant_row(const quant_opts *o, json_t *results, fl_format f, const scheme *sc, const fl_quant_stats *st,
+                           double rel, double n)
+{
+    if (!o->json) {
+        printf("  %-6s %-11s %10.4f%% %10.4f%% %10.4f%% %12.3e\n", fl_format_name(f), sc->name, 100 * st->n_sat / n,
+               100 * st->n_clip / n, 100 * st->n_ftz / n, rel);
+        return;
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "format", json_string(fl_format_name(f)));
+    json_object_set_new(j, "scaling", json_string(sc->name));
+    json_object_set_new(j, "saturated", json_integer((json_int_t)st->n_sat));
+    json_object_set_new(j, "clipped", json_integer((json_int_t)st->n_clip));
+    json_object_set_new(j, "flushed_to_zero", json_integer((json_int_t)st->n_ftz));
+    json_object_set_new(j, "relative_error", json_real(rel));
+    json_array_append_new(results, j);
+}
+
+static void emit_quant_head(const quant_opts *o, size_t R, size_t C, float amax, double rms)
+{
+    if (o->json)
+        return;
+    printf("fp8lab quant: %s, %zu x %zu, amax %.6g, rms %.6g, amax/rms %.1f\n", o->input ? o->input : "synthetic activations",
+           R, C, amax, rms, amax / rms);
+    if (!o->input)
+        printf("  (synthetic: Student-t(3) bulk, 4 outlier channels x200 on 2%% of tokens, token 0 x1000; seed %llu)\n", o->seed);
+    printf("  %-6s %-11s %11s %11s %11s %12s\n", "format", "scaling", "saturated", "clipped", "flushed", "rel.error");
+}
+
+static void emit_quant_tail(const quant_opts *o, json_t *results, size_t R, size_t C, float amax, double rms)
+{
+    if (!o->json) {
+        json_decref(results);
+        printf("saturated: |x*scale| > max (stored as max); clipped: beyond the RNE overflow boundary (error > 1/2 ulp; 16-bit: Inf)\n");
+        return;
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "source", json_string(o->input ? o->input : "synthetic"));
+    if (!o->input)
+        json_object_set_new(root, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(root, "rows", json_integer((json_int_t)R));
+    json_object_set_new(root, "cols", json_integer((json_int_t)C));
+    json_object_set_new(root, "amax", json_real(amax));
+    json_object_set_new(root, "rms", json_real(rms));
+    json_object_set_new(root, "results", results);
+    fl_cli_json_print(root, 9);
+}
+
+/* The tensor: --input, or the synthetic one.  NULL after a message. */
+static float *quant_tensor(const quant_opts *o, size_t *R, size_t *C)
+{
+    float *x = NULL;
+    if (o->input) {
+        char err[1024];
+        if (fl_tensor_load_f32(&x, R, C, o->input, NULL, 1, err, sizeof err))
+            fprintf(stderr, "fp8lab quant: %s\n", err);
+        return x;
+    }
+    *R = o->rows, *C = o->cols;
+    if (!(x = malloc(*R * *C * sizeof *x)))
+        fprintf(stderr, "fp8lab quant: out of memory\n");
+    else
+        synthesize(x, *R, *C, o->seed);
+    return x;
+}
+
+int fl_cmd_quant(int argc, char **argv)
+{
+    quant_opts o;
+    const int prc = parse_quant_opts(&o, argc, argv);
+    if (prc >= 0)
+        return prc;
+    size_t R, C, nan_count;
+    float *x = quant_tensor(&o, &R, &C);
+    quant_bufs b = { 0 };
+    if (!x || quant_bufs_alloc(&b, R, C)) {
+        free(x);
+        return FL_EXIT_FAIL;
+    }
     const float amax = fl_amax_f32(&nan_count, x, R * C);
     double ss = 0;
     for (size_t i = 0; i < R * C; i++)
         ss += (double)x[i] * x[i];
     const double rms = sqrt(ss / (double)(R * C));
-
-    const fl_format fmts[] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E2M1, FL_FMT_E3M2 };
-    const scheme schemes[] = {
-        { "none", FL_BLOCK_TENSOR, 0, FL_MX_FLOOR },      { "tensor", FL_BLOCK_TENSOR, 0, FL_MX_FLOOR },
-        { "row", FL_BLOCK_ROW, 0, FL_MX_FLOOR },          { "1x128", FL_BLOCK_1X128, 0, FL_MX_FLOOR },
-        { "mx32-floor", FL_BLOCK_MX, 1, FL_MX_FLOOR },    { "mx32-ceil", FL_BLOCK_MX, 1, FL_MX_CEIL },
-    };
-    uint8_t *q = malloc(R * C * 2);
-    float *back = malloc(R * C * sizeof *back);
-    float *amaxb = malloc(R * C * sizeof *amaxb), *scale = malloc(R * C * sizeof *scale), *sinv = malloc(R * C * sizeof *sinv);
-    uint8_t *mxs = malloc(R * ((C + 31) / 32));
-    if (!q || !back || !amaxb || !scale || !sinv || !mxs)
-        return FL_EXIT_FAIL;
-
     json_t *results = json_array();
-    if (!json) {
-        printf("fp8lab quant: %s, %zu x %zu, amax %.6g, rms %.6g, amax/rms %.1f\n",
-               input ? input : "synthetic activations", R, C, amax, rms, amax / rms);
-        if (!input)
-            printf("  (synthetic: Student-t(3) bulk, 4 outlier channels x200 on 2%% of tokens, token 0 x1000; seed %llu)\n", seed);
-        printf("  %-6s %-11s %11s %11s %11s %12s\n", "format", "scaling", "saturated", "clipped", "flushed", "rel.error");
-    }
-    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
-        const fl_format f = fmts[fi];
-        for (size_t si = 0; si < sizeof schemes / sizeof schemes[0]; si++) {
-            const scheme *sc = &schemes[si];
-            const int wide = fl_format_get(f)->bits > 8;
-            if (wide && si > 1)
+    emit_quant_head(&o, R, C, amax, rms);
+    for (size_t fi = 0; fi < FL_ARRAY_LEN(quant_formats); fi++)
+        for (size_t si = 0; si < FL_ARRAY_LEN(schemes); si++) {
+            const fl_format f = quant_formats[fi];
+            if (fl_format_get(f)->bits > 8 && si > 1)
                 continue; /* 16-bit formats: no scaling and per-tensor only */
-            if (sc->mx && wide)
-                continue;
             fl_quant_stats st;
-            memset(&st, 0, sizeof st);
-            if (sc->mx) {
-                fl_mx_quantize(mxs, q, &st, x, R, C, f, sc->rule);
-                fl_mx_dequantize(back, mxs, q, R, C, f);
-            } else if (wide) {
-                /* 16-bit: plain (optionally scaled) conversion; scaling = tensor-wise multiply. */
-                const float s = si == 0 ? 1.0f : fl_scale_from_amax(f, amax, 1.0f, 0, 0);
-                const fl_format_desc *d = fl_format_get(f);
-                const double max = fl_format_max(f);
-                for (size_t i = 0; i < R * C; i++) {
-                    const float v = x[i] * s;
-                    const uint32_t c = fl_encode_f32_bits(d, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
-                    const float y = fl_decode_f32(d, c);
-                    st.n++;
-                    st.n_sat += fabs(v) > max;
-                    st.n_clip += isinf(y);
-                    st.n_ftz += v != 0 && y == 0;
-                    back[i] = y / s;
-                }
-            } else {
-                size_t nr, nc;
-                fl_block_grid(&nr, &nc, sc->block, R, C);
-                if (si == 0) {
-                    for (size_t i = 0; i < nr * nc; i++)
-                        scale[i] = 1.0f;
-                } else {
-                    size_t nn;
-                    fl_amax_blocks(amaxb, &nn, x, R, C, sc->block);
-                    fl_scale_blocks(scale, amaxb, nr * nc, f, 0, 0.0f);
-                }
-                fl_scale_invert(sinv, scale, nr * nc);
-                fl_quantize(q, &st, x, R, C, scale, sc->block, f);
-                fl_dequantize(back, q, R, C, sinv, sc->block, f);
-            }
+            quant_run(&st, &b, x, R, C, f, si, amax);
             double num = 0;
             for (size_t i = 0; i < R * C; i++) {
-                const double e = (double)back[i] - x[i];
+                const double e = (double)b.back[i] - x[i];
                 num += e * e;
             }
-            const double rel = sqrt(num / ss);
-            const double n = (double)(R * C);
-            if (json) {
-                json_t *o = json_object();
-                json_object_set_new(o, "format", json_string(fl_format_name(f)));
-                json_object_set_new(o, "scaling", json_string(sc->name));
-                json_object_set_new(o, "saturated", json_integer((json_int_t)st.n_sat));
-                json_object_set_new(o, "clipped", json_integer((json_int_t)st.n_clip));
-                json_object_set_new(o, "flushed_to_zero", json_integer((json_int_t)st.n_ftz));
-                json_object_set_new(o, "relative_error", json_real(rel));
-                json_array_append_new(results, o);
-            } else {
-                printf("  %-6s %-11s %10.4f%% %10.4f%% %10.4f%% %12.3e\n", fl_format_name(f), sc->name, 100 * st.n_sat / n,
-                       100 * st.n_clip / n, 100 * st.n_ftz / n, rel);
-            }
+            emit_quant_row(&o, results, f, &schemes[si], &st, sqrt(num / ss), (double)(R * C));
         }
-    }
-    if (json) {
-        json_t *root = json_object();
-        json_object_set_new(root, "source", json_string(input ? input : "synthetic"));
-        if (!input)
-            json_object_set_new(root, "seed", json_integer((json_int_t)seed));
-        json_object_set_new(root, "rows", json_integer((json_int_t)R));
-        json_object_set_new(root, "cols", json_integer((json_int_t)C));
-        json_object_set_new(root, "amax", json_real(amax));
-        json_object_set_new(root, "rms", json_real(rms));
-        json_object_set_new(root, "results", results);
-        char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-        puts(s);
-        free(s);
-        json_decref(root);
-    } else {
-        json_decref(results);
-        printf("saturated: |x*scale| > max (stored as max); clipped: beyond the RNE overflow boundary (error > 1/2 ulp; 16-bit: Inf)\n");
-    }
+    emit_quant_tail(&o, results, R, C, amax, rms);
     free(x);
-    free(q);
-    free(back);
-    free(amaxb);
-    free(scale);
-    free(sinv);
-    free(mxs);
+    quant_bufs_free(&b);
     return FL_EXIT_OK;
 }

@@ -167,255 +167,272 @@ static int scale_mode(const fl_array *s, const fl_array *g, size_t *cols)
     return -1;
 }
 
-int fl_cmd_ref(int argc, char **argv)
-{
-    const char *cmd = "ref";
-    const char *fname = NULL, *wrt = NULL;
-    fl_format fmt = FL_FMT_FP32, in_fmt = FL_FMT_FP32;
-    int have_fmt = 0, have_in_fmt = 0, deriv = 0, print = 0, sat = -1, digits = 40;
-    fl_rounding rnd = FL_RND_NE;
+typedef struct {
+    const char *fname, *wrt;
+    fl_format fmt, in_fmt;
+    int have_fmt, have_in_fmt, deriv, print, sat, digits;
+    fl_rounding rnd;
     const char *params[64];
-    int nparams = 0;
-    char *files[8];
-    int nfiles = 0;
-    char **vals = NULL;
-    int nvals = 0;
-    vals = calloc((size_t)argc + 1, sizeof *vals);
-    int rc = FL_EXIT_OK;
+    int nparams;
+    char **vals; /* the positional arguments after FN: values (--print) or files */
+    int nvals;
+    char first_input[8]; /* --derivative without --wrt: FN's first input */
+} ref_opts;
+
+static const char *const ref_cmd = "ref";
+
+/* Returns -1 to go on, else the exit status (help, --list, or a usage error). */
+static int parse_ref_opts(ref_opts *o, int argc, char **argv)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int has_val = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(help, stdout);
-            free(vals);
             return FL_EXIT_OK;
         } else if (!strcmp(a, "--list")) {
             list_functions();
-            free(vals);
             return FL_EXIT_OK;
         } else if (!strcmp(a, "--format") || !strcmp(a, "--input-format")) {
-            fl_format *dst = a[2] == 'f' ? &fmt : &in_fmt;
-            if (!has_val || fl_format_parse(dst, argv[++i])) {
-                free(vals);
-                return fl_cli_usage_error(cmd, "%s needs a format (%s)", a, fl_format_names());
-            }
-            *(a[2] == 'f' ? &have_fmt : &have_in_fmt) = 1;
+            const int out = !strcmp(a, "--format");
+            if (!has_val || fl_format_parse(out ? &o->fmt : &o->in_fmt, argv[++i]))
+                return fl_cli_usage_error(ref_cmd, "%s needs a format (%s)", a, fl_format_names());
+            *(out ? &o->have_fmt : &o->have_in_fmt) = 1;
         } else if (!strcmp(a, "--round")) {
-            if (!has_val || fl_rounding_parse(&rnd, argv[++i]) || rnd == FL_RND_SR) {
-                free(vals);
-                return fl_cli_usage_error(cmd, "--round takes rne, rtz, up or down");
-            }
+            if (!has_val || fl_rounding_parse(&o->rnd, argv[++i]) || o->rnd == FL_RND_SR)
+                return fl_cli_usage_error(ref_cmd, "--round takes rne, rtz, up or down");
         } else if (!strcmp(a, "--saturate") || !strcmp(a, "--no-saturate")) {
-            sat = a[2] == 's';
+            o->sat = !strcmp(a, "--saturate");
         } else if (!strcmp(a, "--param")) {
-            if (!has_val || nparams == 64) {
-                free(vals);
-                return fl_cli_usage_error(cmd, "--param needs NAME=VALUE");
-            }
-            params[nparams++] = argv[++i];
+            if (!has_val || o->nparams == 64)
+                return fl_cli_usage_error(ref_cmd, "--param needs NAME=VALUE");
+            o->params[o->nparams++] = argv[++i];
         } else if (!strcmp(a, "--derivative")) {
-            deriv = 1;
+            o->deriv = 1;
         } else if (!strcmp(a, "--wrt")) {
-            if (!has_val) {
-                free(vals);
-                return fl_cli_usage_error(cmd, "--wrt needs a name");
-            }
-            wrt = argv[++i];
-            deriv = 1;
+            if (!has_val)
+                return fl_cli_usage_error(ref_cmd, "--wrt needs a name");
+            o->wrt = argv[++i];
+            o->deriv = 1;
         } else if (!strcmp(a, "--print")) {
-            print = 1;
+            o->print = 1;
         } else if (!strcmp(a, "--digits")) {
             unsigned long long d;
-            if (!has_val || fl_cli_parse_u64(&d, argv[++i]) || d < 1 || d > 10000) {
-                free(vals);
-                return fl_cli_usage_error(cmd, "--digits takes 1..10000");
-            }
-            digits = (int)d;
+            if (!has_val || fl_cli_parse_u64(&d, argv[++i]) || d < 1 || d > 10000)
+                return fl_cli_usage_error(ref_cmd, "--digits takes 1..10000");
+            o->digits = (int)d;
         } else if (a[0] == '-' && a[1] == '-') {
-            free(vals);
-            return fl_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!fname) {
-            fname = a;
+            return fl_cli_usage_error(ref_cmd, "unknown option '%s'", a);
+        } else if (!o->fname) {
+            o->fname = a;
         } else {
-            vals[nvals++] = argv[i];
-            if (nfiles < 8)
-                files[nfiles++] = argv[i];
+            o->vals[o->nvals++] = argv[i];
         }
     }
-    if (!fname) {
-        free(vals);
-        return fl_cli_usage_error(cmd, "missing function name (fp8lab ref --list)");
-    }
-    const fl_ref_fn *fn = fl_ref_lookup(fname);
-    if (!fn) {
-        free(vals);
-        return fl_cli_usage_error(cmd, "unknown function '%s' (fp8lab ref --list)", fname);
-    }
-    fl_ref_params p;
-    fl_ref_params_init(&p, fn);
-    for (int i = 0; i < nparams; i++) {
-        char name[32];
-        const char *eq = strchr(params[i], '=');
-        if (!eq || eq - params[i] >= (long)sizeof name) {
-            free(vals);
-            return fl_cli_usage_error(cmd, "--param takes NAME=VALUE, got '%s'", params[i]);
-        }
-        memcpy(name, params[i], (size_t)(eq - params[i]));
-        name[eq - params[i]] = 0;
-        if (fl_ref_params_set(&p, name, eq + 1)) {
-            free(vals);
-            return fl_cli_usage_error(cmd, "bad parameter '%s' (names: alpha beta order=1..4 a0..a4 eps tau)",
-                                      params[i]);
-        }
-    }
-    if (deriv && !wrt) {
-        static char first[8];
-        size_t l = strcspn(fn->inputs, ",");
-        memcpy(first, fn->inputs, l);
-        first[l] = 0;
-        wrt = first;
-    }
-    const fl_ref_evaluator *ev = fl_ref_find_eval(fn, deriv ? wrt : "");
-    if (!ev) {
-        free(vals);
-        return fl_cli_usage_error(cmd, "%s has no derivative with respect to '%s'", fn->name, wrt);
-    }
-    if (print) {
-        if (!nvals) {
-            free(vals);
-            return fl_cli_usage_error(cmd, "--print needs values");
-        }
-        rc = print_values(fn, ev, &p, digits, nvals, vals);
-        free(vals);
-        mpfr_free_cache();
-        return rc;
-    }
-    free(vals);
-    if (!have_fmt)
-        return fl_cli_usage_error(cmd, "--format FMT is required");
-    const int n_in = ev->n_inputs;
-    if (nfiles != n_in + 1)
-        return fl_cli_usage_error(cmd, "%s%s%s takes %d input file(s) and OUT.npy, got %d file(s)", fn->name,
-                                  deriv ? " --wrt " : "", deriv ? wrt : "", n_in, nfiles);
-    if (sat < 0)
-        sat = fl_format_storage_bits(fmt) <= 8;
-    const fl_overflow ovf = sat ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
+    return o->fname ? -1 : fl_cli_usage_error(ref_cmd, "missing function name (fp8lab ref --list)");
+}
 
-    fl_array in[4];
-    memset(in, 0, sizeof in);
+/* FN, its parameters and the evaluator (the value or a derivative).  Returns -1 to go on. */
+static int resolve_ref(ref_opts *o, const fl_ref_fn **fn, fl_ref_params *p, const fl_ref_evaluator **ev)
+{
+    if (!(*fn = fl_ref_lookup(o->fname)))
+        return fl_cli_usage_error(ref_cmd, "unknown function '%s' (fp8lab ref --list)", o->fname);
+    fl_ref_params_init(p, *fn);
+    for (int i = 0; i < o->nparams; i++) {
+        char name[32];
+        const char *eq = strchr(o->params[i], '=');
+        if (!eq || eq - o->params[i] >= (long)sizeof name)
+            return fl_cli_usage_error(ref_cmd, "--param takes NAME=VALUE, got '%s'", o->params[i]);
+        memcpy(name, o->params[i], (size_t)(eq - o->params[i]));
+        name[eq - o->params[i]] = 0;
+        if (fl_ref_params_set(p, name, eq + 1))
+            return fl_cli_usage_error(ref_cmd, "bad parameter '%s' (names: alpha beta order=1..4 a0..a4 eps tau)", o->params[i]);
+    }
+    if (o->deriv && !o->wrt) {
+        const size_t l = strcspn((*fn)->inputs, ",");
+        snprintf(o->first_input, sizeof o->first_input, "%.*s", (int)l, (*fn)->inputs);
+        o->wrt = o->first_input;
+    }
+    if (!(*ev = fl_ref_find_eval(*fn, o->deriv ? o->wrt : "")))
+        return fl_cli_usage_error(ref_cmd, "%s has no derivative with respect to '%s'", (*fn)->name, o->wrt);
+    return -1;
+}
+
+/* Reads the n_in input arrays and checks their dtypes and shapes (smooth_swiglu's scales: *smode,
+   *cols as scale_mode).  Returns 0, or FL_EXIT_FAIL after a message naming the file. */
+static int read_ref_inputs(fl_array *in, int n_in, const ref_opts *o, const fl_ref_fn *fn, int *smode, size_t *cols)
+{
     char err[512];
+    char *const *files = o->vals;
     for (int i = 0; i < n_in; i++) {
         if (fl_npy_read(&in[i], files[i], err, sizeof err)) {
             fprintf(stderr, "fp8lab ref: %s\n", err);
-            rc = FL_EXIT_FAIL;
-            goto out;
+            return FL_EXIT_FAIL;
         }
-        int ok = have_in_fmt ? (in[i].dtype == FL_DT_U8 || in[i].dtype == FL_DT_U16 || in[i].dtype == FL_DT_U32 ||
-                                in[i].dtype == FL_DT_F32 || in[i].dtype == FL_DT_F16)
-                             : (in[i].dtype == FL_DT_F32 || in[i].dtype == FL_DT_F64 || in[i].dtype == FL_DT_F16);
+        const fl_dtype t = in[i].dtype;
+        const int ok = o->have_in_fmt ? (t == FL_DT_U8 || t == FL_DT_U16 || t == FL_DT_U32 || t == FL_DT_F32 || t == FL_DT_F16)
+                                      : (t == FL_DT_F32 || t == FL_DT_F64 || t == FL_DT_F16);
         if (!ok) {
-            fprintf(stderr, "fp8lab ref: %s: dtype %s not accepted%s\n", files[i], fl_dtype_name(in[i].dtype),
-                    have_in_fmt ? " for --input-format" : " (float32/float64/float16, or --input-format FMT)");
-            rc = FL_EXIT_FAIL;
-            goto out;
+            fprintf(stderr, "fp8lab ref: %s: dtype %s not accepted%s\n", files[i], fl_dtype_name(t),
+                    o->have_in_fmt ? " for --input-format" : " (float32/float64/float16, or --input-format FMT)");
+            return FL_EXIT_FAIL;
         }
     }
-    size_t cols = 1;
-    int smode = 0;
+    *cols = 1, *smode = 0;
     for (int i = 1; i < n_in; i++) {
         if (fn->n_inputs == 3 && i == 2) {
-            smode = scale_mode(&in[2], &in[0], &cols);
-            if (smode < 0) {
+            if ((*smode = scale_mode(&in[2], &in[0], cols)) < 0) {
                 fprintf(stderr, "fp8lab ref: %s: %zu scales fit neither the elements, the channels nor the rows "
                                 "of %s\n", files[2], in[2].count, files[0]);
-                rc = FL_EXIT_FAIL;
-                goto out;
+                return FL_EXIT_FAIL;
             }
             continue;
         }
-        if (in[i].count != in[0].count || in[i].ndim != in[0].ndim ||
-            memcmp(in[i].shape, in[0].shape, sizeof in[0].shape)) {
+        if (in[i].count != in[0].count || in[i].ndim != in[0].ndim || memcmp(in[i].shape, in[0].shape, sizeof in[0].shape)) {
             fprintf(stderr, "fp8lab ref: %s and %s differ in shape\n", files[0], files[i]);
-            rc = FL_EXIT_FAIL;
-            goto out;
+            return FL_EXIT_FAIL;
         }
     }
-    fl_array out = in[0];
-    const int ob = fl_format_storage_bits(fmt);
-    out.dtype = fmt == FL_FMT_FP32 ? FL_DT_F32 : fmt == FL_FMT_FP16 ? FL_DT_F16 : ob == 16 ? FL_DT_U16 : FL_DT_U8;
-    out.data = calloc(out.count ? out.count : 1, fl_dtype_size(out.dtype));
-    if (!out.data) {
-        fprintf(stderr, "fp8lab ref: out of memory\n");
-        rc = FL_EXIT_FAIL;
-        goto out;
-    }
+    return 0;
+}
+
+typedef struct {
+    const fl_array *in;
+    int n_in, smode, have_in_fmt;
+    size_t cols;
+    fl_format in_fmt, fmt;
+    fl_rounding rnd;
+    fl_overflow ovf;
+    const fl_ref_evaluator *ev;
+    const fl_ref_params *p;
+} ref_job;
+
+/* Every element, correctly rounded into out; returns the number the Ziv loop gave up on. */
+static long eval_elementwise(const ref_job *j, fl_array *out)
+{
     long failures = 0;
-    if (!fn->rowwise) {
 #pragma omp parallel reduction(+ : failures)
-        {
-            mpfr_t x[3];
-            for (int k = 0; k < 3; k++)
-                mpfr_init2(x[k], 64);
-            mpfr_srcptr xs[3] = { x[0], x[1], x[2] };
+    {
+        mpfr_t x[3];
+        for (int k = 0; k < 3; k++)
+            mpfr_init2(x[k], 64);
+        mpfr_srcptr xs[3] = { x[0], x[1], x[2] };
 #pragma omp for schedule(dynamic, 256)
-            for (size_t i = 0; i < in[0].count; i++) {
-                for (int k = 0; k < n_in; k++) {
-                    size_t ik = i;
-                    if (k == 2)
-                        ik = smode == 0 ? i : smode == 1 ? i % cols : i / cols;
-                    load(x[k], &in[k], ik, have_in_fmt, in_fmt);
-                }
-                uint32_t c;
-                failures += fl_ref_round(&c, fmt, rnd, ovf, ev->eval, xs, &p) != 0;
-                store(&out, i, c);
+        for (size_t i = 0; i < j->in[0].count; i++) {
+            for (int k = 0; k < j->n_in; k++) {
+                size_t ik = i;
+                if (k == 2)
+                    ik = j->smode == 0 ? i : j->smode == 1 ? i % j->cols : i / j->cols;
+                load(x[k], &j->in[k], ik, j->have_in_fmt, j->in_fmt);
             }
-            for (int k = 0; k < 3; k++)
-                mpfr_clear(x[k]);
-            mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+            uint32_t c;
+            failures += fl_ref_round(&c, j->fmt, j->rnd, j->ovf, j->ev->eval, xs, j->p) != 0;
+            store(out, i, c);
         }
-    } else {
-        const long n = in[0].ndim ? (long)in[0].shape[in[0].ndim - 1] : 1;
-        const long rows = n ? (long)(in[0].count / (size_t)n) : 0;
+        for (int k = 0; k < 3; k++)
+            mpfr_clear(x[k]);
+        mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    }
+    return failures;
+}
+
+/* Row-wise functions: rows are the last axis. */
+static long eval_rowwise(const ref_job *j, fl_array *out)
+{
+    const fl_array *in = j->in;
+    const long n = in[0].ndim ? (long)in[0].shape[in[0].ndim - 1] : 1, n_in = j->n_in;
+    const long rows = n ? (long)(in[0].count / (size_t)n) : 0;
+    long failures = 0;
 #pragma omp parallel reduction(+ : failures)
-        {
-            mpfr_t *x = malloc((size_t)(n_in * n + 1) * sizeof *x);
-            mpfr_srcptr *xp = malloc((size_t)(n_in * n + 1) * sizeof *xp);
-            for (long k = 0; k < n_in * n; k++) {
-                mpfr_init2(x[k], 64);
-                xp[k] = x[k];
-            }
-            mpfr_srcptr const *rp[2] = { xp, xp + n };
+    {
+        mpfr_t *x = malloc((size_t)(n_in * n + 1) * sizeof *x);
+        mpfr_srcptr *xp = malloc((size_t)(n_in * n + 1) * sizeof *xp);
+        for (long k = 0; k < n_in * n; k++) {
+            mpfr_init2(x[k], 64);
+            xp[k] = x[k];
+        }
+        mpfr_srcptr const *rp[2] = { xp, xp + n };
 #pragma omp for schedule(dynamic, 1)
-            for (long r = 0; r < rows; r++) {
-                for (int k = 0; k < n_in; k++)
-                    for (long j = 0; j < n; j++)
-                        load(x[k * n + j], &in[k], (size_t)(r * n + j), have_in_fmt, in_fmt);
-                for (long j = 0; j < n; j++) {
-                    uint32_t c;
-                    failures += fl_ref_round_row(&c, fmt, rnd, ovf, ev->row, rp, n, j, &p, 0) != 0;
-                    store(&out, (size_t)(r * n + j), c);
-                }
+        for (long r = 0; r < rows; r++) {
+            for (long k = 0; k < n_in; k++)
+                for (long c = 0; c < n; c++)
+                    load(x[k * n + c], &in[k], (size_t)(r * n + c), j->have_in_fmt, j->in_fmt);
+            for (long c = 0; c < n; c++) {
+                uint32_t code;
+                failures += fl_ref_round_row(&code, j->fmt, j->rnd, j->ovf, j->ev->row, rp, n, c, j->p, 0) != 0;
+                store(out, (size_t)(r * n + c), code);
             }
-            for (long k = 0; k < n_in * n; k++)
-                mpfr_clear(x[k]);
-            free(x);
-            free(xp);
-            mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+        }
+        for (long k = 0; k < n_in * n; k++)
+            mpfr_clear(x[k]);
+        free(x);
+        free(xp);
+        mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    }
+    return failures;
+}
+
+/* Arrays in, OUT.npy out. */
+static int run_ref_arrays(const ref_opts *o, const fl_ref_fn *fn, const fl_ref_evaluator *ev, const fl_ref_params *p)
+{
+    if (!o->have_fmt)
+        return fl_cli_usage_error(ref_cmd, "--format FMT is required");
+    const int n_in = ev->n_inputs, nfiles = o->nvals < 8 ? o->nvals : 8;
+    if (nfiles != n_in + 1)
+        return fl_cli_usage_error(ref_cmd, "%s%s%s takes %d input file(s) and OUT.npy, got %d file(s)", fn->name,
+                                  o->deriv ? " --wrt " : "", o->deriv ? o->wrt : "", n_in, nfiles);
+    const int sat = o->sat >= 0 ? o->sat : fl_format_storage_bits(o->fmt) <= 8;
+    fl_array in[4];
+    memset(in, 0, sizeof in);
+    ref_job j = { in, n_in, 0, o->have_in_fmt, 1, o->in_fmt, o->fmt, o->rnd, sat ? FL_OVF_SATURATE : FL_OVF_NOSATURATE, ev, p };
+    int rc = read_ref_inputs(in, n_in, o, fn, &j.smode, &j.cols);
+    if (rc == 0) {
+        fl_array out = in[0];
+        const int ob = fl_format_storage_bits(o->fmt);
+        out.dtype = o->fmt == FL_FMT_FP32 ? FL_DT_F32 : o->fmt == FL_FMT_FP16 ? FL_DT_F16 : ob == 16 ? FL_DT_U16 : FL_DT_U8;
+        out.data = calloc(out.count ? out.count : 1, fl_dtype_size(out.dtype));
+        if (!out.data) {
+            fprintf(stderr, "fp8lab ref: out of memory\n");
+            rc = FL_EXIT_FAIL;
+        } else {
+            const long failures = fn->rowwise ? eval_rowwise(&j, &out) : eval_elementwise(&j, &out);
+            char err[512];
+            if (failures)
+                fprintf(stderr, "fp8lab ref: warning: %ld element(s) could not be rounded (Ziv loop gave up); "
+                                "they hold the format's NaN\n", failures);
+            if (fl_npy_write(o->vals[n_in], &out, err, sizeof err)) {
+                fprintf(stderr, "fp8lab ref: %s\n", err);
+                rc = FL_EXIT_FAIL;
+            } else if (failures) {
+                rc = FL_EXIT_FAIL;
+            }
+            free(out.data);
         }
     }
-    if (failures)
-        fprintf(stderr, "fp8lab ref: warning: %ld element(s) could not be rounded (Ziv loop gave up); "
-                        "they hold the format's NaN\n", failures);
-    if (fl_npy_write(files[n_in], &out, err, sizeof err)) {
-        fprintf(stderr, "fp8lab ref: %s\n", err);
-        rc = FL_EXIT_FAIL;
-    } else if (failures) {
-        rc = FL_EXIT_FAIL;
-    }
-    free(out.data);
-out:
     for (int i = 0; i < 4; i++)
         fl_array_free(&in[i]);
+    return rc;
+}
+
+int fl_cmd_ref(int argc, char **argv)
+{
+    ref_opts o;
+    memset(&o, 0, sizeof o);
+    o.fmt = o.in_fmt = FL_FMT_FP32, o.sat = -1, o.digits = 40, o.rnd = FL_RND_NE;
+    if (!(o.vals = calloc((size_t)argc + 1, sizeof *o.vals)))
+        return FL_EXIT_FAIL;
+    const fl_ref_fn *fn = NULL;
+    const fl_ref_evaluator *ev = NULL;
+    fl_ref_params p;
+    int rc = parse_ref_opts(&o, argc, argv);
+    if (rc < 0)
+        rc = resolve_ref(&o, &fn, &p, &ev);
+    if (rc < 0 && o.print)
+        rc = o.nvals ? print_values(fn, ev, &p, o.digits, o.nvals, o.vals)
+                     : fl_cli_usage_error(ref_cmd, "--print needs values");
+    else if (rc < 0)
+        rc = run_ref_arrays(&o, fn, ev, &p);
+    free(o.vals);
     mpfr_free_cache();
     return rc;
 }

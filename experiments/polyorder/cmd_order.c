@@ -6,11 +6,12 @@
 #include "train/model.h"
 #include "npy.h"
 #include "polyorder.h"
-#include "safetensors.h"
+#include "fl_tensor.h"
 #include "train/train.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,7 +120,7 @@ static int one_format(int *v, const char *s)
 
 /* A JSON number, or null when not finite (JSON has no Inf/NaN); +Inf is written as the string
    "inf" where it means "none up to fp32's range". */
-static json_t *jnum(double v)
+static json_t *json_num_or_tag(double v)
 {
     if (isnan(v))
         return json_null();
@@ -220,514 +221,494 @@ out:
 static int load_input(float **x, size_t *R, size_t *C, const char *path, const char *tensor)
 {
     char err[1024];
-    const size_t len = strlen(path);
-    *x = NULL;
-    if (len > 12 && !strcmp(path + len - 12, ".safetensors")) {
-        fl_st_file *sf = fl_st_open(path, err, sizeof err);
-        if (!sf) {
-            fprintf(stderr, "fp8lab order: %s\n", err);
-            return FL_EXIT_FAIL;
-        }
-        const fl_st_tensor *t = NULL;
-        if (tensor) {
-            t = fl_st_find(sf, tensor);
-            if (!t) {
-                fprintf(stderr, "fp8lab order: %s: no tensor named '%s'\n", path, tensor);
-                fl_st_close(sf);
-                return FL_EXIT_FAIL;
-            }
-        } else {
-            for (size_t i = 0; i < fl_st_count(sf) && !t; i++) {
-                const fl_st_tensor *c = fl_st_tensor_at(sf, i);
-                if (c->dtype == FL_ST_F64 || fl_st_format(c->dtype) >= 0)
-                    t = c;
-            }
-            if (!t) {
-                fprintf(stderr, "fp8lab order: %s: no floating-point tensor in the file\n", path);
-                fl_st_close(sf);
-                return FL_EXIT_FAIL;
-            }
-        }
-        const int fmt = fl_st_format(t->dtype);
-        if ((t->dtype != FL_ST_F64 && fmt < 0) || t->count == 0) {
-            fprintf(stderr, "fp8lab order: %s: tensor '%s' is %s with %llu elements; need a non-empty floating tensor\n",
-                    path, t->name, fl_st_dtype_name(t->dtype), (unsigned long long)t->count);
-            fl_st_close(sf);
-            return FL_EXIT_FAIL;
-        }
-        *C = t->ndim == 0 ? 1 : (size_t)t->shape[t->ndim - 1];
-        *R = (size_t)t->count / *C;
-        *x = malloc((size_t)t->count * sizeof **x);
-        if (!*x) {
-            fl_st_close(sf);
-            fprintf(stderr, "fp8lab order: out of memory\n");
-            return FL_EXIT_FAIL;
-        }
-        const unsigned char *b = t->data;
-        for (size_t i = 0; i < t->count; i++) {
-            if (t->dtype == FL_ST_F64) {
-                double d;
-                memcpy(&d, b + 8 * i, 8);
-                (*x)[i] = (float)d;
-            } else {
-                const int w = fl_format_storage_bits((fl_format)fmt) / 8;
-                uint32_t code = 0;
-                memcpy(&code, b + (size_t)w * i, (size_t)w); /* little-endian host */
-                (*x)[i] = fl_decode((fl_format)fmt, code);
-            }
-        }
-        fl_st_close(sf);
-    } else {
-        fl_array arr;
-        if (fl_npy_read(&arr, path, err, sizeof err)) {
-            fprintf(stderr, "fp8lab order: %s\n", err);
-            return FL_EXIT_FAIL;
-        }
-        if ((arr.dtype != FL_DT_F32 && arr.dtype != FL_DT_F64 && arr.dtype != FL_DT_F16) || arr.count == 0) {
-            fprintf(stderr, "fp8lab order: %s: need a non-empty float16/32/64 array, got %s with %zu elements\n", path,
-                    fl_dtype_name(arr.dtype), arr.count);
-            fl_array_free(&arr);
-            return FL_EXIT_FAIL;
-        }
-        if (arr.fortran_order && arr.ndim > 1) {
-            fprintf(stderr, "fp8lab order: %s: Fortran-order arrays are not supported (rows must be contiguous)\n", path);
-            fl_array_free(&arr);
-            return FL_EXIT_FAIL;
-        }
-        *C = arr.ndim == 0 ? 1 : (size_t)arr.shape[arr.ndim - 1];
-        *R = arr.count / *C;
-        *x = malloc(arr.count * sizeof **x);
-        if (!*x) {
-            fl_array_free(&arr);
-            fprintf(stderr, "fp8lab order: out of memory\n");
-            return FL_EXIT_FAIL;
-        }
-        for (size_t i = 0; i < arr.count; i++)
-            (*x)[i] = arr.dtype == FL_DT_F32   ? ((float *)arr.data)[i]
-                      : arr.dtype == FL_DT_F64 ? (float)((double *)arr.data)[i]
-                                               : fl_decode(FL_FMT_FP16, ((uint16_t *)arr.data)[i]);
-        fl_array_free(&arr);
-    }
-    size_t bad = 0;
-    for (size_t i = 0; i < *R * *C; i++)
-        bad += !isfinite((*x)[i]);
-    if (bad) {
-        fprintf(stderr, "fp8lab order: %s: %zu elements are NaN or Inf (or overflow float32); the study needs finite data\n",
-                path, bad);
-        free(*x);
-        *x = NULL;
+    if (fl_tensor_load_f32(x, R, C, path, tensor, 1, err, sizeof err)) {
+        fprintf(stderr, "fp8lab order: %s\n", err);
         return FL_EXIT_FAIL;
     }
     return 0;
 }
 
+/* ---- arguments ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *input, *tensor, *run_dir, *dump;
+    sel acts, orders, fmts, strats;
+    double amax_levels[MAX_SEL];
+    int n_amax, json;
+    double range, max_flush;
+    unsigned long long sample_rows, seed;
+    fl_order_cfg base;
+} order_opts;
+
+static const char *const cmd = "order";
+
+static void order_opts_init(order_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->acts = (sel){ 2, { FL_ORDER_POLYRELU, FL_ORDER_POLYNORM } };
+    o->orders = (sel){ 3, { 2, 3, 4 } };
+    o->fmts = (sel){ 7, { FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_E3M2, FL_FMT_E2M3, FL_FMT_E2M1 } };
+    o->strats = (sel){ 2, { FL_ORDER_FUSED, FL_ORDER_NAIVE } };
+    const double amax[] = { 4, 16, 64, 448 };
+    memcpy(o->amax_levels, amax, sizeof amax);
+    o->n_amax = 4;
+    o->range = 16, o->max_flush = 0.01;
+    o->sample_rows = 8, o->seed = 1;
+    fl_order_cfg_init(&o->base, FL_ORDER_POLYRELU, 3);
+}
+
+static int parse_amax(order_opts *o, const char *v)
+{
+    char buf[256];
+    if (strlen(v) >= sizeof buf)
+        return fl_cli_usage_error(cmd, "--amax: list too long");
+    strcpy(buf, v);
+    o->n_amax = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        double d;
+        if (o->n_amax == MAX_SEL || fl_cli_parse_double(&d, tok) || !(d > 0) || !isfinite(d))
+            return fl_cli_usage_error(cmd, "--amax takes positive numbers separated by commas, got '%s'", v);
+        o->amax_levels[o->n_amax++] = d;
+    }
+    return o->n_amax ? 0 : fl_cli_usage_error(cmd, "--amax takes positive numbers separated by commas");
+}
+
+/* Flags with a number: where it goes and what it accepts. */
+typedef enum { NUM_U_1_2P24, NUM_U, NUM_NONNEG, NUM_POS } num_kind;
+typedef struct {
+    const char *flag;
+    num_kind kind;
+    size_t off; /* offset of the double / unsigned long long / long in order_opts */
+} num_flag;
+
+#define OFF(f) offsetof(order_opts, f)
+static const num_flag num_flags[] = {
+    { "--row-len", NUM_U_1_2P24, OFF(base.n) },       { "--sample-rows", NUM_U_1_2P24, OFF(sample_rows) },
+    { "--seed", NUM_U, OFF(seed) },                   { "--bulk", NUM_NONNEG, OFF(base.bulk) },
+    { "--eps", NUM_NONNEG, OFF(base.eps) },           { "--range", NUM_POS, OFF(range) },
+    { "--max-flush", NUM_NONNEG, OFF(max_flush) },
+};
+#undef OFF
+
+static int parse_num_flag(order_opts *o, const num_flag *f, const char *v)
+{
+    char *dst = (char *)o + f->off;
+    if (f->kind == NUM_U_1_2P24 || f->kind == NUM_U) {
+        unsigned long long u;
+        if (fl_cli_parse_u64(&u, v) || (f->kind == NUM_U_1_2P24 && (u < 1 || u > (1u << 24))))
+            return fl_cli_usage_error(cmd, "%s needs %s", f->flag,
+                                      f->kind == NUM_U ? "a non-negative integer" : "an integer in 1..16777216");
+        if (!strcmp(f->flag, "--row-len"))
+            *(long *)dst = (long)u;
+        else
+            *(unsigned long long *)dst = u;
+        return 0;
+    }
+    double d;
+    if (fl_cli_parse_double(&d, v) || !isfinite(d) || d < 0 || (f->kind == NUM_POS && d == 0))
+        return fl_cli_usage_error(cmd, "%s needs a %s number", f->flag, f->kind == NUM_POS ? "positive" : "non-negative");
+    *(double *)dst = d;
+    return 0;
+}
+
+/* --a0 .. --a4: the index, or -1. */
+static int coef_flag(const char *a)
+{
+    return !strncmp(a, "--a", 3) && a[3] >= '0' && a[3] <= '0' + FL_POLY_MAX_ORDER && !a[4] ? a[3] - '0' : -1;
+}
+
+static int parse_value_flag(order_opts *o, const char *a, const char *v)
+{
+    for (size_t k = 0; k < FL_ARRAY_LEN(num_flags); k++)
+        if (!strcmp(a, num_flags[k].flag))
+            return parse_num_flag(o, &num_flags[k], v);
+    const int ci = coef_flag(a);
+    if (ci >= 0) {
+        double d;
+        if (fl_cli_parse_double(&d, v) || !isfinite(d))
+            return fl_cli_usage_error(cmd, "%s needs a finite number", a);
+        o->base.a[ci] = d;
+        o->base.a_set |= 1u << ci;
+        return 0;
+    }
+    if (!strcmp(a, "--act"))
+        return parse_list(&o->acts, v, one_act) ? fl_cli_usage_error(cmd, "--act takes polyrelu and/or polynorm, got '%s'", v) : 0;
+    if (!strcmp(a, "--order"))
+        return parse_list(&o->orders, v, one_order) ? fl_cli_usage_error(cmd, "--order takes orders 2..4 (e.g. 2,3,4), got '%s'", v) : 0;
+    if (!strcmp(a, "--format"))
+        return parse_list(&o->fmts, v, one_format)
+                   ? fl_cli_usage_error(cmd, "--format takes bf16, fp16, e4m3, e5m2, e3m2, e2m3, e2m1, got '%s'", v)
+                   : 0;
+    if (!strcmp(a, "--strategy"))
+        return parse_list(&o->strats, v, one_strategy) ? fl_cli_usage_error(cmd, "--strategy takes fused and/or naive, got '%s'", v) : 0;
+    if (!strcmp(a, "--pow"))
+        return fl_order_pow_parse(&o->base.pow, v) ? fl_cli_usage_error(cmd, "--pow takes pow or mul, got '%s'", v) : 0;
+    if (!strcmp(a, "--amax"))
+        return parse_amax(o, v);
+    const char **str = !strcmp(a, "--input") ? &o->input : !strcmp(a, "--tensor") ? &o->tensor
+                       : !strcmp(a, "--run") ? &o->run_dir : !strcmp(a, "--dump") ? &o->dump : NULL;
+    if (!str)
+        return fl_cli_usage_error(cmd, "unknown argument '%s'", a);
+    *str = v;
+    return 0;
+}
+
 static int is_value_flag(const char *a)
 {
-    static const char *const flags[] = { "--act", "--order", "--format", "--strategy", "--pow", "--row-len",
-                                         "--sample-rows", "--seed", "--bulk", "--eps", "--range", "--max-flush",
-                                         "--amax", "--input", "--tensor", "--run", "--dump", "--a0", "--a1", "--a2", "--a3", "--a4" };
-    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+    static const char *const flags[] = { "--act", "--order", "--format", "--strategy", "--pow", "--amax",
+                                         "--input", "--tensor", "--run", "--dump" };
+    for (size_t i = 0; i < FL_ARRAY_LEN(flags); i++)
         if (!strcmp(a, flags[i]))
             return 1;
-    return 0;
+    for (size_t i = 0; i < FL_ARRAY_LEN(num_flags); i++)
+        if (!strcmp(a, num_flags[i].flag))
+            return 1;
+    return coef_flag(a) >= 0;
+}
+
+/* Returns -1 to go on, else the exit status (help printed, or a usage error). */
+static int parse_order_opts(order_opts *o, int argc, char **argv)
+{
+    order_opts_init(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            return FL_EXIT_OK;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--no-ulp")) {
+            o->range = 0;
+        } else if (!is_value_flag(a)) {
+            return fl_cli_usage_error(cmd, "unknown argument '%s'", a);
+        } else if (i + 1 >= argc) {
+            return fl_cli_usage_error(cmd, "%s needs a value", a);
+        } else {
+            const int rc = parse_value_flag(o, a, argv[++i]);
+            if (rc)
+                return rc;
+        }
+    }
+    if (o->tensor && !o->input)
+        return fl_cli_usage_error(cmd, "--tensor needs --input FILE.safetensors");
+    if (o->input && o->run_dir)
+        return fl_cli_usage_error(cmd, "--input and --run are alternatives");
+    if (o->dump && !o->input && !o->run_dir)
+        return fl_cli_usage_error(cmd, "--dump needs --input or --run");
+    return -1;
+}
+
+static json_t *config_json(const order_opts *o)
+{
+    json_t *config = json_object(), *coef = json_object();
+    json_object_set_new(config, "row_len", json_integer(o->base.n));
+    json_object_set_new(config, "bulk", json_real(o->base.bulk));
+    json_object_set_new(config, "eps", json_real(o->base.eps));
+    json_object_set_new(config, "pow", json_string(fl_order_pow_name(o->base.pow)));
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
+        if (o->base.a_set >> i & 1) {
+            char k[4] = { 'a', (char)('0' + i), 0, 0 };
+            json_object_set_new(coef, k, json_real(o->base.a[i]));
+        }
+    json_object_set_new(config, "coefficients",
+                        json_object_size(coef) ? coef : (json_decref(coef), json_string("default: a0 = 0, a_i = 1/r")));
+    return config;
+}
+
+/* ---- the analytic map ------------------------------------------------------------------------------ */
+
+/* One entry per (act, format, strategy, order), orders innermost: a group of o->orders.n consecutive
+   entries is one (act, format, strategy). */
+static fl_order_entry *compute_map(const order_opts *o, size_t *n_out)
+{
+    const size_t no = (size_t)o->orders.n, n = (size_t)o->acts.n * o->fmts.n * o->strats.n * no;
+    fl_order_entry *ent = calloc(n, sizeof *ent);
+    if (!ent)
+        return NULL;
+#pragma omp parallel for schedule(dynamic)
+    for (long j = 0; j < (long)n; j++) {
+        const size_t g = (size_t)j / no, si = g % o->strats.n, fi = g / o->strats.n % o->fmts.n,
+                     ai = g / o->strats.n / o->fmts.n;
+        fl_order_cfg c = o->base;
+        c.act = (fl_order_act)o->acts.v[ai];
+        c.order = o->orders.v[(size_t)j % no];
+        fl_order_entry_compute(&ent[j], &c, (fl_format)o->fmts.v[fi], (fl_order_strategy)o->strats.v[si], o->range);
+    }
+    *n_out = n;
+    return ent;
+}
+
+static void emit_map_entry(const order_opts *o, const fl_order_entry *e, json_t *arr)
+{
+    if (o->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "act", json_string(fl_order_act_name(e->act)));
+        json_object_set_new(j, "order", json_integer(e->order));
+        json_object_set_new(j, "format", json_string(fl_format_name(e->fmt)));
+        json_object_set_new(j, "strategy", json_string(fl_order_strategy_name(e->strategy)));
+        json_object_set_new(j, "overflow_threshold", json_num_or_tag(e->overflow_threshold));
+        json_object_set_new(j, "overflow_inclusive", json_boolean(e->overflow_inclusive));
+        json_object_set_new(j, "overflow_cause", e->overflow_cause ? json_string(e->overflow_cause) : json_null());
+        json_object_set_new(j, "overflow_input", json_num_or_tag(e->overflow_input));
+        json_object_set_new(j, "fused_fp32_threshold", json_num_or_tag(e->fused_fp32_threshold));
+        json_object_set_new(j, "underflow_threshold", json_num_or_tag(e->underflow_threshold));
+        json_object_set_new(j, "underflow_input", json_num_or_tag(e->underflow_input));
+        json_object_set_new(j, "output_bound", json_num_or_tag(e->output_bound));
+        json_object_set_new(j, "small_row_nonfinite_below", json_num_or_tag(e->small_row_nonfinite));
+        if (o->range > 0) {
+            json_object_set_new(j, "ulp_range", json_real(e->ulp_range));
+            json_object_set_new(j, "ulp_inputs", json_integer(e->ulp_inputs));
+            json_object_set_new(j, "ulp_overflowed", json_integer(e->ulp_overflowed));
+            json_object_set_new(j, "ulp_nonfinite", json_integer(e->ulp_nonfinite));
+            json_object_set_new(j, "ulp_silent_max", json_real(e->ulp_silent_max));
+            json_object_set_new(j, "ulp_correctly_rounded", json_integer(e->ulp_correct));
+            json_object_set_new(j, "ulp_max", json_real(e->ulp_max));
+            json_object_set_new(j, "ulp_max_at", json_num_or_tag(e->ulp_max_x));
+        }
+        json_array_append_new(arr, j);
+        return;
+    }
+    char t1[32], t2[32], t3[32], t4[32], t5[32], t6[32], t7[32];
+    /* ">T": overflow strictly above T (the tie at T rounds down) */
+    t1[0] = '>';
+    fmt_num(t1 + 1, sizeof t1 - 1, e->overflow_threshold);
+    const char *thr = !e->overflow_inclusive && isfinite(e->overflow_threshold) ? t1 : t1 + 1;
+    fmt_num(t2, sizeof t2, e->overflow_input);
+    fmt_num(t3, sizeof t3, e->fused_fp32_threshold);
+    fmt_num(t4, sizeof t4, e->underflow_threshold);
+    fmt_num(t5, sizeof t5, e->output_bound);
+    if (o->range > 0)
+        snprintf(t6, sizeof t6, "%.3g", e->ulp_max);
+    else
+        snprintf(t6, sizeof t6, "-");
+    snprintf(t7, sizeof t7, "%ld/%ld", e->ulp_overflowed, e->ulp_nonfinite);
+    printf("%-8s %-5s %-5s %d %12s %-22s %10s %10s %11s %10s %9s %9s\n", fl_order_act_name(e->act), fl_format_name(e->fmt),
+           fl_order_strategy_name(e->strategy), e->order, thr, e->overflow_cause ? e->overflow_cause : "-", t2, t3, t4, t5,
+           t6, t7);
+}
+
+/* The recommendation of one group: the highest safe order at each amax level. */
+static void emit_map_group(const order_opts *o, const fl_order_entry *grp, size_t n, json_t *rec)
+{
+    json_t *j = o->json ? json_object() : NULL, *lv = o->json ? json_array() : NULL;
+    if (!o->json)
+        printf("%-8s %-5s %-5s", fl_order_act_name(grp->act), fl_format_name(grp->fmt), fl_order_strategy_name(grp->strategy));
+    for (int k = 0; k < o->n_amax; k++) {
+        const int best = fl_order_highest_safe_map(grp, n, o->amax_levels[k]);
+        if (o->json) {
+            json_t *l = json_object();
+            json_object_set_new(l, "amax", json_real(o->amax_levels[k]));
+            json_object_set_new(l, "highest_safe_order", best ? json_integer(best) : json_null());
+            json_array_append_new(lv, l);
+        } else {
+            printf(" %9s", best ? (char[2]){ (char)('0' + best), 0 } : "none");
+        }
+    }
+    if (!o->json) {
+        printf("\n");
+        return;
+    }
+    json_object_set_new(j, "act", json_string(fl_order_act_name(grp->act)));
+    json_object_set_new(j, "format", json_string(fl_format_name(grp->fmt)));
+    json_object_set_new(j, "strategy", json_string(fl_order_strategy_name(grp->strategy)));
+    json_object_set_new(j, "scaling", json_string("none"));
+    json_object_set_new(j, "levels", lv);
+    json_array_append_new(rec, j);
+}
+
+static int run_map(const order_opts *o, json_t *root, json_t *config)
+{
+    json_object_set_new(config, "ulp_range", json_real(o->range));
+    size_t n;
+    fl_order_entry *ent = compute_map(o, &n);
+    if (!ent)
+        return FL_EXIT_FAIL;
+    json_t *arr = json_array(), *rec = json_array();
+    if (!o->json)
+        printf("%-8s %-5s %-5s %1s %12s %-22s %10s %10s %11s %10s %9s %9s\n", "act", "fmt", "strat", "r", "overflow at",
+               "first to overflow", "1st input", "fp32 kern", "underflow<=", "out bound", "ulp max", "ovf/nan");
+    for (size_t j = 0; j < n; j++)
+        emit_map_entry(o, &ent[j], arr);
+    if (!o->json) {
+        printf("\nhighest order without overflow for pre-activations with |x| <= amax (unscaled):\n%-8s %-5s %-5s", "act", "fmt", "strat");
+        for (int k = 0; k < o->n_amax; k++)
+            printf(" %9.4g", o->amax_levels[k]);
+        printf("\n");
+    }
+    for (size_t g = 0; g < n; g += (size_t)o->orders.n)
+        emit_map_group(o, &ent[g], (size_t)o->orders.n, rec);
+    if (!o->json)
+        printf("\nThresholds are for |x|; PolyReLU's negative side is 0.  PolyNorm: outlier row of n = %ld elements "
+               "(bulk %.3g), eps %.3g; 'out bound' = sup |output| = |a0| + sqrt(n) sum |a_i|.\n"
+               "Scaled casts cannot overflow; their cost is flushing: see experiments/polyorder/ORDER.md and --input.\n",
+               o->base.n, o->base.bulk, o->base.eps);
+    json_object_set_new(root, "entries", arr);
+    json_object_set_new(root, "recommendation", rec);
+    free(ent);
+    return FL_EXIT_OK;
+}
+
+/* ---- a real tensor ---------------------------------------------------------------------------------- */
+
+/* Every (act, format, scaling, strategy, order) that applies, orders innermost: a group of o->orders.n
+   consecutive results is one (act, format, scaling, strategy).  NULL: out of memory. */
+static fl_order_tensor_result *compute_tensor(const order_opts *o, const float *x, size_t R, size_t C, size_t *n_out)
+{
+    const size_t no = (size_t)o->orders.n;
+    size_t n = 0;
+    for (int fi = 0; fi < o->fmts.n; fi++)
+        for (int sc = 0; sc < FL_ORDER_SCALE_COUNT; sc++)
+            n += fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_order_scale)sc) ? (size_t)o->acts.n * o->strats.n * no : 0;
+    fl_order_tensor_result *out = calloc(n ? n : 1, sizeof *out);
+    int (*job)[5] = malloc((n ? n : 1) * sizeof *job); /* act, order, format, strategy, scaling */
+    if (!out || !job) {
+        free(out), free(job);
+        return NULL;
+    }
+    size_t nj = 0;
+    for (int ai = 0; ai < o->acts.n; ai++)
+        for (int fi = 0; fi < o->fmts.n; fi++)
+            for (int sc = 0; sc < FL_ORDER_SCALE_COUNT; sc++)
+                for (int si = 0; si < o->strats.n; si++)
+                    for (int oi = 0; oi < o->orders.n; oi++)
+                        if (fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_order_scale)sc)) {
+                            const int jb[5] = { o->acts.v[ai], o->orders.v[oi], o->fmts.v[fi], o->strats.v[si], sc };
+                            memcpy(job[nj++], jb, sizeof jb);
+                        }
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
+    for (long j = 0; j < (long)nj; j++) {
+        fl_order_cfg c = o->base;
+        c.act = (fl_order_act)job[j][0];
+        c.order = job[j][1];
+        failed |= fl_order_tensor_study(&out[j], &c, (fl_format)job[j][2], (fl_order_strategy)job[j][3],
+                                        (fl_order_scale)job[j][4], x, R, C, (size_t)o->sample_rows, o->seed) != 0;
+    }
+    free(job);
+    if (failed) {
+        free(out);
+        return NULL;
+    }
+    *n_out = nj;
+    return out;
+}
+
+static void emit_tensor_result(const order_opts *o, const fl_order_tensor_result *t, json_t *res)
+{
+    const int safe = fl_order_tensor_safe(t, o->max_flush);
+    if (!o->json) {
+        printf("%-8s %-5s %-6s %-5s %d %9.4f%% %9.4f%% %9.4f%% %7zu %9.3g %9.3g %9.3g%s\n", fl_order_act_name(t->act),
+               fl_format_name(t->fmt), fl_order_scale_name(t->scale), fl_order_strategy_name(t->strategy), t->order,
+               100 * t->frac_overflow, 100 * t->frac_clipped, 100 * t->frac_flushed, t->ulp_n, t->ulp_p50, t->ulp_p99,
+               t->ulp_max, safe ? "" : "  unsafe");
+        return;
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "act", json_string(fl_order_act_name(t->act)));
+    json_object_set_new(j, "order", json_integer(t->order));
+    json_object_set_new(j, "format", json_string(fl_format_name(t->fmt)));
+    json_object_set_new(j, "strategy", json_string(fl_order_strategy_name(t->strategy)));
+    json_object_set_new(j, "scaling", json_string(fl_order_scale_name(t->scale)));
+    json_object_set_new(j, "elements", json_integer((json_int_t)t->n));
+    json_object_set_new(j, "frac_overflow", json_real(t->frac_overflow));
+    json_object_set_new(j, "frac_clipped", json_real(t->frac_clipped));
+    json_object_set_new(j, "frac_flushed", json_real(t->frac_flushed));
+    json_object_set_new(j, "ulp_samples", json_integer((json_int_t)t->ulp_n));
+    json_object_set_new(j, "ulp_p50", json_num_or_tag(t->ulp_n ? t->ulp_p50 : NAN));
+    json_object_set_new(j, "ulp_p99", json_num_or_tag(t->ulp_n ? t->ulp_p99 : NAN));
+    json_object_set_new(j, "ulp_max", json_num_or_tag(t->ulp_n ? t->ulp_max : NAN));
+    json_object_set_new(j, "safe", json_boolean(safe));
+    json_array_append_new(res, j);
+}
+
+static void emit_tensor_group(const order_opts *o, const fl_order_tensor_result *grp, size_t n, json_t *rec)
+{
+    const int best = fl_order_highest_safe_tensor(grp, n, o->max_flush);
+    if (!o->json) {
+        char b[16];
+        snprintf(b, sizeof b, "%d", best);
+        printf("  %-8s %-5s %-6s %-5s  %s\n", fl_order_act_name(grp->act), fl_format_name(grp->fmt),
+               fl_order_scale_name(grp->scale), fl_order_strategy_name(grp->strategy), best ? b : "none");
+        return;
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "act", json_string(fl_order_act_name(grp->act)));
+    json_object_set_new(j, "format", json_string(fl_format_name(grp->fmt)));
+    json_object_set_new(j, "scaling", json_string(fl_order_scale_name(grp->scale)));
+    json_object_set_new(j, "strategy", json_string(fl_order_strategy_name(grp->strategy)));
+    json_object_set_new(j, "highest_safe_order", best ? json_integer(best) : json_null());
+    json_array_append_new(rec, j);
+}
+
+static int run_tensor(const order_opts *o, json_t *root, json_t *config)
+{
+    float *x;
+    size_t R, C;
+    int rc = o->input ? load_input(&x, &R, &C, o->input, o->tensor) : load_run(&x, &R, &C, o->run_dir);
+    if (rc)
+        return rc;
+    if (o->dump) {
+        char err[1024];
+        fl_array arr = { FL_DT_F32, 2, { (int64_t)R, (int64_t)C }, R * C, 0, x };
+        if (fl_npy_write(o->dump, &arr, err, sizeof err)) {
+            fprintf(stderr, "fp8lab order: %s\n", err);
+            free(x);
+            return FL_EXIT_FAIL;
+        }
+    }
+    const char *name = o->input ? o->input : o->run_dir;
+    double amax = 0, ss = 0;
+    for (size_t i = 0; i < R * C; i++) {
+        amax = fmax(amax, fabs((double)x[i]));
+        ss += (double)x[i] * x[i];
+    }
+    const unsigned long long sampled = R < o->sample_rows ? (unsigned long long)R : o->sample_rows;
+    if (!o->json)
+        printf("fp8lab order: %s: %zu rows x %zu (row length n = %zu), amax %.6g, rms %.6g; ulp errors on %llu sampled rows (seed %llu)\n",
+               name, R, C, C, amax, sqrt(ss / (double)(R * C)), sampled, o->seed);
+    json_object_set_new(config, "sample_rows", json_integer((json_int_t)sampled));
+    json_object_set_new(config, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(config, "max_flush", json_real(o->max_flush));
+    json_object_set_new(root, "input", json_string(name));
+    json_object_set_new(root, "rows", json_integer((json_int_t)R));
+    json_object_set_new(root, "cols", json_integer((json_int_t)C));
+    json_object_set_new(root, "amax", json_real(amax));
+    size_t n;
+    fl_order_tensor_result *out = compute_tensor(o, x, R, C, &n);
+    free(x);
+    if (!out) {
+        fprintf(stderr, "fp8lab order: out of memory\n");
+        return FL_EXIT_FAIL;
+    }
+    json_t *res = json_array(), *rec = json_array();
+    if (!o->json)
+        printf("\n%-8s %-5s %-6s %-5s %1s %10s %10s %10s %7s %9s %9s %9s\n", "act", "fmt", "scale", "strat", "r",
+               "overflow", "clipped", "flushed", "ulp n", "ulp p50", "ulp p99", "ulp max");
+    for (size_t j = 0; j < n; j++)
+        emit_tensor_result(o, &out[j], res);
+    if (!o->json)
+        printf("\nrecommendation (highest order with no overflow, nothing clipped, <= %.3g%% flushed):\n", 100 * o->max_flush);
+    for (size_t g = 0; g < n; g += (size_t)o->orders.n)
+        emit_tensor_group(o, &out[g], (size_t)o->orders.n, rec);
+    json_object_set_new(root, "results", res);
+    json_object_set_new(root, "recommendation", rec);
+    free(out);
+    return FL_EXIT_OK;
 }
 
 int fl_cmd_order(int argc, char **argv)
 {
-    const char *cmd = "order", *input = NULL, *tensor = NULL, *run_dir = NULL, *dump = NULL;
-    sel acts = { 2, { FL_ORDER_POLYRELU, FL_ORDER_POLYNORM } };
-    sel orders = { 3, { 2, 3, 4 } };
-    sel fmts = { 7, { FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_E3M2, FL_FMT_E2M3, FL_FMT_E2M1 } };
-    sel strats = { 2, { FL_ORDER_FUSED, FL_ORDER_NAIVE } };
-    double amax_levels[MAX_SEL] = { 4, 16, 64, 448 };
-    int n_amax = 4, json = 0;
-    double range = 16, max_flush = 0.01;
-    unsigned long long sample_rows = 8, seed = 1;
-    fl_order_cfg base;
-    fl_order_cfg_init(&base, FL_ORDER_POLYRELU, 3);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const int has = i + 1 < argc;
-        const char *v = has ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(help, stdout);
-            return FL_EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--no-ulp")) {
-            range = 0;
-        } else if (!has && is_value_flag(a)) {
-            return fl_cli_usage_error(cmd, "%s needs a value", a);
-        } else if (!strcmp(a, "--act")) {
-            if (parse_list(&acts, v, one_act))
-                return fl_cli_usage_error(cmd, "--act takes polyrelu and/or polynorm, got '%s'", v);
-            i++;
-        } else if (!strcmp(a, "--order")) {
-            if (parse_list(&orders, v, one_order))
-                return fl_cli_usage_error(cmd, "--order takes orders 2..4 (e.g. 2,3,4), got '%s'", v);
-            i++;
-        } else if (!strcmp(a, "--format")) {
-            if (parse_list(&fmts, v, one_format))
-                return fl_cli_usage_error(cmd, "--format takes bf16, fp16, e4m3, e5m2, e3m2, e2m3, e2m1, got '%s'", v);
-            i++;
-        } else if (!strcmp(a, "--strategy")) {
-            if (parse_list(&strats, v, one_strategy))
-                return fl_cli_usage_error(cmd, "--strategy takes fused and/or naive, got '%s'", v);
-            i++;
-        } else if (!strcmp(a, "--pow")) {
-            if (fl_order_pow_parse(&base.pow, v))
-                return fl_cli_usage_error(cmd, "--pow takes pow or mul, got '%s'", v);
-            i++;
-        } else if (a[0] == '-' && a[1] == '-' && a[2] == 'a' && a[3] >= '0' && a[3] <= '4' && !a[4]) {
-            double d;
-            if (fl_cli_parse_double(&d, v) || !isfinite(d))
-                return fl_cli_usage_error(cmd, "%s needs a finite number", a);
-            base.a[a[3] - '0'] = d;
-            base.a_set |= 1u << (a[3] - '0');
-            i++;
-        } else if (!strcmp(a, "--row-len") || !strcmp(a, "--sample-rows") || !strcmp(a, "--seed")) {
-            unsigned long long u;
-            if (fl_cli_parse_u64(&u, v) || (a[2] != 's' || a[3] != 'e' ? (u < 1 || u > (1u << 24)) : 0))
-                return fl_cli_usage_error(cmd, "%s needs %s", a, a[3] == 'e' ? "a non-negative integer" : "an integer in 1..16777216");
-            if (a[2] == 'r')
-                base.n = (long)u;
-            else if (a[3] == 'a')
-                sample_rows = u;
-            else
-                seed = u;
-            i++;
-        } else if (!strcmp(a, "--bulk") || !strcmp(a, "--eps") || !strcmp(a, "--range") || !strcmp(a, "--max-flush")) {
-            double d;
-            if (fl_cli_parse_double(&d, v) || !isfinite(d) || d < 0 || (a[2] == 'r' && d == 0))
-                return fl_cli_usage_error(cmd, "%s needs a %s number", a, a[2] == 'r' ? "positive" : "non-negative");
-            if (a[2] == 'b')
-                base.bulk = d;
-            else if (a[2] == 'e')
-                base.eps = d;
-            else if (a[2] == 'r')
-                range = d;
-            else
-                max_flush = d;
-            i++;
-        } else if (!strcmp(a, "--amax")) {
-            char buf[256];
-            if (strlen(v) >= sizeof buf)
-                return fl_cli_usage_error(cmd, "--amax: list too long");
-            strcpy(buf, v);
-            n_amax = 0;
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                double d;
-                if (n_amax == MAX_SEL || fl_cli_parse_double(&d, tok) || !(d > 0) || !isfinite(d))
-                    return fl_cli_usage_error(cmd, "--amax takes positive numbers separated by commas, got '%s'", v);
-                amax_levels[n_amax++] = d;
-            }
-            if (!n_amax)
-                return fl_cli_usage_error(cmd, "--amax takes positive numbers separated by commas");
-            i++;
-        } else if (!strcmp(a, "--input")) {
-            input = v;
-            i++;
-        } else if (!strcmp(a, "--tensor")) {
-            tensor = v;
-            i++;
-        } else if (!strcmp(a, "--run")) {
-            run_dir = v;
-            i++;
-        } else if (!strcmp(a, "--dump")) {
-            dump = v;
-            i++;
-        } else {
-            return fl_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
-    if (tensor && !input)
-        return fl_cli_usage_error(cmd, "--tensor needs --input FILE.safetensors");
-    if (input && run_dir)
-        return fl_cli_usage_error(cmd, "--input and --run are alternatives");
-    if (dump && !input && !run_dir)
-        return fl_cli_usage_error(cmd, "--dump needs --input or --run");
-
-    json_t *root = json_object();
-    json_t *config = json_object();
-    json_object_set_new(config, "row_len", json_integer(base.n));
-    json_object_set_new(config, "bulk", json_real(base.bulk));
-    json_object_set_new(config, "eps", json_real(base.eps));
-    json_object_set_new(config, "pow", json_string(fl_order_pow_name(base.pow)));
-    json_t *coef = json_object();
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
-        if (base.a_set >> i & 1) {
-            char k[4] = { 'a', (char)('0' + i), 0, 0 };
-            json_object_set_new(coef, k, json_real(base.a[i]));
-        }
-    json_object_set_new(config, "coefficients", json_object_size(coef) ? coef : (json_decref(coef), json_string("default: a0 = 0, a_i = 1/r")));
-
-    if (input || run_dir) {
-        float *x;
-        size_t R, C;
-        const int rc = input ? load_input(&x, &R, &C, input, tensor) : load_run(&x, &R, &C, run_dir);
-        if (rc) {
-            json_decref(config);
-            json_decref(root);
-            return rc;
-        }
-        if (dump) {
-            char err[1024];
-            fl_array arr = { FL_DT_F32, 2, { (int64_t)R, (int64_t)C }, R * C, 0, x };
-            if (fl_npy_write(dump, &arr, err, sizeof err)) {
-                fprintf(stderr, "fp8lab order: %s\n", err);
-                free(x);
-                json_decref(config);
-                json_decref(root);
-                return FL_EXIT_FAIL;
-            }
-        }
-        if (!input)
-            input = run_dir;
-        double amax = 0, ss = 0;
-        for (size_t i = 0; i < R * C; i++) {
-            amax = fmax(amax, fabs((double)x[i]));
-            ss += (double)x[i] * x[i];
-        }
-        if (!json)
-            printf("fp8lab order: %s: %zu rows x %zu (row length n = %zu), amax %.6g, rms %.6g; ulp errors on %llu sampled rows (seed %llu)\n",
-                   input, R, C, C, amax, sqrt(ss / (double)(R * C)), R < sample_rows ? (unsigned long long)R : sample_rows, seed);
-        json_object_set_new(config, "sample_rows", json_integer((json_int_t)(R < sample_rows ? R : sample_rows)));
-        json_object_set_new(config, "seed", json_integer((json_int_t)seed));
-        json_object_set_new(config, "max_flush", json_real(max_flush));
-        json_object_set_new(root, "input", json_string(input));
-        json_object_set_new(root, "rows", json_integer((json_int_t)R));
-        json_object_set_new(root, "cols", json_integer((json_int_t)C));
-        json_object_set_new(root, "amax", json_real(amax));
-        json_t *res = json_array(), *rec = json_array();
-        /* jobs: every combination */
-        typedef struct { int act, order, fmt, strat, scale; } job;
-        job *jobs = malloc(sizeof(job) * 2 * 3 * 7 * 2 * FL_ORDER_SCALE_COUNT);
-        int nj = 0;
-        for (int ai = 0; ai < acts.n; ai++)
-            for (int fi = 0; fi < fmts.n; fi++)
-                for (int sc = 0; sc < FL_ORDER_SCALE_COUNT; sc++)
-                    for (int si = 0; si < strats.n; si++)
-                        for (int oi = 0; oi < orders.n; oi++)
-                            if (fl_order_scale_applies((fl_format)fmts.v[fi], (fl_order_scale)sc))
-                                jobs[nj++] = (job){ acts.v[ai], orders.v[oi], fmts.v[fi], strats.v[si], sc };
-        fl_order_tensor_result *out = calloc((size_t)nj, sizeof *out);
-        int failed = 0;
-#pragma omp parallel for schedule(dynamic) reduction(| : failed)
-        for (int j = 0; j < nj; j++) {
-            fl_order_cfg c = base;
-            c.act = (fl_order_act)jobs[j].act;
-            c.order = jobs[j].order;
-            failed |= fl_order_tensor_study(&out[j], &c, (fl_format)jobs[j].fmt, (fl_order_strategy)jobs[j].strat,
-                                            (fl_order_scale)jobs[j].scale, x, R, C, (size_t)sample_rows, seed) != 0;
-        }
-        if (failed) {
-            fprintf(stderr, "fp8lab order: out of memory\n");
-            free(out), free(jobs), free(x);
-            json_decref(res), json_decref(rec), json_decref(config), json_decref(root);
-            return FL_EXIT_FAIL;
-        }
-        if (!json)
-            printf("\n%-8s %-5s %-6s %-5s %1s %10s %10s %10s %7s %9s %9s %9s\n", "act", "fmt", "scale", "strat", "r",
-                   "overflow", "clipped", "flushed", "ulp n", "ulp p50", "ulp p99", "ulp max");
-        for (int j = 0; j < nj; j++) {
-            const fl_order_tensor_result *t = &out[j];
-            const int safe = t->frac_overflow == 0 && t->frac_clipped == 0 && t->frac_flushed <= max_flush;
-            if (json) {
-                json_t *o = json_object();
-                json_object_set_new(o, "act", json_string(fl_order_act_name(t->act)));
-                json_object_set_new(o, "order", json_integer(t->order));
-                json_object_set_new(o, "format", json_string(fl_format_name(t->fmt)));
-                json_object_set_new(o, "strategy", json_string(fl_order_strategy_name(t->strategy)));
-                json_object_set_new(o, "scaling", json_string(fl_order_scale_name(t->scale)));
-                json_object_set_new(o, "elements", json_integer((json_int_t)t->n));
-                json_object_set_new(o, "frac_overflow", json_real(t->frac_overflow));
-                json_object_set_new(o, "frac_clipped", json_real(t->frac_clipped));
-                json_object_set_new(o, "frac_flushed", json_real(t->frac_flushed));
-                json_object_set_new(o, "ulp_samples", json_integer((json_int_t)t->ulp_n));
-                json_object_set_new(o, "ulp_p50", jnum(t->ulp_n ? t->ulp_p50 : NAN));
-                json_object_set_new(o, "ulp_p99", jnum(t->ulp_n ? t->ulp_p99 : NAN));
-                json_object_set_new(o, "ulp_max", jnum(t->ulp_n ? t->ulp_max : NAN));
-                json_object_set_new(o, "safe", json_boolean(safe));
-                json_array_append_new(res, o);
-            } else {
-                printf("%-8s %-5s %-6s %-5s %d %9.4f%% %9.4f%% %9.4f%% %7zu %9.3g %9.3g %9.3g%s\n", fl_order_act_name(t->act),
-                       fl_format_name(t->fmt), fl_order_scale_name(t->scale), fl_order_strategy_name(t->strategy), t->order,
-                       100 * t->frac_overflow, 100 * t->frac_clipped, 100 * t->frac_flushed, t->ulp_n, t->ulp_p50,
-                       t->ulp_p99, t->ulp_max, safe ? "" : "  unsafe");
-            }
-        }
-        /* recommendation: per (act, format, scaling, strategy) the highest safe order */
-        if (!json)
-            printf("\nrecommendation (highest order with no overflow, nothing clipped, <= %.3g%% flushed):\n", 100 * max_flush);
-        for (int j = 0; j < nj; j++) {
-            const fl_order_tensor_result *t = &out[j];
-            if (j + 1 < nj && jobs[j + 1].act == jobs[j].act && jobs[j + 1].fmt == jobs[j].fmt &&
-                jobs[j + 1].scale == jobs[j].scale && jobs[j + 1].strat == jobs[j].strat)
-                continue; /* the last order of a group closes it */
-            int best = 0;
-            for (int k = j; k >= 0 && jobs[k].act == jobs[j].act && jobs[k].fmt == jobs[j].fmt &&
-                            jobs[k].scale == jobs[j].scale && jobs[k].strat == jobs[j].strat;
-                 k--) {
-                const fl_order_tensor_result *u = &out[k];
-                if (u->frac_overflow == 0 && u->frac_clipped == 0 && u->frac_flushed <= max_flush && u->order > best)
-                    best = u->order;
-            }
-            if (json) {
-                json_t *o = json_object();
-                json_object_set_new(o, "act", json_string(fl_order_act_name(t->act)));
-                json_object_set_new(o, "format", json_string(fl_format_name(t->fmt)));
-                json_object_set_new(o, "scaling", json_string(fl_order_scale_name(t->scale)));
-                json_object_set_new(o, "strategy", json_string(fl_order_strategy_name(t->strategy)));
-                json_object_set_new(o, "highest_safe_order", best ? json_integer(best) : json_null());
-                json_array_append_new(rec, o);
-            } else {
-                char b[16];
-                snprintf(b, sizeof b, "%d", best);
-                printf("  %-8s %-5s %-6s %-5s  %s\n", fl_order_act_name(t->act), fl_format_name(t->fmt),
-                       fl_order_scale_name(t->scale), fl_order_strategy_name(t->strategy), best ? b : "none");
-            }
-        }
-        json_object_set_new(root, "results", res);
-        json_object_set_new(root, "recommendation", rec);
-        free(out);
-        free(jobs);
-        free(x);
-    } else {
-        json_object_set_new(config, "ulp_range", json_real(range));
-        typedef struct { int act, order, fmt, strat; } job;
-        job jobs[2 * 3 * 7 * 2];
-        int nj = 0;
-        for (int ai = 0; ai < acts.n; ai++)
-            for (int fi = 0; fi < fmts.n; fi++)
-                for (int si = 0; si < strats.n; si++)
-                    for (int oi = 0; oi < orders.n; oi++)
-                        jobs[nj++] = (job){ acts.v[ai], orders.v[oi], fmts.v[fi], strats.v[si] };
-        fl_order_entry *ent = calloc((size_t)nj, sizeof *ent);
-        if (!ent) {
-            json_decref(config), json_decref(root);
-            return FL_EXIT_FAIL;
-        }
-#pragma omp parallel for schedule(dynamic)
-        for (int j = 0; j < nj; j++) {
-            fl_order_cfg c = base;
-            c.act = (fl_order_act)jobs[j].act;
-            c.order = jobs[j].order;
-            fl_order_entry_compute(&ent[j], &c, (fl_format)jobs[j].fmt, (fl_order_strategy)jobs[j].strat, range);
-        }
-        json_t *arr = json_array(), *rec = json_array();
-        if (!json)
-            printf("%-8s %-5s %-5s %1s %12s %-22s %10s %10s %11s %10s %9s %9s\n", "act", "fmt", "strat", "r", "overflow at",
-                   "first to overflow", "1st input", "fp32 kern", "underflow<=", "out bound", "ulp max", "ovf/nan");
-        for (int j = 0; j < nj; j++) {
-            const fl_order_entry *e = &ent[j];
-            if (json) {
-                json_t *o = json_object();
-                json_object_set_new(o, "act", json_string(fl_order_act_name(e->act)));
-                json_object_set_new(o, "order", json_integer(e->order));
-                json_object_set_new(o, "format", json_string(fl_format_name(e->fmt)));
-                json_object_set_new(o, "strategy", json_string(fl_order_strategy_name(e->strategy)));
-                json_object_set_new(o, "overflow_threshold", jnum(e->overflow_threshold));
-                json_object_set_new(o, "overflow_inclusive", json_boolean(e->overflow_inclusive));
-                json_object_set_new(o, "overflow_cause", e->overflow_cause ? json_string(e->overflow_cause) : json_null());
-                json_object_set_new(o, "overflow_input", jnum(e->overflow_input));
-                json_object_set_new(o, "fused_fp32_threshold", jnum(e->fused_fp32_threshold));
-                json_object_set_new(o, "underflow_threshold", jnum(e->underflow_threshold));
-                json_object_set_new(o, "underflow_input", jnum(e->underflow_input));
-                json_object_set_new(o, "output_bound", jnum(e->output_bound));
-                json_object_set_new(o, "small_row_nonfinite_below", jnum(e->small_row_nonfinite));
-                if (range > 0) {
-                    json_object_set_new(o, "ulp_range", json_real(e->ulp_range));
-                    json_object_set_new(o, "ulp_inputs", json_integer(e->ulp_inputs));
-                    json_object_set_new(o, "ulp_overflowed", json_integer(e->ulp_overflowed));
-                    json_object_set_new(o, "ulp_nonfinite", json_integer(e->ulp_nonfinite));
-                    json_object_set_new(o, "ulp_silent_max", json_real(e->ulp_silent_max));
-                    json_object_set_new(o, "ulp_correctly_rounded", json_integer(e->ulp_correct));
-                    json_object_set_new(o, "ulp_max", json_real(e->ulp_max));
-                    json_object_set_new(o, "ulp_max_at", jnum(e->ulp_max_x));
-                }
-                json_array_append_new(arr, o);
-            } else {
-                char t1[32], t2[32], t3[32], t4[32], t5[32], t6[32];
-                /* ">T": overflow strictly above T (the tie at T rounds down) */
-                t1[0] = '>';
-                fmt_num(t1 + 1, sizeof t1 - 1, e->overflow_threshold);
-                const char *thr = !e->overflow_inclusive && isfinite(e->overflow_threshold) ? t1 : t1 + 1;
-                fmt_num(t2, sizeof t2, e->overflow_input);
-                fmt_num(t3, sizeof t3, e->fused_fp32_threshold);
-                fmt_num(t4, sizeof t4, e->underflow_threshold);
-                fmt_num(t5, sizeof t5, e->output_bound);
-                if (range > 0)
-                    snprintf(t6, sizeof t6, "%.3g", e->ulp_max);
-                else
-                    snprintf(t6, sizeof t6, "-");
-                char t7[32];
-                snprintf(t7, sizeof t7, "%ld/%ld", e->ulp_overflowed, e->ulp_nonfinite);
-                printf("%-8s %-5s %-5s %d %12s %-22s %10s %10s %11s %10s %9s %9s\n", fl_order_act_name(e->act),
-                       fl_format_name(e->fmt), fl_order_strategy_name(e->strategy), e->order, thr,
-                       e->overflow_cause ? e->overflow_cause : "-", t2, t3, t4, t5, t6, t7);
-            }
-        }
-        /* recommendation: highest order whose overflow threshold exceeds each amax level */
-        if (!json) {
-            printf("\nhighest order without overflow for pre-activations with |x| <= amax (unscaled):\n%-8s %-5s %-5s", "act", "fmt", "strat");
-            for (int k = 0; k < n_amax; k++)
-                printf(" %9.4g", amax_levels[k]);
-            printf("\n");
-        }
-        for (int j = 0; j < nj; j++) {
-            if (j + 1 < nj && jobs[j + 1].act == jobs[j].act && jobs[j + 1].fmt == jobs[j].fmt &&
-                jobs[j + 1].strat == jobs[j].strat)
-                continue;
-            json_t *o = json ? json_object() : NULL, *lv = json ? json_array() : NULL;
-            if (!json)
-                printf("%-8s %-5s %-5s", fl_order_act_name(ent[j].act), fl_format_name(ent[j].fmt),
-                       fl_order_strategy_name(ent[j].strategy));
-            for (int k = 0; k < n_amax; k++) {
-                int best = 0;
-                for (int q = j; q >= 0 && jobs[q].act == jobs[j].act && jobs[q].fmt == jobs[j].fmt &&
-                                jobs[q].strat == jobs[j].strat;
-                     q--) {
-                    const fl_order_entry *e = &ent[q];
-                    const int ok = amax_levels[k] < e->overflow_threshold ||
-                                   (amax_levels[k] == e->overflow_threshold && !e->overflow_inclusive);
-                    if (ok && e->order > best)
-                        best = e->order;
-                }
-                if (json) {
-                    json_t *l = json_object();
-                    json_object_set_new(l, "amax", json_real(amax_levels[k]));
-                    json_object_set_new(l, "highest_safe_order", best ? json_integer(best) : json_null());
-                    json_array_append_new(lv, l);
-                } else {
-                    printf(" %9s", best ? (char[2]){ (char)('0' + best), 0 } : "none");
-                }
-            }
-            if (json) {
-                json_object_set_new(o, "act", json_string(fl_order_act_name(ent[j].act)));
-                json_object_set_new(o, "format", json_string(fl_format_name(ent[j].fmt)));
-                json_object_set_new(o, "strategy", json_string(fl_order_strategy_name(ent[j].strategy)));
-                json_object_set_new(o, "scaling", json_string("none"));
-                json_object_set_new(o, "levels", lv);
-                json_array_append_new(rec, o);
-            } else {
-                printf("\n");
-            }
-        }
-        if (!json)
-            printf("\nThresholds are for |x|; PolyReLU's negative side is 0.  PolyNorm: outlier row of n = %ld elements "
-                   "(bulk %.3g), eps %.3g; 'out bound' = sup |output| = |a0| + sqrt(n) sum |a_i|.\n"
-                   "Scaled casts cannot overflow; their cost is flushing: see experiments/polyorder/ORDER.md and --input.\n",
-                   base.n, base.bulk, base.eps);
-        json_object_set_new(root, "entries", arr);
-        json_object_set_new(root, "recommendation", rec);
-        free(ent);
-    }
+    order_opts o;
+    const int prc = parse_order_opts(&o, argc, argv);
+    if (prc >= 0)
+        return prc;
+    json_t *root = json_object(), *config = config_json(&o);
+    const int rc = o.input || o.run_dir ? run_tensor(&o, root, config) : run_map(&o, root, config);
     json_object_set_new(root, "config", config);
-    if (json) {
-        char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        puts(s);
-        free(s);
-    }
-    json_decref(root);
-    return FL_EXIT_OK;
+    if (rc == FL_EXIT_OK && o.json)
+        fl_cli_json_print(root, 17);
+    else
+        json_decref(root);
+    return rc;
 }

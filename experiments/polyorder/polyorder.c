@@ -94,13 +94,13 @@ float fl_order_coef_f32(const fl_order_cfg *c, int i) { return (float)fl_order_c
 
 /* Exact coefficients as numerators over one denominator (as reference/polyrelu.c does): den = r when
    a default 1/r is in use, else 1; num_i = den * a_i exactly (53 + 3 bits). */
-static unsigned coef_exact(mpfr_t num[FL_ORDER_MAX + 1], const fl_order_cfg *c)
+static unsigned coef_exact(mpfr_t num[FL_POLY_MAX_ORDER + 1], const fl_order_cfg *c)
 {
     int any_default = 0;
     for (int i = 1; i <= c->order; i++)
         any_default |= !(c->a_set >> i & 1);
     const unsigned den = any_default ? (unsigned)c->order : 1u;
-    for (int i = 0; i <= FL_ORDER_MAX; i++) {
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++) {
         mpfr_init2(num[i], 64);
         if (i > c->order)
             mpfr_set_zero(num[i], 1);
@@ -113,9 +113,9 @@ static unsigned coef_exact(mpfr_t num[FL_ORDER_MAX + 1], const fl_order_cfg *c)
     return den;
 }
 
-static void coef_clear(mpfr_t num[FL_ORDER_MAX + 1])
+static void coef_clear(mpfr_t num[FL_POLY_MAX_ORDER + 1])
 {
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_clear(num[i]);
 }
 
@@ -220,15 +220,15 @@ static void nv_combine(nvc *c, mpfr_ptr y, mpfr_t *v, const fl_order_cfg *cfg, c
 
 static void nv_polyrelu(nvc *c, mpfr_ptr y, const fl_order_cfg *cfg, mpfr_srcptr xs)
 {
-    mpfr_t p[FL_ORDER_MAX + 1];
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
+    mpfr_t p[FL_POLY_MAX_ORDER + 1];
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_init2(p[i], WP);
     mpfr_set(p[0], xs, MPFR_RNDN);
     if (!(mpfr_sgn(p[0]) > 0) && !mpfr_nan_p(p[0]))
         mpfr_set_zero(p[0], 1); /* relu: exact */
     nv_powers(c, p, p[0], cfg->order, cfg->pow);
     nv_combine(c, y, p, cfg, nm_term_relu);
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_clear(p[i]);
 }
 
@@ -236,8 +236,8 @@ static void nv_polyrelu(nvc *c, mpfr_ptr y, const fl_order_cfg *cfg, mpfr_srcptr
 static void nv_polynorm(nvc *c, mpfr_ptr y, const fl_order_cfg *cfg, mpfr_srcptr xs, mpfr_srcptr bs)
 {
     const int r = cfg->order;
-    mpfr_t p[FL_ORDER_MAX + 1], q[FL_ORDER_MAX + 1], u, v, m, e;
-    for (int i = 0; i <= FL_ORDER_MAX; i++) {
+    mpfr_t p[FL_POLY_MAX_ORDER + 1], q[FL_POLY_MAX_ORDER + 1], u, v, m, e;
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++) {
         mpfr_init2(p[i], WP);
         mpfr_init2(q[i], WP);
     }
@@ -268,7 +268,7 @@ static void nv_polynorm(nvc *c, mpfr_ptr y, const fl_order_cfg *cfg, mpfr_srcptr
         nv_rn(c, p[i], nm_norm[i]);
     }
     nv_combine(c, y, p, cfg, nm_term_norm);
-    for (int i = 0; i <= FL_ORDER_MAX; i++) {
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++) {
         mpfr_clear(p[i]);
         mpfr_clear(q[i]);
     }
@@ -305,7 +305,7 @@ const char *fl_order_naive_eval(double *y, const fl_order_cfg *c, fl_format f, d
 static int exact_eval(mpfr_ptr y, const fl_order_cfg *c, double x, const double *xr, long nr, long j,
                       mpfr_prec_t wp, mpfr_t *S)
 {
-    mpfr_t num[FL_ORDER_MAX + 1], t[FL_ORDER_MAX + 1], w;
+    mpfr_t num[FL_POLY_MAX_ORDER + 1], t[FL_POLY_MAX_ORDER + 1], w;
     const unsigned den = coef_exact(num, c);
     const int r = c->order;
     int k;
@@ -314,7 +314,7 @@ static int exact_eval(mpfr_ptr y, const fl_order_cfg *c, double x, const double 
     if (xr)
         x = xr[j];
     if (c->act == FL_ORDER_POLYRELU) {
-        mpfr_ptr tp[FL_ORDER_MAX + 1];
+        mpfr_ptr tp[FL_POLY_MAX_ORDER + 1];
         const double rx = x > 0 ? x : 0.0;
         for (int i = 0; i <= r; i++) {
             mpfr_init2(t[i], 4 * 53 + 128);
@@ -338,7 +338,7 @@ static int exact_eval(mpfr_ptr y, const fl_order_cfg *c, double x, const double 
         mpfr_inits2(wp, D, e, (mpfr_ptr)0);
         mpfr_init2(tmp, 8 * 53 + 64);
         mpfr_set_d(e, c->eps, MPFR_RNDN);
-        mpfr_ptr tp[FL_ORDER_MAX + 1];
+        mpfr_ptr tp[FL_POLY_MAX_ORDER + 1];
         mpfr_init2(t[0], 64);
         mpfr_set(t[0], num[0], MPFR_RNDN);
         tp[0] = t[0];
@@ -468,7 +468,7 @@ int fl_order_ref(uint32_t *code, const fl_order_cfg *c, fl_format f, double x)
         fl_ref_params p;
         fl_ref_params_init(&p, fn);
         p.order = c->order;
-        for (int i = 0; i <= FL_ORDER_MAX; i++)
+        for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
             if (c->a_set >> i & 1) {
                 p.a[i] = c->a[i];
                 p.a_set |= 1u << i;
@@ -504,9 +504,9 @@ const char *fl_order_fused_overflow(const fl_order_cfg *c, fl_format f, double x
     int ties;
     const double B = fl_format_rne_boundary(f, &ties);
     const double B32 = fl_format_rne_boundary(FL_FMT_FP32, NULL); /* ties overflow in fp32 too */
-    mpfr_t y, S[FL_ORDER_MAX + 1];
+    mpfr_t y, S[FL_POLY_MAX_ORDER + 1];
     mpfr_init2(y, 256);
-    for (int i = 0; i <= FL_ORDER_MAX; i++) {
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++) {
         mpfr_init2(S[i], 256);
         mpfr_set_nan(S[i]);
     }
@@ -524,7 +524,7 @@ const char *fl_order_fused_overflow(const fl_order_cfg *c, fl_format f, double x
             cause = "output";
     }
     mpfr_clear(y);
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_clear(S[i]);
     return cause;
 }
@@ -947,7 +947,7 @@ static int naive_tensor(tq *q, double *y, const fl_order_cfg *c, const float *x,
 {
     const size_t N = R * C;
     const int r = c->order;
-    double *xs = malloc(N * sizeof *xs), *p[FL_ORDER_MAX + 1] = { 0 }, *t = malloc(N * sizeof *t);
+    double *xs = malloc(N * sizeof *xs), *p[FL_POLY_MAX_ORDER + 1] = { 0 }, *t = malloc(N * sizeof *t);
     double *m = malloc(R * sizeof *m);
     int ok = xs && t && m;
     for (int i = 1; i <= r && ok; i++)
@@ -1134,16 +1134,16 @@ int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl
         }
     }
     size_t ne = 0;
-    mpfr_t v, S[FL_ORDER_MAX + 1], sv;
+    mpfr_t v, S[FL_POLY_MAX_ORDER + 1], sv;
     mpfr_init2(v, 256);
     mpfr_init2(sv, 256 + 32);
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_init2(S[i], 256);
     for (size_t si = 0; si < nsamp; si++) {
         const size_t row = rows[si];
         for (size_t k = 0; k < C; k++)
             xr[k] = x[row * C + k];
-        for (int i = 0; i <= FL_ORDER_MAX; i++)
+        for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
             mpfr_set_nan(S[i]);
         for (size_t k = 0; k < C; k++) {
             const size_t i = row * C + k;
@@ -1166,9 +1166,39 @@ int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl
     }
     res->ulp_n = ne;
     mpfr_clears(v, sv, (mpfr_ptr)0);
-    for (int i = 0; i <= FL_ORDER_MAX; i++)
+    for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_clear(S[i]);
     free(rows), free(errs), free(xr);
     free(q.flags), free(q.scale_out), free(q.code_out), free(y);
     return 0;
+}
+
+/* ---- the verdicts ---------------------------------------------------------------------------------- */
+
+int fl_order_tensor_safe(const fl_order_tensor_result *t, double max_flush)
+{
+    return t->frac_overflow == 0 && t->frac_clipped == 0 && t->frac_flushed <= max_flush;
+}
+
+int fl_order_entry_safe_at(const fl_order_entry *e, double amax)
+{
+    return amax < e->overflow_threshold || (amax == e->overflow_threshold && !e->overflow_inclusive);
+}
+
+int fl_order_highest_safe_map(const fl_order_entry *entries, size_t n, double amax)
+{
+    int best = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fl_order_entry_safe_at(&entries[i], amax) && entries[i].order > best)
+            best = entries[i].order;
+    return best;
+}
+
+int fl_order_highest_safe_tensor(const fl_order_tensor_result *res, size_t n, double max_flush)
+{
+    int best = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fl_order_tensor_safe(&res[i], max_flush) && res[i].order > best)
+            best = res[i].order;
+    return best;
 }

@@ -84,12 +84,11 @@ int fl_order_act_parse(fl_order_act *out, const char *s);
 int fl_order_strategy_parse(fl_order_strategy *out, const char *s);
 int fl_order_pow_parse(fl_order_pow *out, const char *s);
 
-#define FL_ORDER_MAX 4
 
 typedef struct {
     fl_order_act act;
     int order;           /* r, 1..4 */
-    double a[FL_ORDER_MAX + 1]; /* given coefficients (exact doubles) where a_set bit i is set */
+    double a[FL_POLY_MAX_ORDER + 1]; /* given coefficients (exact doubles) where a_set bit i is set */
     unsigned a_set;      /* else a_0 = 0, a_i = 1/r: exactly for the reference, RN32(1/r) in fp32 */
     long n;              /* PolyNorm row length (default 4096) */
     double bulk;         /* PolyNorm outlier-row bulk level b (default 1) */
@@ -200,5 +199,21 @@ typedef struct {
 int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl_format f,
                           fl_order_strategy s, fl_order_scale sc, const float *x, size_t R, size_t C,
                           size_t sample_rows, uint64_t seed);
+
+/* ---- the verdicts ---------------------------------------------------------------------------------- */
+
+/* A tensor study is safe when nothing overflowed or was clipped and at most max_flush of the outputs
+   were flushed to zero. */
+int fl_order_tensor_safe(const fl_order_tensor_result *t, double max_flush);
+
+/* Unscaled pre-activations with |x| <= amax stay finite under entry e: amax is below the overflow
+   threshold, or equal to it when the tie at the threshold rounds down. */
+int fl_order_entry_safe_at(const fl_order_entry *e, double amax);
+
+/* The highest order among entries[0..n) (one group: the orders of one act, format, strategy, scaling)
+   that is safe -- fl_order_entry_safe_at(amax) for the map, fl_order_tensor_safe(max_flush) for a
+   tensor -- or 0 when none is. */
+int fl_order_highest_safe_map(const fl_order_entry *entries, size_t n, double amax);
+int fl_order_highest_safe_tensor(const fl_order_tensor_result *res, size_t n, double max_flush);
 
 #endif /* FL_ORDER_H */
