@@ -1,5 +1,7 @@
 /* test_train_grad.c — the harness's backward pass against finite differences, for every activation.
  *
+ * The activations come from the table in ffn_act.h (every row, every order), so a new one is tested
+ * by adding its row.
  * A tiny model (V 16, C 8, L 2, H 2, F 8, T 5, B 2) in the fp32 recipe.  For every parameter
  * tensor (embeddings, RMSNorm gains, qkv, proj, fc, down, activation coefficients, head) and a few
  * entries of each, the analytic gradient from fl_model_backward is compared with the central
@@ -84,10 +86,11 @@ int main(void)
     /* One thread: the tiny model's thousands of forward passes are all OpenMP barriers and no work;
        on a loaded machine two spinning threads made this test take minutes instead of a second. */
     omp_set_num_threads(1);
-    static const char *const acts[] = { "relu", "gelu", "swiglu", "smooth_swiglu", "smooth_swiglu_token",
-                                        "polyrelu2", "polyrelu3", "polyrelu4", "polynorm2", "polynorm3",
-                                        "polynorm4" };
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        check_act(acts[i]);
+    /* every activation of the table (ffn_act.h) at every order it takes */
+    fl_act acts[64];
+    const int nact = fl_act_variants(acts, 64);
+    CHECK(nact >= FL_ACT_COUNT && nact <= 64, "%d activation variants", nact);
+    for (int i = 0; i < nact; i++)
+        check_act(fl_act_name(acts[i]));
     PASS("test_train_grad");
 }

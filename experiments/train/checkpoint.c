@@ -1,12 +1,13 @@
-/* checkpoint.c — atomic, checksummed checkpoint files (see checkpoint.h). */
+/* checkpoint.c — atomic, checksummed checkpoint files (see checkpoint.h); written through the
+ * project's one atomic writer, fl_write_atomic (fl_io.h). */
 #include "checkpoint.h"
 
+#include "fl_io.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char magic[8] = { 'F', 'P', '8', 'L', 'C', 'K', 'P', 'T' };
 
@@ -30,18 +31,23 @@ uint32_t fl_crc32(uint32_t crc, const void *data, size_t n)
     return ~crc;
 }
 
-static int write_all(int fd, const void *p, size_t n)
+typedef struct {
+    const unsigned char *hdr;
+    const fl_ckpt_section *secs;
+    int nsec;
+} ckpt_fill_ctx;
+
+/* fl_write_atomic's fill: the header, then per section its 16-byte head and its bytes. */
+static int ckpt_fill(FILE *f, void *ctx_)
 {
-    const unsigned char *c = p;
-    while (n) {
-        const ssize_t k = write(fd, c, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
+    const ckpt_fill_ctx *c = ctx_;
+    if (fwrite(c->hdr, 1, 32, f) != 32)
+        return -1;
+    for (int i = 0; i < c->nsec; i++) {
+        const fl_ckpt_section *s = &c->secs[i];
+        const uint32_t sh[4] = { s->id, 0, (uint32_t)s->size, (uint32_t)(s->size >> 32) };
+        if (fwrite(sh, sizeof sh, 1, f) != 1 || (s->size && fwrite(s->data, 1, s->size, f) != s->size))
             return -1;
-        }
-        c += k;
-        n -= (size_t)k;
     }
     return 0;
 }
@@ -63,28 +69,8 @@ int fl_ckpt_write(const char *path, const fl_ckpt_section *secs, int nsec, char 
     memcpy(hdr + 12, &ns, 4);
     memcpy(hdr + 16, &payload, 8);
     memcpy(hdr + 24, &crc, 4);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return -1;
-    }
-    int bad = write_all(fd, hdr, sizeof hdr);
-    for (int i = 0; i < nsec && !bad; i++) {
-        const uint32_t sh[4] = { secs[i].id, 0, (uint32_t)secs[i].size, (uint32_t)(secs[i].size >> 32) };
-        bad = write_all(fd, sh, sizeof sh) || write_all(fd, secs[i].data, secs[i].size);
-    }
-    if (!bad)
-        bad = fsync(fd);
-    if (close(fd))
-        bad = 1;
-    if (bad || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    ckpt_fill_ctx ctx = { hdr, secs, nsec };
+    return fl_write_atomic(path, ckpt_fill, &ctx, err, errlen);
 }
 
 int fl_ckpt_read(fl_ckpt *ck, const char *path, char *err, size_t errlen)

@@ -23,7 +23,9 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +85,19 @@ static void demo_preset(fl_train_cfg *c, int lng)
     c->ckpt_every = lng ? 2000 : 1000000;
 }
 
+/* Path buffers.  A run folder is OUT/NAME, a file in it OUT/NAME/FILE, a file of the demo OUT/FILE;
+   OUT comes from --out.  A path the kernel accepts is at most PATH_MAX (4096) bytes, so every
+   usable one fits PATH_MAX plus the run name, the file name (metrics.csv, summary.json: under
+   32 bytes each) and their slashes; a longer OUT is truncated by snprintf and fails to open, as
+   it would unshortened. */
+enum {
+    DEMO_NAME_MAX = 32,                           /* a run's folder name (runs[]), a file's name */
+    DEMO_DIR_MAX = PATH_MAX + DEMO_NAME_MAX,      /* OUT/NAME */
+    DEMO_FILE_MAX = DEMO_DIR_MAX + DEMO_NAME_MAX, /* OUT/NAME/FILE and OUT/FILE */
+};
+
 typedef struct {
-    const char *name; /* folder */
+    const char *name; /* folder, shorter than DEMO_NAME_MAX */
     fl_act act;
     int fp8;
 } demo_run;
@@ -122,7 +135,7 @@ static double median(double *v, long n)
 /* Read metrics.csv: the amax-growth statistics (finite rows only, before any divergence). */
 static int analyse_metrics(demo_result *r, const char *dir, long div_step)
 {
-    char p[13000];
+    char p[DEMO_FILE_MAX];
     snprintf(p, sizeof p, "%s/metrics.csv", dir);
     FILE *f = fopen(p, "r");
     if (!f)
@@ -132,6 +145,8 @@ static int analyse_metrics(demo_result *r, const char *dir, long div_step)
     double *xin = malloc((size_t)cap * sizeof *xin), *xact = malloc((size_t)cap * sizeof *xact);
     if (!fgets(line, sizeof line, f)) { /* header */
         fclose(f);
+        free(xin);
+        free(xact);
         return -1;
     }
     r->sat_before_div = 0;
@@ -225,20 +240,33 @@ __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
     }
 }
 
-static double jnum(json_t *o, const char *k)
+/* A number member of a summary.json object, NaN when absent or not a number. */
+static double json_get_number(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-static json_t *jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+/* A JSON number, or null where it is not finite (JSON has no NaN or Inf). */
+static json_t *json_number_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-int fl_cmd_demo(int argc, char **argv)
+/* What the command line asked for, and the three runs' configurations and folders. */
+typedef struct {
+    const char *out, *json_path;
+    int sequential, threads;
+    fl_train_cfg base;
+    fl_train_cfg cfgs[3];
+    char dirs[3][DEMO_DIR_MAX];
+} demo_setup;
+
+enum { DEMO_GO_ON = -1 }; /* demo_parse: no exit status yet, run the demo */
+
+/* Parse the command line into d: DEMO_GO_ON, or the exit status (--help, a usage error). */
+static int demo_parse(demo_setup *d, int argc, char **argv)
 {
     const char *cmd = "demo";
-    fl_blas_setup(argv - 1);
-    const char *out = "demo-out", *json_path = NULL;
-    int lng = 0, sequential = 0, threads = 0;
+    int lng = 0;
+    d->out = "demo-out";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(help, stdout);
@@ -247,28 +275,27 @@ int fl_cmd_demo(int argc, char **argv)
         if (!strcmp(argv[i], "--long"))
             lng = 1;
     }
-    fl_train_cfg base;
-    demo_preset(&base, lng);
+    demo_preset(&d->base, lng);
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--long"))
             continue;
         if (!strcmp(f, "--sequential")) {
-            sequential = 1;
+            d->sequential = 1;
             continue;
         }
         if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--threads")) {
             if (!v)
                 return fl_cli_usage_error(cmd, "%s needs a value", f);
             if (!strcmp(f, "--out"))
-                out = v;
+                d->out = v;
             else if (!strcmp(f, "--json"))
-                json_path = v;
+                d->json_path = v;
             else {
                 unsigned long long x;
                 if (fl_cli_parse_u64(&x, v) || x < 1 || x > 256)
                     return fl_cli_usage_error(cmd, "--threads needs a count 1..256");
-                threads = (int)x;
+                d->threads = (int)x;
             }
             i++;
             continue;
@@ -276,183 +303,224 @@ int fl_cmd_demo(int argc, char **argv)
         if (!strcmp(f, "--act") || !strcmp(f, "--out") || !strcmp(f, "--resume"))
             return fl_cli_usage_error(cmd, "%s is fixed by the demo", f);
         int used = 0;
-        const int r = fl_train_parse_flag(&base, cmd, f, v, &used);
+        const int r = fl_train_parse_flag(&d->base, cmd, f, v, &used);
         if (r == 2)
             return FL_EXIT_USAGE;
         if (r == 1)
             return fl_cli_usage_error(cmd, "unknown option '%s'", f);
         i += used;
     }
-    if (!fl_recipe_is_fp8((fl_recipe_kind)base.recipe.kind))
+    if (!fl_recipe_is_fp8((fl_recipe_kind)d->base.recipe.kind))
         return fl_cli_usage_error(cmd, "--recipe must be an FP8 recipe (it replaces fp8-delayed in the FP8 runs)");
-    if (base.recipe.kind != FL_RECIPE_FP8_DELAYED)
-        base.recipe.grad_current = 0; /* the preset's per-role dY scaling is fp8-delayed's option */
-    const char *why = fl_train_cfg_check(&base);
+    if (d->base.recipe.kind != FL_RECIPE_FP8_DELAYED)
+        d->base.recipe.grad_current = 0; /* the preset's per-role dY scaling is fp8-delayed's option */
+    const char *why = fl_train_cfg_check(&d->base);
     if (why)
         return fl_cli_usage_error(cmd, "%s", why);
-    if (mkdir(out, 0755) && errno != EEXIST) {
-        fprintf(stderr, "fp8lab demo: %s: cannot create: %s\n", out, strerror(errno));
-        return FL_EXIT_FAIL;
-    }
+    return DEMO_GO_ON;
+}
 
-    char sp[4300];
-    snprintf(sp, sizeof sp, "%s/summary.txt", out);
-    summary_file = fopen(sp, "w");
-    fl_train_cfg cfgs[3];
-    char dirs[3][4200];
+/* The three runs: base with the run's activation; the control in bf16 without the FP8 options. */
+static void demo_configure(demo_setup *d)
+{
     for (int k = 0; k < 3; k++) {
-        cfgs[k] = base;
-        cfgs[k].model.act = runs[k].act;
+        d->cfgs[k] = d->base;
+        d->cfgs[k].model.act = runs[k].act;
         if (!runs[k].fp8) {
-            cfgs[k].recipe.kind = FL_RECIPE_BF16;
-            cfgs[k].recipe.grad_current = 0; /* options of the FP8 recipes */
-            cfgs[k].recipe.fp8_start = 0;
+            d->cfgs[k].recipe.kind = FL_RECIPE_BF16;
+            d->cfgs[k].recipe.grad_current = 0; /* options of the FP8 recipes */
+            d->cfgs[k].recipe.fp8_start = 0;
         }
-        snprintf(dirs[k], sizeof dirs[k], "%s/%s", out, runs[k].name);
+        snprintf(d->dirs[k], sizeof d->dirs[k], "%s/%s", d->out, runs[k].name);
     }
+}
+
+static void demo_announce(const demo_setup *d)
+{
+    const fl_train_cfg *b = &d->base;
     say("fp8lab demo: seed %llu, %llu steps, d_model %u, %u layers, ffn %u, seq %u, batch %u, lr %g constant, "
            "wd %g, %s (history %u, %s, margin %d, %s casts%s; FP8 from step %u)\n",
-           (unsigned long long)base.seed, (unsigned long long)base.steps, base.model.C, base.model.L, base.model.F,
-           base.model.T, base.model.B, base.lr, base.wd, fl_recipe_name((fl_recipe_kind)base.recipe.kind),
-           base.recipe.history, fl_amax_algo_name((fl_amax_algo)base.recipe.algo), base.recipe.margin,
-           base.recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating",
-           base.recipe.grad_current ? "; dY scaled from the current tensor" : "", base.recipe.fp8_start);
-    say("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)base.recipe.kind),
-           fl_recipe_name((fl_recipe_kind)base.recipe.kind), out);
+           (unsigned long long)b->seed, (unsigned long long)b->steps, b->model.C, b->model.L, b->model.F,
+           b->model.T, b->model.B, b->lr, b->wd, fl_recipe_name((fl_recipe_kind)b->recipe.kind),
+           b->recipe.history, fl_amax_algo_name((fl_amax_algo)b->recipe.algo), b->recipe.margin,
+           b->recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating",
+           b->recipe.grad_current ? "; dY scaled from the current tensor" : "", b->recipe.fp8_start);
+    say("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)b->recipe.kind),
+           fl_recipe_name((fl_recipe_kind)b->recipe.kind), d->out);
     fflush(stdout);
+}
 
+/* One progress line on stderr: the rows of each run's metrics.csv so far. */
+static void demo_progress(const demo_setup *d)
+{
+    fprintf(stderr, "\r  progress:");
+    for (int k = 0; k < 3; k++) {
+        char p[DEMO_FILE_MAX];
+        snprintf(p, sizeof p, "%s/metrics.csv", d->dirs[k]);
+        FILE *f = fopen(p, "r");
+        long rows = -1;
+        if (f) {
+            int c;
+            while ((c = getc(f)) != EOF)
+                rows += c == '\n';
+            fclose(f);
+        }
+        fprintf(stderr, "  %s %ld/%llu", runs[k].name, rows < 0 ? 0 : rows, (unsigned long long)d->base.steps);
+    }
+    fflush(stderr);
+}
+
+/* The three runs as child processes, side by side (one thread each unless --threads).  Every child
+   that was started is waited for, also when a later fork fails: those are asked to stop (SIGTERM:
+   a checkpoint, then a clean exit, train.h) so that none is left running or unreaped.  Returns 0
+   when all three exited with status 0, 1 when one did not, -1 when a fork failed (message printed). */
+static int demo_train_forked(const demo_setup *d)
+{
+    pid_t pid[3];
+    int started = 0, failed = 0;
+    for (; started < 3; started++) {
+        fflush(NULL);
+        pid[started] = fork();
+        if (pid[started] < 0) {
+            fprintf(stderr, "fp8lab demo: fork failed: %s\n", strerror(errno));
+            for (int k = 0; k < started; k++)
+                kill(pid[k], SIGTERM);
+            failed = -1;
+            break;
+        }
+        if (pid[started] == 0) {
+            fl_train_opts o = { d->dirs[started], d->threads ? d->threads : 1, 1, 0 };
+            _exit(fl_train_run(&d->cfgs[started], &o));
+        }
+    }
+    const int tty = !failed && isatty(2);
+    int left = started;
+    while (left) {
+        int st;
+        const pid_t w = waitpid(-1, &st, tty ? WNOHANG : 0);
+        if (w > 0) {
+            left--;
+            if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && !failed)
+                failed = 1;
+            continue;
+        }
+        if (w < 0)
+            break;
+        demo_progress(d);
+        sleep(2);
+    }
+    if (tty)
+        fputc('\n', stderr);
+    return failed;
+}
+
+/* Train the three runs; *wall is the wall time they took.  Returns 0 when all three succeeded, 1
+   when one failed, -1 when they could not be started. */
+static int demo_train(const demo_setup *d, double *wall)
+{
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int failed = 0;
-    if (sequential) {
+    if (d->sequential) {
         for (int k = 0; k < 3; k++) {
-            fl_train_opts o = { dirs[k], threads, 0, 0 };
-            if (fl_train_run(&cfgs[k], &o) != FL_EXIT_OK)
+            fl_train_opts o = { d->dirs[k], d->threads, 0, 0 };
+            if (fl_train_run(&d->cfgs[k], &o) != FL_EXIT_OK)
                 failed = 1;
         }
     } else {
-        pid_t pid[3];
-        for (int k = 0; k < 3; k++) {
-            fflush(NULL);
-            pid[k] = fork();
-            if (pid[k] < 0) {
-                fprintf(stderr, "fp8lab demo: fork failed: %s\n", strerror(errno));
-                return FL_EXIT_FAIL;
-            }
-            if (pid[k] == 0) {
-                fl_train_opts o = { dirs[k], threads ? threads : 1, 1, 0 };
-                _exit(fl_train_run(&cfgs[k], &o));
-            }
-        }
-        const int tty = isatty(2);
-        int left = 3;
-        while (left) {
-            int st;
-            pid_t w = waitpid(-1, &st, tty ? WNOHANG : 0);
-            if (w > 0) {
-                left--;
-                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                    failed = 1;
-                continue;
-            }
-            if (w < 0)
-                break;
-            /* progress: rows of each metrics.csv */
-            fprintf(stderr, "\r  progress:");
-            for (int k = 0; k < 3; k++) {
-                char p[13000];
-                snprintf(p, sizeof p, "%s/metrics.csv", dirs[k]);
-                FILE *f = fopen(p, "r");
-                long rows = -1;
-                if (f) {
-                    int c;
-                    while ((c = getc(f)) != EOF)
-                        rows += c == '\n';
-                    fclose(f);
-                }
-                fprintf(stderr, "  %s %ld/%llu", runs[k].name, rows < 0 ? 0 : rows, (unsigned long long)base.steps);
-            }
-            fflush(stderr);
-            sleep(2);
-        }
-        if (tty)
-            fputc('\n', stderr);
+        failed = demo_train_forked(d);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (failed) {
-        fprintf(stderr, "fp8lab demo: a training run failed (see the messages above)\n");
-        return FL_EXIT_FAIL;
-    }
+    *wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return failed;
+}
 
-    /* read back the measured outcome */
-    demo_result res[3];
-    memset(res, 0, sizeof res);
+/* Read back each run's summary.json and analyse its metrics.csv.  Returns 0, or -1 (message
+   printed; the summaries read so far are released). */
+static int demo_read_results(const demo_setup *d, demo_result res[3])
+{
+    memset(res, 0, 3 * sizeof *res);
     for (int k = 0; k < 3; k++) {
-        char p[13000];
-        snprintf(p, sizeof p, "%s/summary.json", dirs[k]);
+        char p[DEMO_FILE_MAX];
+        snprintf(p, sizeof p, "%s/summary.json", d->dirs[k]);
         json_error_t je;
         res[k].sum = json_load_file(p, 0, &je);
         if (!res[k].sum) {
             fprintf(stderr, "fp8lab demo: %s: %s\n", p, je.text);
-            return FL_EXIT_FAIL;
+            for (int j = 0; j < k; j++)
+                json_decref(res[j].sum);
+            return -1;
         }
         const long ds = json_is_true(json_object_get(res[k].sum, "diverged"))
-                            ? (long)jnum(res[k].sum, "diverged_step") : -1;
-        analyse_metrics(&res[k], dirs[k], ds);
+                            ? (long)json_get_number(res[k].sum, "diverged_step") : -1;
+        analyse_metrics(&res[k], d->dirs[k], ds);
     }
-    char *plot_runs[3] = { dirs[0], dirs[1], dirs[2] };
-    char title[256];
-    snprintf(title, sizeof title, "demo seed %llu:", (unsigned long long)base.seed);
-    const int prc = fl_plot_runs(out, title, 3, plot_runs);
+    return 0;
+}
 
+/* The per-run record of demo.json. */
+static json_t *demo_run_json(const demo_setup *d, int k, const demo_result *r)
+{
+    json_t *s = r->sum;
+    const int dv = json_is_true(json_object_get(s, "diverged"));
+    json_t *o = json_object();
+    json_object_set_new(o, "act", json_string(fl_act_name(d->cfgs[k].model.act)));
+    json_object_set_new(o, "recipe", json_string(fl_recipe_name((fl_recipe_kind)d->cfgs[k].recipe.kind)));
+    json_object_set_new(o, "diverged", json_boolean(dv));
+    json_object_set_new(o, "diverged_step", dv ? json_integer((json_int_t)json_get_number(s, "diverged_step")) : json_null());
+    json_object_set_new(o, "final_loss", json_number_or_null(json_get_number(s, "final_loss")));
+    json_object_set_new(o, "alignment_start", json_number_or_null(json_get_number(s, "alignment_start")));
+    json_object_set_new(o, "alignment_end", json_number_or_null(json_get_number(s, "alignment_end")));
+    json_object_set_new(o, "amax_max", json_number_or_null(json_get_number(s, "amax_max")));
+    json_object_set_new(o, "saturated_total", json_integer((json_int_t)json_get_number(s, "saturated_total")));
+    json_object_set_new(o, "down_in_saturated_total", json_integer((json_int_t)json_get_number(s, "down_in_saturated_total")));
+    json_object_set_new(o, "down_in_saturated_before_divergence", json_integer((json_int_t)r->sat_before_div));
+    json_object_set_new(o, "first_down_in_saturation_step", json_incref(json_object_get(s, "first_down_in_saturation_step")));
+    json_object_set_new(o, "nan_produced_total", json_integer((json_int_t)json_get_number(s, "nan_produced_total")));
+    json_object_set_new(o, "amax_loglog_slope", json_number_or_null(r->slope));
+    json_object_set_new(o, "down_in_staleness_max", json_number_or_null(r->stale_max));
+    json_object_set_new(o, "ffn_in_amax_growth", json_number_or_null(r->in_growth));
+    json_object_set_new(o, "act_amax_growth", json_number_or_null(r->act_growth));
+    json_object_set_new(o, "steps_done", json_incref(json_object_get(s, "steps_done")));
+    json_object_set_new(o, "steps_per_s", json_incref(json_object_get(s, "steps_per_s")));
+    json_object_set_new(o, "dir", json_string(d->dirs[k]));
+    return o;
+}
+
+/* The table of the three runs (say) and their demo.json records (returned array). */
+static json_t *demo_table(const demo_setup *d, const demo_result res[3])
+{
     json_t *jr = json_array();
     say("\n%-14s %-12s %-9s %-8s %-10s %-9s %-9s %-9s %-7s %-10s %-10s\n", "act", "recipe", "diverged", "at step",
            "final loss", "align 0", "align end", "amax max", "slope", "sat(down)", "sat(all)");
     for (int k = 0; k < 3; k++) {
         json_t *s = res[k].sum;
         const int dv = json_is_true(json_object_get(s, "diverged"));
-        const double fl = jnum(s, "final_loss");
-        json_t *o = json_object();
-        json_object_set_new(o, "act", json_string(fl_act_name(cfgs[k].model.act)));
-        json_object_set_new(o, "recipe", json_string(fl_recipe_name((fl_recipe_kind)cfgs[k].recipe.kind)));
-        json_object_set_new(o, "diverged", json_boolean(dv));
-        json_object_set_new(o, "diverged_step", dv ? json_integer((json_int_t)jnum(s, "diverged_step")) : json_null());
-        json_object_set_new(o, "final_loss", jnum_or_null(fl));
-        json_object_set_new(o, "alignment_start", jnum_or_null(jnum(s, "alignment_start")));
-        json_object_set_new(o, "alignment_end", jnum_or_null(jnum(s, "alignment_end")));
-        json_object_set_new(o, "amax_max", jnum_or_null(jnum(s, "amax_max")));
-        json_object_set_new(o, "saturated_total", json_integer((json_int_t)jnum(s, "saturated_total")));
-        json_object_set_new(o, "down_in_saturated_total", json_integer((json_int_t)jnum(s, "down_in_saturated_total")));
-        json_object_set_new(o, "down_in_saturated_before_divergence", json_integer((json_int_t)res[k].sat_before_div));
-        json_object_set_new(o, "first_down_in_saturation_step", json_incref(json_object_get(s, "first_down_in_saturation_step")));
-        json_object_set_new(o, "nan_produced_total", json_integer((json_int_t)jnum(s, "nan_produced_total")));
-        json_object_set_new(o, "amax_loglog_slope", jnum_or_null(res[k].slope));
-        json_object_set_new(o, "down_in_staleness_max", jnum_or_null(res[k].stale_max));
-        json_object_set_new(o, "ffn_in_amax_growth", jnum_or_null(res[k].in_growth));
-        json_object_set_new(o, "act_amax_growth", jnum_or_null(res[k].act_growth));
-        json_object_set_new(o, "steps_done", json_incref(json_object_get(s, "steps_done")));
-        json_object_set_new(o, "steps_per_s", json_incref(json_object_get(s, "steps_per_s")));
-        json_object_set_new(o, "dir", json_string(dirs[k]));
-        json_array_append_new(jr, o);
+        json_array_append_new(jr, demo_run_json(d, k, &res[k]));
         char at[32] = "-";
         if (dv)
-            snprintf(at, sizeof at, "%lld", (long long)jnum(s, "diverged_step"));
-        say("%-14s %-12s %-9s %-8s %-10.4f %-9.3f %-9.3f %-9.4g %-7.2f %-10lld %-10lld\n", fl_act_name(cfgs[k].model.act),
-               fl_recipe_name((fl_recipe_kind)cfgs[k].recipe.kind), dv ? "YES" : "no", at, fl,
-               jnum(s, "alignment_start"), jnum(s, "alignment_end"), jnum(s, "amax_max"), res[k].slope,
-               (long long)jnum(s, "down_in_saturated_total"), (long long)jnum(s, "saturated_total"));
+            snprintf(at, sizeof at, "%lld", (long long)json_get_number(s, "diverged_step"));
+        say("%-14s %-12s %-9s %-8s %-10.4f %-9.3f %-9.3f %-9.4g %-7.2f %-10lld %-10lld\n", fl_act_name(d->cfgs[k].model.act),
+               fl_recipe_name((fl_recipe_kind)d->cfgs[k].recipe.kind), dv ? "YES" : "no", at, json_get_number(s, "final_loss"),
+               json_get_number(s, "alignment_start"), json_get_number(s, "alignment_end"), json_get_number(s, "amax_max"), res[k].slope,
+               (long long)json_get_number(s, "down_in_saturated_total"), (long long)json_get_number(s, "saturated_total"));
     }
-    /* the required outcome */
+    return jr;
+}
+
+/* The required outcome and the causal chain (say).  Returns whether the outcome holds; *rel is
+   Smooth-SwiGLU's final loss relative to BF16's, *la the load averages at the end. */
+static int demo_verdict(const demo_setup *d, const demo_result res[3], double wall, double *rel, double la[3])
+{
     const int d_bf = json_is_true(json_object_get(res[0].sum, "diverged"));
     const int d_sw = json_is_true(json_object_get(res[1].sum, "diverged"));
     const int d_sm = json_is_true(json_object_get(res[2].sum, "diverged"));
-    const double l_bf = jnum(res[0].sum, "final_loss"), l_sm = jnum(res[2].sum, "final_loss");
-    const double rel = fabs(l_sm - l_bf) / l_bf;
-    const int ok = d_sw && !d_bf && !d_sm && isfinite(rel) && rel <= 0.05;
+    const double l_bf = json_get_number(res[0].sum, "final_loss"), l_sm = json_get_number(res[2].sum, "final_loss");
+    *rel = fabs(l_sm - l_bf) / l_bf;
+    const int ok = d_sw && !d_bf && !d_sm && isfinite(*rel) && *rel <= 0.05;
     say("\n  SwiGLU/FP8 %s", d_sw ? "diverged" : "did NOT diverge");
     if (d_sw)
-        say(" at step %lld (%s)", (long long)jnum(res[1].sum, "diverged_step"),
+        say(" at step %lld (%s)", (long long)json_get_number(res[1].sum, "diverged_step"),
                json_string_value(json_object_get(res[1].sum, "divergence")));
     say("; BF16 control %s; Smooth-SwiGLU/FP8 %s; Smooth vs BF16 final loss %+.2f%%\n",
            d_bf ? "DIVERGED" : "stable", d_sm ? "DIVERGED" : "stable", 100.0 * (l_sm - l_bf) / l_bf);
@@ -461,52 +529,107 @@ int fl_cmd_demo(int argc, char **argv)
                           : strdup("none");
     say("  chain (SwiGLU/FP8): alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax grew x%.3g while its input's grew x%.3g "
            "(log-log slope %.2f); %llu saturated down-projection inputs %s, the first at step %s\n",
-           jnum(res[1].sum, "alignment_start"), jnum(res[1].sum, "alignment_end"), res[1].act_growth, res[1].in_growth,
+           json_get_number(res[1].sum, "alignment_start"), json_get_number(res[1].sum, "alignment_end"), res[1].act_growth, res[1].in_growth,
            res[1].slope, (unsigned long long)res[1].sat_before_div, d_sw ? "before the divergence" : "in the run",
            first_sat);
     if (d_sw)
         say("  the same chain in the BF16 control, whole run: alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax "
             "grew x%.3g while its input's grew x%.3g\n",
-            jnum(res[0].sum, "alignment_start"), jnum(res[0].sum, "alignment_end"), res[0].act_growth,
+            json_get_number(res[0].sum, "alignment_start"), json_get_number(res[0].sum, "alignment_end"), res[0].act_growth,
             res[0].in_growth);
     free(first_sat);
+    const int margin = d->base.recipe.margin;
     say("  staleness (SwiGLU/FP8): the down-projection input outgrew the amax its delayed scale came from by at most "
         "x%.3g (step %ld); with margin %d a saturating cast clips above x%g, a non-saturating one gives NaN/Inf "
         "above x%.3g\n",
-        res[1].stale_max, res[1].stale_step, base.recipe.margin, ldexp(1.0, base.recipe.margin),
-        ldexp(464.0 / 448.0, base.recipe.margin));
-    double la[3] = { -1, -1, -1 };
+        res[1].stale_max, res[1].stale_step, margin, ldexp(1.0, margin), ldexp(464.0 / 448.0, margin));
+    la[0] = la[1] = la[2] = -1;
     if (getloadavg(la, 3) < 0)
         la[0] = la[1] = la[2] = -1;
     say("  outcome: %s   (%.0f s wall, load average %.2f %.2f %.2f at the end; plots in %s/*.png; %s casts)\n",
-        ok ? "REPRODUCED" : "NOT reproduced", wall, la[0], la[1], la[2], out,
-        base.recipe.nosat ? "non-saturating" : "saturating");
+        ok ? "REPRODUCED" : "NOT reproduced", wall, la[0], la[1], la[2], d->out,
+        d->base.recipe.nosat ? "non-saturating" : "saturating");
+    return ok;
+}
+
+/* OUT/demo.json, and --json FILE: 0, or -1 (message printed). */
+static int demo_write_json(const demo_setup *d, json_t *jr, int ok, double rel, double wall, double load)
+{
+    json_t *doc = json_object();
+    json_object_set_new(doc, "runs", jr);
+    json_object_set_new(doc, "reproduced", json_boolean(ok));
+    json_object_set_new(doc, "smooth_vs_bf16_final_loss_rel", json_number_or_null(rel));
+    json_object_set_new(doc, "wall_s", json_real(wall));
+    json_object_set_new(doc, "load_average_end", json_real(load));
+    json_object_set_new(doc, "divergence_criterion",
+                        json_string("non-finite loss, or loss EMA above its running minimum by more than div_margin nats "
+                                    "for div_window consecutive steps (experiments/train/train.h)"));
+    char jp[DEMO_FILE_MAX];
+    snprintf(jp, sizeof jp, "%s/demo.json", d->out);
+    int jerr = json_dump_file(doc, jp, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    if (d->json_path)
+        jerr |= json_dump_file(doc, d->json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    json_decref(doc);
+    if (jerr) {
+        fprintf(stderr, "fp8lab demo: cannot write %s\n", d->json_path ? d->json_path : jp);
+        return -1;
+    }
+    return 0;
+}
+
+static void close_summary_file(void)
+{
     if (summary_file) {
         fclose(summary_file);
         summary_file = NULL;
     }
+}
 
-    json_t *doc = json_object();
-    json_object_set_new(doc, "runs", jr);
-    json_object_set_new(doc, "reproduced", json_boolean(ok));
-    json_object_set_new(doc, "smooth_vs_bf16_final_loss_rel", jnum_or_null(rel));
-    json_object_set_new(doc, "wall_s", json_real(wall));
-    json_object_set_new(doc, "load_average_end", json_real(la[0]));
-    json_object_set_new(doc, "divergence_criterion",
-                        json_string("non-finite loss, or loss EMA above its running minimum by more than div_margin nats "
-                                    "for div_window consecutive steps (experiments/train/train.h)"));
-    char jp[4300];
-    snprintf(jp, sizeof jp, "%s/demo.json", out);
-    int jerr = json_dump_file(doc, jp, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-    if (json_path)
-        jerr |= json_dump_file(doc, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-    json_decref(doc);
-    for (int k = 0; k < 3; k++)
-        json_decref(res[k].sum);
-    if (jerr) {
-        fprintf(stderr, "fp8lab demo: cannot write %s\n", json_path ? json_path : jp);
+int fl_cmd_demo(int argc, char **argv)
+{
+    fl_blas_setup(argv - 1);
+    demo_setup d;
+    memset(&d, 0, sizeof d);
+    const int prc0 = demo_parse(&d, argc, argv);
+    if (prc0 != DEMO_GO_ON)
+        return prc0;
+    if (mkdir(d.out, 0755) && errno != EEXIST) {
+        fprintf(stderr, "fp8lab demo: %s: cannot create: %s\n", d.out, strerror(errno));
         return FL_EXIT_FAIL;
     }
+    char sp[DEMO_FILE_MAX];
+    snprintf(sp, sizeof sp, "%s/summary.txt", d.out);
+    summary_file = fopen(sp, "w");
+    demo_configure(&d);
+    demo_announce(&d);
+
+    double wall;
+    demo_result res[3];
+    const int failed = demo_train(&d, &wall);
+    if (failed) {
+        if (failed > 0)
+            fprintf(stderr, "fp8lab demo: a training run failed (see the messages above)\n");
+        close_summary_file();
+        return FL_EXIT_FAIL;
+    }
+    if (demo_read_results(&d, res)) {
+        close_summary_file();
+        return FL_EXIT_FAIL;
+    }
+    char *plot_runs[3] = { d.dirs[0], d.dirs[1], d.dirs[2] };
+    char title[256];
+    snprintf(title, sizeof title, "demo seed %llu:", (unsigned long long)d.base.seed);
+    const int prc = fl_plot_runs(d.out, title, 3, plot_runs);
+
+    json_t *jr = demo_table(&d, res);
+    double rel, la[3];
+    const int ok = demo_verdict(&d, res, wall, &rel, la);
+    close_summary_file();
+    const int jerr = demo_write_json(&d, jr, ok, rel, wall, la[0]);
+    for (int k = 0; k < 3; k++)
+        json_decref(res[k].sum);
+    if (jerr)
+        return FL_EXIT_FAIL;
     if (prc != FL_EXIT_OK)
         return prc;
     return ok ? FL_EXIT_OK : FL_EXIT_GATE;

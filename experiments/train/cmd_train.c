@@ -2,10 +2,11 @@
 #include "cli/cli.h"
 #include "train.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const help =
+static const char *const help_head =
     "usage: fp8lab train --act ACT --recipe RECIPE --steps N --seed S --out DIR [options]\n"
     "       fp8lab train --resume DIR [--threads N] [--quiet]\n"
     "\n"
@@ -14,9 +15,9 @@ static const char *const help =
     "layer's casts.  Writes DIR/metrics.csv (every step), DIR/telemetry.jsonl (per cast site, every\n"
     "--log-every steps), DIR/checkpoint.bin (every --ckpt-every steps, at the end, on SIGINT/SIGTERM),\n"
     "DIR/config.json and DIR/summary.json.  --resume continues a run bit-identically.\n"
-    "\n"
-    "  --act ACT          relu gelu swiglu smooth_swiglu (per channel) smooth_swiglu_token (per token)\n"
-    "                     polyrelu[2-4] polynorm[2-4] (default swiglu; poly order 3 without a digit)\n"
+    "\n";
+/* here: --act's list, from the activation table (print_help) */
+static const char *const help_tail =
     "  --recipe R         fp32 bf16 fp8-delayed fp8-current fp8-block mxfp8 (default bf16)\n"
     "  --steps N          training steps (1000)            --seed S   seed of init, data, batches (1)\n"
     "  --out DIR          run folder (required unless --resume)\n"
@@ -38,6 +39,51 @@ static const char *const help =
     "run:     --threads N (default: all cores; stored in the checkpoint) --quiet\n"
     "Divergence: a non-finite loss, or the loss EMA above its running minimum by more than --div-margin\n"
     "for --div-window consecutive steps.  Exit status 0 also for a diverged run; 1 when interrupted.\n";
+
+/* The help's columns: option descriptions start at HELP_DESC_COL; a generated list wraps before
+   HELP_WIDTH columns (the widest hand-written lines of the help). */
+enum { HELP_DESC_COL = 21, HELP_WIDTH = 100 };
+
+/* --act's help lines: the activations of fl_act_table (ffn_act.h) with their notes, then the
+   default, wrapped under the description column. */
+static void print_act_help(FILE *f)
+{
+    static const char tail[] = "(default swiglu; poly order 3 without a digit)";
+    int col = fprintf(f, "  %-*s", HELP_DESC_COL - 2, "--act ACT");
+    for (int k = 0; k <= FL_ACT_COUNT; k++) {
+        char item[96];
+        if (k < FL_ACT_COUNT)
+            fl_act_spelling(item, sizeof item, k, 1);
+        else
+            snprintf(item, sizeof item, "%s", tail);
+        const int len = (int)strlen(item);
+        if (k > 0 && col + 1 + len > HELP_WIDTH)
+            col = fprintf(f, "\n%*s", HELP_DESC_COL, "") - 1;
+        else if (k > 0)
+            col += fprintf(f, " ");
+        col += fprintf(f, "%s", item);
+    }
+    fputc('\n', f);
+}
+
+static void print_help(FILE *f)
+{
+    fputs(help_head, f);
+    print_act_help(f);
+    fputs(help_tail, f);
+}
+
+/* The activations' CLI spellings without notes, space-separated (--act's error message). */
+static char *act_list(char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = 0;
+    for (int k = 0; k < FL_ACT_COUNT && w < n; k++) {
+        char item[64];
+        w += (size_t)snprintf(buf + w, n - w, "%s%s", k ? " " : "", fl_act_spelling(item, sizeof item, k, 0));
+    }
+    return buf;
+}
 
 static int pu32(uint32_t *o, const char *v, unsigned long long lo, unsigned long long hi)
 {
@@ -71,8 +117,9 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
     if (!strcmp(flag, "--act")) {
         NEED();
         fl_act a;
+        char list[512];
         if (fl_act_parse(&a, val))
-            return fl_cli_usage_error(cmd, "unknown activation '%s' (relu gelu swiglu smooth_swiglu smooth_swiglu_token polyrelu[2-4] polynorm[2-4])", val), 2;
+            return fl_cli_usage_error(cmd, "unknown activation '%s' (%s)", val, act_list(list, sizeof list)), 2;
         m->act = a;
     } else if (!strcmp(flag, "--recipe")) {
         NEED();
@@ -243,7 +290,7 @@ int fl_cmd_train(int argc, char **argv)
     const char *resume = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(help, stdout);
+            print_help(stdout);
             return FL_EXIT_OK;
         }
         if (!strcmp(argv[i], "--resume")) {

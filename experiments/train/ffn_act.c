@@ -10,36 +10,58 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const act_names[] = {
-    [FL_ACT_RELU] = "relu",
-    [FL_ACT_GELU] = "gelu",
-    [FL_ACT_SWIGLU] = "swiglu",
-    [FL_ACT_SMOOTH_SWIGLU] = "smooth_swiglu",
-    [FL_ACT_SMOOTH_SWIGLU_TOKEN] = "smooth_swiglu_token",
-    [FL_ACT_POLYRELU] = "polyrelu",
-    [FL_ACT_POLYNORM] = "polynorm",
+const fl_act_info fl_act_table[FL_ACT_COUNT] = {
+    [FL_ACT_RELU] = { "relu", NULL, 0, 0, 0, 0 },
+    [FL_ACT_GELU] = { "gelu", NULL, 0, 0, 0, 0 },
+    [FL_ACT_SWIGLU] = { "swiglu", NULL, 1, 0, 0, 0 },
+    [FL_ACT_SMOOTH_SWIGLU] = { "smooth_swiglu", "per channel", 1, 0, 0, 0 },
+    [FL_ACT_SMOOTH_SWIGLU_TOKEN] = { "smooth_swiglu_token", "per token", 1, 0, 0, 0 },
+    [FL_ACT_POLYRELU] = { "polyrelu", NULL, 0, 2, 4, 3 },
+    [FL_ACT_POLYNORM] = { "polynorm", NULL, 0, 2, 4, 3 },
 };
-_Static_assert(FL_ARRAY_LEN(act_names) == FL_ACT_COUNT, "activation name table");
 
 int fl_act_parse(fl_act *out, const char *s)
 {
     for (int k = 0; k < FL_ACT_COUNT; k++) {
-        const size_t n = strlen(act_names[k]);
-        if (strncmp(s, act_names[k], n))
+        const fl_act_info *t = &fl_act_table[k];
+        const size_t n = strlen(t->name);
+        if (strncmp(s, t->name, n))
             continue;
-        const int poly = k == FL_ACT_POLYRELU || k == FL_ACT_POLYNORM;
         if (s[n] == 0) {
             out->kind = (uint32_t)k;
-            out->order = poly ? 3 : 0;
+            out->order = (uint32_t)t->order_default;
             return 0;
         }
-        if (poly && s[n] >= '2' && s[n] <= '4' && s[n + 1] == 0) {
+        if (t->order_max && s[n] >= '0' + t->order_min && s[n] <= '0' + t->order_max && s[n + 1] == 0) {
             out->kind = (uint32_t)k;
             out->order = (uint32_t)(s[n] - '0');
             return 0;
         }
     }
     return -1;
+}
+
+char *fl_act_spelling(char *buf, size_t n, int k, int notes)
+{
+    const fl_act_info *t = &fl_act_table[k];
+    int w = snprintf(buf, n, "%s", t->name);
+    if (t->order_max && w >= 0 && (size_t)w < n)
+        w += snprintf(buf + w, n - (size_t)w, "[%d-%d]", t->order_min, t->order_max);
+    if (notes && t->note && w >= 0 && (size_t)w < n)
+        snprintf(buf + w, n - (size_t)w, " (%s)", t->note);
+    return buf;
+}
+
+int fl_act_variants(fl_act *out, int max)
+{
+    int m = 0;
+    for (int k = 0; k < FL_ACT_COUNT; k++) {
+        const fl_act_info *t = &fl_act_table[k];
+        for (int r = t->order_min; r <= t->order_max; r++, m++)
+            if (m < max)
+                out[m] = (fl_act){ (uint32_t)k, (uint32_t)r };
+    }
+    return m;
 }
 
 const char *fl_act_name(fl_act a)
@@ -50,14 +72,14 @@ const char *fl_act_name(fl_act a)
         return "?";
     if ((a.kind == FL_ACT_POLYRELU || a.kind == FL_ACT_POLYNORM) && a.order >= 2 && a.order <= 4)
         return poly[a.kind == FL_ACT_POLYNORM][a.order - 2];
-    return act_names[a.kind];
+    return fl_act_table[a.kind].name;
 }
 
 int fl_act_swiglu(fl_act a)
 {
     return a.kind == FL_ACT_SWIGLU || a.kind == FL_ACT_SMOOTH_SWIGLU || a.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN;
 }
-int fl_act_gated(fl_act a) { return fl_act_swiglu(a); }
+int fl_act_gated(fl_act a) { return a.kind < FL_ACT_COUNT && fl_act_table[a.kind].gated; }
 int fl_act_ncoef(fl_act a)
 {
     return (a.kind == FL_ACT_POLYRELU || a.kind == FL_ACT_POLYNORM) ? (int)a.order + 1 : 0;

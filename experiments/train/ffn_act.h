@@ -46,6 +46,25 @@ typedef struct {
 
 #define FL_ACT_NCOEF 5 /* a_0 .. a_4 */
 
+/* The activations, one row per fl_act_kind (ffn_act.c): the one list that `fp8lab train --help`,
+   --act's parser and error message, and tests/test_train_grad.c read.  A new activation is a new
+   kind, a row here and its forward/backward cases. */
+typedef struct {
+    const char *name;      /* CLI name; with an order range, followed by one digit (polyrelu3) */
+    const char *note;      /* shown after the name in the help, in parentheses, or NULL */
+    int gated;             /* two planes in pre (gate, up): the SwiGLU family */
+    int order_min, order_max, order_default; /* orders r of the polynomial ones; 0 0 0 otherwise */
+} fl_act_info;
+
+extern const fl_act_info fl_act_table[FL_ACT_COUNT];
+
+/* How row k is written on the command line: "relu", "polyrelu[2-4]" (an order range), and with
+   notes "smooth_swiglu (per channel)".  Into buf (n bytes, NUL-terminated); returns buf. */
+char *fl_act_spelling(char *buf, size_t n, int k, int notes);
+/* Every activation with every order it takes (relu, ..., polyrelu2, polyrelu3, ...), in table
+   order, into out (at most max); returns how many there are. */
+int fl_act_variants(fl_act *out, int max);
+
 /* Parse "relu", "gelu", "swiglu", "smooth_swiglu", "smooth_swiglu_token", "polyrelu", "polyrelu2".."4",
    "polynorm", "polynorm2".."4" (no digit: order 3).  0, or -1 if unknown. */
 int fl_act_parse(fl_act *out, const char *s);

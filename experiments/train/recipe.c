@@ -624,122 +624,165 @@ void fl_recipe_row_moments(double *rm, const float *x, size_t R, size_t C, const
 /* The smoothing scale: the kernels' rule (kernels/activations.h), 2^-ceil(log2 amax). */
 static float smooth_scale(float a) { return fl_smooth_scale_f32(a); }
 
-void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C,
-                    int transposed, int record, fl_smooth *sm)
+/* The smoothing scales of a cast: per column (axis 0) or per row (axis 1), NULL where none. */
+typedef struct {
+    const float *col_s, *col_si, *row_s, *row_si;
+} cast_smoothing;
+
+/* Smoothing scales from the current amax per column or per row (powers of two), into sm. */
+static cast_smoothing smooth_scales(fl_smooth *sm, const float *x, size_t R, size_t C)
 {
-    fl_site *site = &r->sites[si_];
-    const size_t n = R * C;
-    if (site->fmt == FL_FMT_FP32) {
-        if (y != x)
-            memcpy(y, x, n * sizeof *x);
-        return;
-    }
-    /* the BF16 start (cfg.fp8_start): an FP8 site casts to bf16, unscaled, and still records its amax */
-    const int hp = r->hp_phase && site->fmt != FL_FMT_BF16;
-    const uint32_t scaling = hp ? SC_NONE : site->scaling;
-    if (hp) {
-        site->scale = 1.0f;
-        site->amax_from = 0.0f; /* no staleness: nothing was scaled */
-    }
-
-    /* Smoothing scales (current amax per column or per row, powers of two). */
-    const float *col_s = NULL, *col_si = NULL, *row_s = NULL, *row_si = NULL;
-    if (sm) {
-        if (sm->axis == 0) {
+    cast_smoothing z = { NULL, NULL, NULL, NULL };
+    if (!sm)
+        return z;
+    if (sm->axis == 0) {
+        for (size_t c = 0; c < C; c++)
+            sm->s[c] = 0.0f;
+        for (size_t i = 0; i < R; i++) /* max is order-independent; sequential rows */
             for (size_t c = 0; c < C; c++)
-                sm->s[c] = 0.0f;
-            for (size_t i = 0; i < R; i++) /* max is order-independent; sequential rows */
-                for (size_t c = 0; c < C; c++)
-                    sm->s[c] = fl_fmax_f32(sm->s[c], fabsf(x[i * C + c]));
-            for (size_t c = 0; c < C; c++) {
-                sm->s[c] = smooth_scale(sm->s[c]);
-                sm->s_inv[c] = 1.0f / sm->s[c];
-            }
-            col_s = sm->s;
-            col_si = sm->s_inv;
-        } else {
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < R; i++) {
-                float a = 0.0f;
-                for (size_t c = 0; c < C; c++)
-                    a = fl_fmax_f32(a, fabsf(x[i * C + c]));
-                sm->s[i] = smooth_scale(a);
-                sm->s_inv[i] = 1.0f / sm->s[i];
-            }
-            row_s = sm->s;
-            row_si = sm->s_inv;
+                sm->s[c] = fl_fmax_f32(sm->s[c], fabsf(x[i * C + c]));
+        for (size_t c = 0; c < C; c++) {
+            sm->s[c] = smooth_scale(sm->s[c]);
+            sm->s_inv[c] = 1.0f / sm->s[c];
         }
+        z.col_s = sm->s;
+        z.col_si = sm->s_inv;
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < R; i++) {
+            float a = 0.0f;
+            for (size_t c = 0; c < C; c++)
+                a = fl_fmax_f32(a, fabsf(x[i * C + c]));
+            sm->s[i] = smooth_scale(a);
+            sm->s_inv[i] = 1.0f / sm->s[i];
+        }
+        z.row_s = sm->s;
+        z.row_si = sm->s_inv;
     }
-#define XS(i, c) (col_s ? x[(i) * C + (c)] * col_s[c] : row_s ? x[(i) * C + (c)] * row_s[i] : x[(i) * C + (c)])
+    return z;
+}
 
-    /* Blocking: br x bc tiles, scales (nbr, nbc). */
-    size_t br = R ? R : 1, bc = C ? C : 1;
-    const int w = site->role == FL_ROLE_W;
+/* The scales of a cast: br x bc tiles, nbr x nbc of them, scale bs[b] and its inverse bsi[b]; a
+   single scale lives in one / one_inv (bs, bsi point at them: use the struct by pointer only). */
+typedef struct {
+    size_t br, bc, nbr, nbc;
+    int cshift; /* block column of column c: c >> cshift */
+    float one, one_inv;
+    float *bs, *bsi;
+} cast_grid;
+
+/* Blocking of the scheme: block (TE Float8BlockScaling: 128x128 weights, 1x128 activations along
+   the GEMM's reduction axis), mx (1x32 along it), else one scale for the tensor. */
+static void cast_grid_init(cast_grid *g, uint32_t scaling, int weight, int transposed, size_t R, size_t C)
+{
+    g->br = R ? R : 1;
+    g->bc = C ? C : 1;
     if (scaling == SC_BLOCK) {
-        br = w ? 128 : transposed ? 128 : 1;
-        bc = w ? 128 : transposed ? 1 : 128;
+        g->br = weight ? 128 : transposed ? 128 : 1;
+        g->bc = weight ? 128 : transposed ? 1 : 128;
     } else if (scaling == SC_MX) {
-        br = transposed ? FL_MX_BLOCK : 1;
-        bc = transposed ? 1 : FL_MX_BLOCK;
+        g->br = transposed ? FL_MX_BLOCK : 1;
+        g->bc = transposed ? 1 : FL_MX_BLOCK;
     }
-    const size_t nbr = (R + br - 1) / br, nbc = (C + bc - 1) / bc;
-    const int cshift = bc >= C ? 40 : log2_exact(bc);
-    float sc1 = 1.0f, si1 = 1.0f;
-    float *bs = &sc1, *bsi = &si1;
-    float amax = 0.0f;
+    g->nbr = (R + g->br - 1) / g->br;
+    g->nbc = (C + g->bc - 1) / g->bc;
+    g->cshift = g->bc >= C ? 40 : log2_exact(g->bc);
+    g->one = g->one_inv = 1.0f;
+    g->bs = &g->one;
+    g->bsi = &g->one_inv;
+}
 
-    if (scaling == SC_BLOCK || scaling == SC_MX || scaling == SC_CURRENT) {
-        const size_t nb = nbr * nbc;
-        float *bam = calloc(nb, sizeof *bam);
-        if (nb > 1) {
-            bs = malloc(nb * sizeof *bs);
-            bsi = malloc(nb * sizeof *bsi);
-        }
-        /* per-block amax: parallel over block rows (each block row owned by one thread) */
+static void cast_grid_free(cast_grid *g)
+{
+    if (g->bs != &g->one) {
+        free(g->bs);
+        free(g->bsi);
+    }
+}
+
+/* Scales from the current amax of each block (schemes current, block, mx) of x as smoothed. */
+static void current_scales(const fl_recipe *r, fl_site *site, uint32_t scaling, cast_grid *g, const float *x,
+                           size_t R, size_t C, const cast_smoothing *sm)
+{
+    const float *col_s = sm->col_s, *row_s = sm->row_s;
+#define XS(i, c) (col_s ? x[(i) * C + (c)] * col_s[c] : row_s ? x[(i) * C + (c)] * row_s[i] : x[(i) * C + (c)])
+    const size_t nbr = g->nbr, nbc = g->nbc, br = g->br, nb = nbr * nbc;
+    const int cshift = g->cshift;
+    float *bam = calloc(nb, sizeof *bam);
+    if (nb > 1) {
+        g->bs = malloc(nb * sizeof *g->bs);
+        g->bsi = malloc(nb * sizeof *g->bsi);
+    }
+    /* per-block amax: parallel over block rows (each block row owned by one thread) */
 #pragma omp parallel for schedule(static)
-        for (size_t rb = 0; rb < nbr; rb++)
-            for (size_t i = rb * br; i < R && i < (rb + 1) * br; i++)
-                for (size_t c = 0; c < C; c++) {
-                    const float a = fabsf(XS(i, c));
-                    float *m = &bam[rb * nbc + (c >> cshift)];
-                    *m = fl_fmax_f32(*m, a);
-                }
-        for (size_t b = 0; b < nb; b++) {
-            float s;
-            if (scaling == SC_MX) {
-                const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], FL_MX_CEIL);
-                s = fl_mx_mul_from_code(code);
-                bsi[b] = fl_mx_scale_from_code(code);
-            } else if (scaling == SC_BLOCK) {
-                /* TE Float8BlockScaling: power-of-two scales, amax floored at epsilon 0 */
-                s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, 0, 1);
-                bsi[b] = 1.0f / s;
-            } else {
-                s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, r->cfg.margin, (int)r->cfg.pow2);
-                bsi[b] = 1.0f / s;
-                site->amax_from = bam[b];
+    for (size_t rb = 0; rb < nbr; rb++)
+        for (size_t i = rb * br; i < R && i < (rb + 1) * br; i++)
+            for (size_t c = 0; c < C; c++) {
+                const float a = fabsf(XS(i, c));
+                float *m = &bam[rb * nbc + (c >> cshift)];
+                *m = fl_fmax_f32(*m, a);
             }
-            bs[b] = s;
+#undef XS
+    for (size_t b = 0; b < nb; b++) {
+        float s;
+        if (scaling == SC_MX) {
+            const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], FL_MX_CEIL);
+            s = fl_mx_mul_from_code(code);
+            g->bsi[b] = fl_mx_scale_from_code(code);
+        } else if (scaling == SC_BLOCK) {
+            /* TE Float8BlockScaling: power-of-two scales, amax floored at epsilon 0 */
+            s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, 0, 1);
+            g->bsi[b] = 1.0f / s;
+        } else {
+            s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, r->cfg.margin, (int)r->cfg.pow2);
+            g->bsi[b] = 1.0f / s;
+            site->amax_from = bam[b];
         }
-        if (scaling == SC_CURRENT)
-            site->scale = bs[0];
-        free(bam);
+        g->bs[b] = s;
+    }
+    if (scaling == SC_CURRENT)
+        site->scale = g->bs[0];
+    free(bam);
+}
+
+/* The scales of the site's scheme into g (none: 1). */
+static void cast_scales(const fl_recipe *r, fl_site *site, uint32_t scaling, cast_grid *g, const float *x,
+                        size_t R, size_t C, const cast_smoothing *sm)
+{
+    if (scaling == SC_BLOCK || scaling == SC_MX || scaling == SC_CURRENT) {
+        current_scales(r, site, scaling, g, x, R, C, sm);
     } else if (scaling == SC_DELAYED) {
-        sc1 = fl_delayed_scale(site->dl);
-        si1 = fl_delayed_scale_inv(site->dl);
-        site->scale = sc1;
+        g->one = fl_delayed_scale(site->dl);
+        g->one_inv = fl_delayed_scale_inv(site->dl);
+        site->scale = g->one;
         site->amax_from = fl_recipe_delayed_amax_from(site->dl);
     }
+}
 
-    /* Quantize, counting; moments per row into a buffer (fixed order of the final sum). */
-    const int fmt = hp ? FL_FMT_BF16 : (int)site->fmt, nosat = (int)r->cfg.nosat && fmt != FL_FMT_BF16;
-    int ties_ovf;
-    const float fmax = (float)fl_format_max((fl_format)fmt);
-    const float bound = (float)fl_format_rne_boundary((fl_format)fmt, &ties_ovf);
+/* What a cast quantises to and how the slow loop counts its overflows. */
+typedef struct {
+    int fmt, nosat, ties_ovf;
+    float fmax, bound;
+} cast_format;
+
+/* What the quantisation loop counted, and the amax of the tensor entering the cast. */
+typedef struct {
+    fq_cnt tot;
+    float amax;
+} cast_counts;
+
+/* Quantize y = cast(x), counting; moments per row into rm (2R doubles, NULL without moments), the
+   fixed order of the final sum. */
+static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, size_t R, size_t C,
+                                 const cast_grid *g, const cast_smoothing *sm, const cast_format *cf, double *rm)
+{
+    const size_t n = R * C, br = g->br, nbr = g->nbr, nbc = g->nbc;
+    const int cshift = g->cshift, fmt = cf->fmt, nosat = cf->nosat, mom = rm != NULL;
+    const float *bs = g->bs, *bsi = g->bsi;
+    const float *col_s = sm->col_s, *col_si = sm->col_si, *row_s = sm->row_s, *row_si = sm->row_si;
     fq_cnt tot = { 0 };
-    const int mom = r->moments && !transposed;
-    double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
-    const size_t span = bc < C ? bc : C;
+    float amax = 0.0f;
+    const size_t span = g->bc < C ? g->bc : C;
     const int fast = !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
     /* moments by groups of rows after the cast (moments_rows) where a row has one scale and no
        column smoothing; else inside the row loop */
@@ -761,6 +804,8 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
             fq_cnt_add(&tot, &k);
         }
     } else {
+        const float fmax = cf->fmax, bound = cf->bound;
+        const int ties_ovf = cf->ties_ovf;
 #pragma omp parallel for schedule(static) reduction(fq_add : tot) reduction(max : amax)
         for (size_t i = 0; i < R; i++) {
             fq_cnt k = { 0 };
@@ -792,31 +837,68 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     }
     if (gmom)
         moments_rows(rm, x, R, C, row_s, bs, br);
-#undef XS
-    if (bs != &sc1) {
-        free(bs);
-        free(bsi);
-    }
+    return (cast_counts){ tot, amax };
+}
+
+/* Add a cast's counts and moments to the site's statistics; the amax of a row-wise cast only
+   (the transposed copy of the same tensor would count it twice). */
+static void cast_record_stats(fl_site *site, const cast_counts *k, size_t R, size_t C, int transposed,
+                              const double *rm)
+{
     fl_cast_stats *st = &site->st;
+    const size_t n = R * C;
     st->n += n;
-    st->sat += tot.sat;
-    st->clip += tot.clip;
-    st->nan_out += tot.nan_out;
-    st->inf_out += tot.inf_out;
-    st->nan_in += tot.nan_in;
-    st->ftz += tot.ftz;
+    st->sat += k->tot.sat;
+    st->clip += k->tot.clip;
+    st->nan_out += k->tot.nan_out;
+    st->inf_out += k->tot.inf_out;
+    st->nan_in += k->tot.nan_in;
+    st->ftz += k->tot.ftz;
     if (!transposed)
-        st->amax = fl_fmax_f32(st->amax, amax);
-    if (mom) {
+        st->amax = fl_fmax_f32(st->amax, k->amax);
+    if (rm) {
         for (size_t i = 0; i < R; i++) {
             st->sum2 += rm[2 * i];
             st->sum4 += rm[2 * i + 1];
         }
         st->nmom += n;
-        free(rm);
     }
+}
+
+void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C,
+                    int transposed, int record, fl_smooth *sm)
+{
+    fl_site *site = &r->sites[si_];
+    if (site->fmt == FL_FMT_FP32) {
+        if (y != x)
+            memcpy(y, x, R * C * sizeof *x);
+        return;
+    }
+    /* the BF16 start (cfg.fp8_start): an FP8 site casts to bf16, unscaled, and still records its amax */
+    const int hp = r->hp_phase && site->fmt != FL_FMT_BF16;
+    const uint32_t scaling = hp ? SC_NONE : site->scaling;
+    if (hp) {
+        site->scale = 1.0f;
+        site->amax_from = 0.0f; /* no staleness: nothing was scaled */
+    }
+    const cast_smoothing smo = smooth_scales(sm, x, R, C);
+    cast_grid g;
+    cast_grid_init(&g, scaling, site->role == FL_ROLE_W, transposed, R, C);
+    cast_scales(r, site, scaling, &g, x, R, C, &smo);
+
+    cast_format cf;
+    cf.fmt = hp ? FL_FMT_BF16 : (int)site->fmt;
+    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16;
+    cf.fmax = (float)fl_format_max((fl_format)cf.fmt);
+    cf.bound = (float)fl_format_rne_boundary((fl_format)cf.fmt, &cf.ties_ovf);
+    const int mom = r->moments && !transposed;
+    double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
+    const cast_counts k = cast_quantize(r, y, x, R, C, &g, &smo, &cf, rm);
+    cast_grid_free(&g);
+    cast_record_stats(site, &k, R, C, transposed, rm);
+    free(rm);
     if (site->scaling == SC_DELAYED && record)
-        fl_delayed_record(site->dl, amax);
+        fl_delayed_record(site->dl, k.amax);
 }
 
 /* ---- state ------------------------------------------------------------------------------------ */

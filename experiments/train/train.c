@@ -7,13 +7,7 @@
  *            -> divergence check -> checkpoint every K steps / on SIGINT, SIGTERM
  *   end:     final checkpoint, summary.json
  *
- * Optimizer: AdamW with decoupled weight decay (Loshchilov & Hutter):
- *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p)
- * with weight decay on the matrices (embeddings, Linear weights, head), none on gains and
- * activation coefficients.  --fp8-adam stores m in e4m3 and v in e5m2 (per-tensor current scales,
- * RNE, saturating) after every update.
- * Schedule: linear warmup over `warmup` steps to lr, then constant or cosine down to lr_min_frac*lr.
- * Gradient clipping: g *= clip / max(clip, ||g||_2) over all parameters (clip 0: off).
+ * Optimizer (AdamW), schedule and gradient clipping: optim.h.
  *
  * Determinism: the batch of step t is a function of (seed, t); every reduction has a fixed order
  * (model.h); the thread count is part of the checkpoint's run state and reused on resume.  A
@@ -25,13 +19,12 @@
 #include "checkpoint.h"
 #include "cli/cli.h"
 #include "data.h"
+#include "fl_io.h"
+#include "optim.h"
 #include "telemetry.h"
 
 #include <cblas.h>
 #include <errno.h>
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -163,7 +156,7 @@ void fl_blas_setup(char **argv)
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
 
-static double now_s(void)
+static double monotonic_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -181,79 +174,11 @@ static void on_signal(int sig)
     fl_train_stop_flag = 1;
 }
 
-static float lr_at(const fl_train_cfg *c, uint64_t step)
+static int cfg_json_fill(FILE *f, void *cfg)
 {
-    if (step < c->warmup)
-        return c->lr * (float)(step + 1) / (float)c->warmup;
-    if (c->schedule == FL_SCHED_CONSTANT || c->steps <= c->warmup)
-        return c->lr;
-    const double p = (double)(step - c->warmup) / (double)(c->steps - c->warmup);
-    const double k = c->lr_min_frac + (1.0 - c->lr_min_frac) * 0.5 * (1.0 + cos(3.141592653589793 * p));
-    return (float)(c->lr * k);
-}
-
-static int decays(int tensor)
-{
-    return tensor == FL_P_WTE || tensor == FL_P_WPE || tensor == FL_P_WQKV || tensor == FL_P_WPROJ ||
-           tensor == FL_P_WFC || tensor == FL_P_WDOWN || tensor == FL_P_WHEAD;
-}
-
-/* x[i] = sqrtf(x[i]), i < n.  The compiler keeps sqrtf a scalar call (errno), so the AdamW loop would
-   not vectorise; the SSE/AVX square root is IEEE's correctly rounded one, as sqrtf, with the same
-   NaN results, so the bits are sqrtf's. */
-#define ADAM_BLOCK 256
-static void sqrt_block(float *x, size_t n)
-{
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, _mm512_sqrt_ps(_mm512_loadu_ps(x + i)));
-#elif defined(__AVX__)
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
-#elif defined(__SSE__)
-    for (; i + 4 <= n; i += 4)
-        _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
-#endif
-    for (; i < n; i++)
-        x[i] = sqrtf(x[i]);
-}
-
-/* FP8 Adam moments: x (n) <- decode(encode(x * s)) / s, per-tensor current scale. */
-static void moment_cast(float *x, size_t n, fl_format fmt, uint64_t *sat, uint64_t *ftz)
-{
-    const float amax = fl_amax_f32(NULL, x, n);
-    const float s = fl_scale_from_amax(fmt, amax, 1.0f, 0, 0), si = 1.0f / s;
-    const fl_format_desc *d = fl_format_get(fmt);
-    uint64_t nf = 0;
-    (void)sat;
-#pragma omp parallel for schedule(static) reduction(+ : nf)
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t q = fl_encode_f32_bits(d, fl_f32_bits(x[i] * s), FL_RND_NE, FL_OVF_SATURATE, 0);
-        const float y = fl_decode_f32(d, q) * si;
-        nf += (y == 0.0f && x[i] != 0.0f);
-        x[i] = y;
-    }
-    *ftz += nf;
-}
-
-static int write_text_atomic(const char *path, void (*fn)(FILE *, const void *), const void *arg)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    fn(f, arg);
-    const int bad = ferror(f) | fclose(f);
-    if (bad || rename(tmp, path)) {
-        unlink(tmp);
-        return -1;
-    }
+    fl_train_cfg_json(f, cfg);
     return 0;
 }
-
-static void cfg_json_cb(FILE *f, const void *a) { fl_train_cfg_json(f, a); }
 
 typedef struct {
     const fl_train_cfg *cfg;
@@ -262,7 +187,7 @@ typedef struct {
     uint64_t steps_run;
 } summary_arg;
 
-static void summary_cb(FILE *f, const void *a_)
+static int summary_fill(FILE *f, void *a_)
 {
     const summary_arg *a = a_;
     const fl_train_state *s = a->st;
@@ -296,6 +221,7 @@ static void summary_cb(FILE *f, const void *a_)
         fputs("null", f);
     fprintf(f, ", \"steps_per_s\": %.4g, \"steps_this_invocation\": %llu, \"threads\": %u}\n", a->steps_per_s,
             (unsigned long long)a->steps_run, s->threads);
+    return 0;
 }
 
 /* ---- checkpoint ---------------------------------------------------------------------------------- */
@@ -399,111 +325,310 @@ static void progress(uint64_t step, uint64_t total, float loss, double rate, int
 
 /* ---- the run ------------------------------------------------------------------------------------- */
 
-int fl_train_run(const fl_train_cfg *cfg_in, const fl_train_opts *opts)
-{
-    fl_train_cfg cfg = *cfg_in;
-    const char *why = fl_train_cfg_check(&cfg);
-    if (why) {
-        fprintf(stderr, "fp8lab train: %s\n", why);
-        return FL_EXIT_USAGE;
-    }
-    char path[4096], err[4400];
-    if (mkdir(opts->dir, 0755) && errno != EEXIST) {
-        fprintf(stderr, "fp8lab train: %s: cannot create the run folder: %s\n", opts->dir, strerror(errno));
-        return FL_EXIT_FAIL;
-    }
-    /* data */
+/* Everything one invocation holds: set up by run_setup, stepped by run_loop, released by run_free. */
+typedef struct {
+    fl_train_cfg cfg;
+    const fl_train_opts *opts;
     fl_data data;
-    if (cfg.data_kind == FL_DATA_TEXT) {
-        if (fl_data_load_text(&data, cfg.data_path, (size_t)cfg.model.T + 2, err, sizeof err)) {
+    char *namestore;       /* cast-site names (fl_model_site_names) */
+    const char **names;
+    uint32_t *roles;
+    uint8_t *hp;
+    fl_recipe rec;
+    int rec_ready;         /* rec initialised: rec and m are freed */
+    fl_model m;
+    float *am, *av;        /* AdamW moments, laid out as m.params */
+    uint16_t *batch;
+    FILE *fm, *ft;         /* metrics.csv, telemetry.jsonl */
+    fl_train_state st;
+    double t0, tlast;      /* progress: start of this invocation, last progress line */
+    uint64_t step0;        /* st.step at the start of this invocation */
+} train_run;
+
+/* The corpus (generated, or the text file), checked against the checkpoint's on resume. */
+static int run_open_data(train_run *r)
+{
+    fl_train_cfg *cfg = &r->cfg;
+    char err[4400];
+    if (cfg->data_kind == FL_DATA_TEXT) {
+        if (fl_data_load_text(&r->data, cfg->data_path, (size_t)cfg->model.T + 2, err, sizeof err)) {
             fprintf(stderr, "fp8lab train: %s\n", err);
             return FL_EXIT_FAIL;
         }
-    } else if (fl_data_synthetic_ex(&data, cfg.seed, (size_t)cfg.data_len,
-                                    cfg.data_kind == FL_DATA_TRIGGERS ? cfg.trigger_rate : 0.0f, cfg.trigger_len)) {
+    } else if (fl_data_synthetic_ex(&r->data, cfg->seed, (size_t)cfg->data_len,
+                                    cfg->data_kind == FL_DATA_TRIGGERS ? cfg->trigger_rate : 0.0f, cfg->trigger_len)) {
         fprintf(stderr, "fp8lab train: out of memory generating the corpus\n");
         return FL_EXIT_FAIL;
     }
-    if (opts->resume && cfg.data_hash != data.hash) {
+    if (r->opts->resume && cfg->data_hash != r->data.hash) {
         fprintf(stderr, "fp8lab train: %s: the data differs from the data this run was trained on (hash %016llx, now %016llx)\n",
-                cfg.data_kind == FL_DATA_TEXT ? cfg.data_path : "synthetic corpus",
-                (unsigned long long)cfg.data_hash, (unsigned long long)data.hash);
-        fl_data_free(&data);
+                cfg->data_kind == FL_DATA_TEXT ? cfg->data_path : "synthetic corpus",
+                (unsigned long long)cfg->data_hash, (unsigned long long)r->data.hash);
         return FL_EXIT_FAIL;
     }
-    cfg.data_hash = data.hash;
+    cfg->data_hash = r->data.hash;
+    return FL_EXIT_OK;
+}
 
-    /* recipe and model */
-    const int nsites = fl_model_nsites(&cfg.model);
-    char *namestore = calloc((size_t)nsites, 40);
-    const char **names = calloc((size_t)nsites, sizeof *names);
-    uint32_t *roles = calloc((size_t)nsites, sizeof *roles);
-    uint8_t *hp = calloc((size_t)nsites, 1);
-    fl_recipe rec;
-    fl_model m;
-    memset(&m, 0, sizeof m);
-    int rc = FL_EXIT_FAIL;
-    float *am = NULL, *av = NULL;
-    uint16_t *batch = NULL;
-    FILE *fm = NULL, *ft = NULL;
-    fl_model_site_names(&cfg.model, namestore, names, roles, hp);
-    if (fl_recipe_init(&rec, &cfg.recipe, nsites, names, roles, hp)) {
-        rc = FL_EXIT_USAGE;
-        goto out_data;
-    }
-    if (fl_model_init(&m, &cfg.model, &rec, cfg.seed)) {
+/* The recipe (one cast site per model site), the model, the optimizer state and the batch buffer. */
+static int run_build(train_run *r)
+{
+    const fl_train_cfg *cfg = &r->cfg;
+    const int nsites = fl_model_nsites(&cfg->model);
+    r->namestore = calloc((size_t)nsites, 40);
+    r->names = calloc((size_t)nsites, sizeof *r->names);
+    r->roles = calloc((size_t)nsites, sizeof *r->roles);
+    r->hp = calloc((size_t)nsites, 1);
+    fl_model_site_names(&cfg->model, r->namestore, r->names, r->roles, r->hp);
+    if (fl_recipe_init(&r->rec, &cfg->recipe, nsites, r->names, r->roles, r->hp))
+        return FL_EXIT_USAGE;
+    r->rec_ready = 1;
+    if (fl_model_init(&r->m, &cfg->model, &r->rec, cfg->seed)) {
         fprintf(stderr, "fp8lab train: out of memory for the model\n");
-        goto out;
+        return FL_EXIT_FAIL;
     }
-    am = calloc(m.nparams, sizeof *am);
-    av = calloc(m.nparams, sizeof *av);
-    batch = malloc((size_t)cfg.model.B * (cfg.model.T + 1) * sizeof *batch);
-    if (!am || !av || !batch)
-        goto out;
+    r->am = calloc(r->m.nparams, sizeof *r->am);
+    r->av = calloc(r->m.nparams, sizeof *r->av);
+    r->batch = malloc((size_t)cfg->model.B * (cfg->model.T + 1) * sizeof *r->batch);
+    return r->am && r->av && r->batch ? FL_EXIT_OK : FL_EXIT_FAIL;
+}
 
-    fl_train_state st;
-    memset(&st, 0, sizeof st);
-    st.first_sat_step = st.first_down_sat_step = UINT64_MAX;
-    st.threads = (uint32_t)(opts->threads > 0 ? opts->threads : omp_get_num_procs());
+/* The run state: fresh (and the folder's old checkpoint removed), or the checkpoint's on resume;
+   the thread count is the checkpoint's unless --threads overrides it. */
+static int run_restore(train_run *r)
+{
+    const fl_train_opts *opts = r->opts;
+    fl_train_state *st = &r->st;
+    memset(st, 0, sizeof *st);
+    st->first_sat_step = st->first_down_sat_step = UINT64_MAX;
+    st->threads = (uint32_t)(opts->threads > 0 ? opts->threads : omp_get_num_procs());
     if (opts->resume) {
-        if (load_checkpoint(opts->dir, &cfg, &st, &m, am, av, &rec))
-            goto out;
+        if (load_checkpoint(opts->dir, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
+            return FL_EXIT_FAIL;
         if (opts->threads > 0)
-            st.threads = (uint32_t)opts->threads;
+            st->threads = (uint32_t)opts->threads;
     } else {
+        char path[4096];
         path_join(path, sizeof path, opts->dir, "checkpoint.bin");
         unlink(path); /* a fresh run replaces what the folder held */
     }
-    omp_set_num_threads((int)st.threads);
-    openblas_set_num_threads((int)st.threads);
+    omp_set_num_threads((int)st->threads);
+    openblas_set_num_threads((int)st->threads);
+    return FL_EXIT_OK;
+}
 
-    /* files: config.json (atomic), metrics.csv and telemetry.jsonl (truncated to the checkpoint) */
+/* config.json (atomic), metrics.csv and telemetry.jsonl (truncated to the checkpoint on resume). */
+static int run_open_files(train_run *r)
+{
+    const fl_train_opts *opts = r->opts;
+    char path[4096], err[4400];
     path_join(path, sizeof path, opts->dir, "config.json");
-    if (write_text_atomic(path, cfg_json_cb, &cfg)) {
-        fprintf(stderr, "fp8lab train: %s: cannot write\n", path);
-        goto out;
+    if (fl_write_atomic(path, cfg_json_fill, &r->cfg, err, sizeof err)) {
+        fprintf(stderr, "fp8lab train: %s\n", err);
+        return FL_EXIT_FAIL;
     }
     char pm[4096], pt[4096];
     path_join(pm, sizeof pm, opts->dir, "metrics.csv");
     path_join(pt, sizeof pt, opts->dir, "telemetry.jsonl");
     if (opts->resume) {
-        if (truncate(pm, (off_t)st.metrics_off) || truncate(pt, (off_t)st.tele_off)) {
+        if (truncate(pm, (off_t)r->st.metrics_off) || truncate(pt, (off_t)r->st.tele_off)) {
             fprintf(stderr, "fp8lab train: %s: cannot truncate the run's logs to the checkpoint: %s\n", opts->dir, strerror(errno));
-            goto out;
+            return FL_EXIT_FAIL;
         }
-        fm = fopen(pm, "a");
-        ft = fopen(pt, "a");
+        r->fm = fopen(pm, "a");
+        r->ft = fopen(pt, "a");
     } else {
-        fm = fopen(pm, "w");
-        ft = fopen(pt, "w");
-        if (fm)
-            fl_tele_metrics_header(fm);
+        r->fm = fopen(pm, "w");
+        r->ft = fopen(pt, "w");
+        if (r->fm)
+            fl_tele_metrics_header(r->fm);
     }
-    if (!fm || !ft) {
+    if (!r->fm || !r->ft) {
         fprintf(stderr, "fp8lab train: %s: cannot open the run's logs\n", opts->dir);
-        goto out;
+        return FL_EXIT_FAIL;
     }
+    return FL_EXIT_OK;
+}
 
+static int run_setup(train_run *r)
+{
+    if (mkdir(r->opts->dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "fp8lab train: %s: cannot create the run folder: %s\n", r->opts->dir, strerror(errno));
+        return FL_EXIT_FAIL;
+    }
+    int rc = run_open_data(r);
+    if (rc == FL_EXIT_OK)
+        rc = run_build(r);
+    if (rc == FL_EXIT_OK)
+        rc = run_restore(r);
+    if (rc == FL_EXIT_OK)
+        rc = run_open_files(r);
+    return rc;
+}
+
+static void run_free(train_run *r)
+{
+    if (r->fm)
+        fclose(r->fm);
+    if (r->ft)
+        fclose(r->ft);
+    free(r->am);
+    free(r->av);
+    free(r->batch);
+    if (r->rec_ready) {
+        fl_model_free(&r->m);
+        fl_recipe_free(&r->rec);
+    }
+    free(r->namestore);
+    free(r->names);
+    free(r->roles);
+    free(r->hp);
+    fl_data_free(&r->data);
+}
+
+/* One optimisation step on the batch of step st.step: forward, backward, global-norm clip, AdamW.
+   Returns the loss; *lr and *gnorm are the step's learning rate and gradient norm. */
+static float train_step(train_run *r, int tele, float *lr, float *gnorm)
+{
+    const fl_train_cfg *cfg = &r->cfg;
+    const uint64_t step = r->st.step;
+    fl_data_batch(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T);
+    fl_recipe_step_begin(&r->rec, tele);
+    r->rec.hp_phase = step < cfg->recipe.fp8_start;
+    fl_model_zero_grad(&r->m);
+    const float loss = fl_model_forward(&r->m, r->batch);
+    fl_model_backward(&r->m);
+    *gnorm = fl_grad_norm(&r->m);
+    const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
+    *lr = fl_lr_at(cfg, step);
+    fl_adamw_step(cfg, &r->m, r->am, r->av, step, *lr, gscale, &r->st);
+    fl_recipe_step_end(&r->rec);
+    return loss;
+}
+
+/* Telemetry of the step: the metrics row, the jsonl record on telemetry steps, the run's totals. */
+static void record_step(train_run *r, uint64_t step, int tele, float loss, float lr, float gnorm)
+{
+    const fl_train_cfg *cfg = &r->cfg;
+    fl_train_state *st = &r->st;
+    fl_step_summary sum;
+    fl_tele_summarize(&sum, &r->m);
+    st->ema = step == 0 ? loss : (1.0 - cfg->div_ema) * st->ema + cfg->div_ema * loss;
+    fl_tele_metrics_row(r->fm, step, loss, st->ema, lr, gnorm, &sum);
+    if (tele)
+        fl_tele_jsonl(r->ft, step, loss, &r->m);
+    st->last_loss = loss;
+    if (sum.act_amax > st->act_amax_max)
+        st->act_amax_max = sum.act_amax;
+    if (sum.ffn_in_amax > st->in_amax_max)
+        st->in_amax_max = sum.ffn_in_amax;
+    if (step == 0)
+        st->align_start = sum.align.cos_p99;
+    if (isfinite(loss)) /* a non-finite step leaves NaN weights behind: keep the last finite value */
+        st->align_end = sum.align.cos_p99;
+    st->sat_total += sum.sat;
+    st->clip_total += sum.clip;
+    st->nanout_total += sum.nan_out + sum.inf_out;
+    st->ftz_total += sum.ftz;
+    st->down_sat_total += sum.down_in_sat;
+    if (sum.sat && st->first_sat_step == UINT64_MAX)
+        st->first_sat_step = step;
+    if (sum.down_in_sat && st->first_down_sat_step == UINT64_MAX)
+        st->first_down_sat_step = step;
+}
+
+/* The divergence criterion of train.h, after the loss and its EMA of step are recorded. */
+static void check_divergence(fl_train_state *st, const fl_train_cfg *cfg, uint64_t step, float loss)
+{
+    if (st->diverged)
+        return;
+    if (!isfinite(loss)) {
+        st->diverged = 1;
+        st->div_step = step;
+        st->div_reason = 1;
+        return;
+    }
+    if (step == 0 || st->ema < st->ema_min)
+        st->ema_min = st->ema;
+    st->above = st->ema > st->ema_min + cfg->div_margin ? st->above + 1 : 0;
+    if (st->above >= cfg->div_window) {
+        st->diverged = 1;
+        st->div_step = step + 1 - cfg->div_window;
+        st->div_reason = 2;
+    }
+}
+
+/* The checkpoint records the logs' lengths, so that a resume truncates them to this step. */
+static int checkpoint_now(train_run *r)
+{
+    fflush(r->fm);
+    fflush(r->ft);
+    r->st.metrics_off = (uint64_t)ftell(r->fm);
+    r->st.tele_off = (uint64_t)ftell(r->ft);
+    return save_checkpoint(r->opts->dir, &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec);
+}
+
+/* The steps.  Returns 0 when the run ended (all steps, or divergence with stop_on_div), 1 when a
+   signal stopped it after its checkpoint, -1 when a checkpoint could not be written. */
+static int run_loop(train_run *r)
+{
+    const fl_train_cfg *cfg = &r->cfg;
+    fl_train_state *st = &r->st;
+    const int tty = !r->opts->quiet && isatty(2);
+    while (st->step < cfg->steps && !(st->diverged && cfg->stop_on_div)) {
+        const uint64_t step = st->step;
+        const int tele = step % cfg->log_every == 0 || step + 1 == cfg->steps;
+        float lr, gnorm;
+        const float loss = train_step(r, tele, &lr, &gnorm);
+        record_step(r, step, tele, loss, lr, gnorm);
+        check_divergence(st, cfg, step, loss);
+        st->step = step + 1;
+
+        const int last = st->step == cfg->steps || (st->diverged && cfg->stop_on_div);
+        if (fl_train_stop_flag || last || st->step % cfg->ckpt_every == 0) {
+            if (checkpoint_now(r))
+                return -1;
+            if (fl_train_stop_flag)
+                return 1;
+        }
+        const double tn = monotonic_seconds();
+        if (tty && (tn - r->tlast > 0.25 || last)) {
+            progress(st->step, cfg->steps, loss, (double)(st->step - r->step0) / (tn - r->t0), last);
+            r->tlast = tn;
+        }
+    }
+    return 0;
+}
+
+/* summary.json and the closing line; the exit status of the run. */
+static int run_finish(train_run *r, int interrupted)
+{
+    const fl_train_cfg *cfg = &r->cfg;
+    const fl_train_state *st = &r->st;
+    const double secs = monotonic_seconds() - r->t0;
+    const uint64_t ran = st->step - r->step0;
+    summary_arg sa = { cfg, st, secs > 0 ? (double)ran / secs : 0.0, ran };
+    char path[4096], err[4400];
+    path_join(path, sizeof path, r->opts->dir, "summary.json");
+    if (fl_write_atomic(path, summary_fill, &sa, err, sizeof err))
+        fprintf(stderr, "fp8lab train: %s\n", err);
+    if (interrupted) {
+        fprintf(stderr, "\nfp8lab train: interrupted at step %llu; checkpoint written; continue with: fp8lab train --resume %s\n",
+                (unsigned long long)st->step, r->opts->dir);
+        return FL_EXIT_FAIL;
+    }
+    if (!r->opts->quiet) {
+        fprintf(stderr, "fp8lab train: %s %s: %llu steps in %.1f s (%.2f steps/s), final loss %.4f%s\n",
+                fl_act_name(cfg->model.act), fl_recipe_name((fl_recipe_kind)cfg->recipe.kind),
+                (unsigned long long)ran, secs, sa.steps_per_s, st->last_loss,
+                st->diverged ? (st->div_reason == 1 ? ", DIVERGED (non-finite loss)" : ", DIVERGED (loss above running minimum)") : "");
+    }
+    return FL_EXIT_OK;
+}
+
+/* The steps between SIGINT/SIGTERM handlers that ask for a checkpoint and a clean stop. */
+static int run_train(train_run *r)
+{
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -512,168 +637,34 @@ int fl_train_run(const fl_train_cfg *cfg_in, const fl_train_opts *opts)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
 
-    const int tty = !opts->quiet && isatty(2);
-    const double t0 = now_s();
-    double tlast = t0;
-    const uint64_t step0 = st.step;
-    fl_step_summary sum;
-    int interrupted = 0;
-    if (!opts->quiet)
-        fprintf(stderr, "fp8lab train: %s %s, seed %llu, %llu steps%s, %u threads -> %s\n", fl_act_name(cfg.model.act),
-                fl_recipe_name((fl_recipe_kind)cfg.recipe.kind), (unsigned long long)cfg.seed,
-                (unsigned long long)cfg.steps, opts->resume ? " (resumed)" : "", st.threads, opts->dir);
+    r->t0 = r->tlast = monotonic_seconds();
+    r->step0 = r->st.step;
+    if (!r->opts->quiet)
+        fprintf(stderr, "fp8lab train: %s %s, seed %llu, %llu steps%s, %u threads -> %s\n", fl_act_name(r->cfg.model.act),
+                fl_recipe_name((fl_recipe_kind)r->cfg.recipe.kind), (unsigned long long)r->cfg.seed,
+                (unsigned long long)r->cfg.steps, r->opts->resume ? " (resumed)" : "", r->st.threads, r->opts->dir);
+    const int ended = run_loop(r);
+    const int rc = ended < 0 ? FL_EXIT_FAIL : run_finish(r, ended == 1);
 
-    while (st.step < cfg.steps && !(st.diverged && cfg.stop_on_div)) {
-        const uint64_t step = st.step;
-        const int tele = step % cfg.log_every == 0 || step + 1 == cfg.steps;
-        fl_data_batch(batch, &data, cfg.seed, step, cfg.model.B, cfg.model.T);
-        fl_recipe_step_begin(&rec, tele);
-        rec.hp_phase = step < cfg.recipe.fp8_start;
-        fl_model_zero_grad(&m);
-        const float loss = fl_model_forward(&m, batch);
-        fl_model_backward(&m);
-
-        /* global gradient norm (fixed order: tensor by tensor, elements in order, in double) */
-        double gn2 = 0.0;
-        for (size_t i = 0; i < m.nparams; i++)
-            gn2 += (double)m.grads[i] * m.grads[i];
-        const float gnorm = (float)sqrt(gn2);
-        const float gscale = (cfg.clip > 0 && gnorm > cfg.clip) ? cfg.clip / gnorm : 1.0f;
-
-        /* AdamW */
-        const float lr = lr_at(&cfg, step);
-        const double t = (double)(step + 1);
-        const float bc1 = (float)(1.0 - pow(cfg.beta1, t)), bc2 = (float)(1.0 - pow(cfg.beta2, t));
-        for (int k = 0; k < FL_P_COUNT; k++) {
-            float *p = m.p[k], *g = m.g[k], *mk = am + (p - m.params), *vk = av + (p - m.params);
-            const float wd = decays(k) ? cfg.wd : 0.0f;
-            const size_t n = m.sizes[k];
-            const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.adam_eps;
-#pragma omp parallel for schedule(static)
-            for (size_t i0 = 0; i0 < n; i0 += ADAM_BLOCK) { /* the update in blocks, around sqrt_block */
-                const size_t nb = n - i0 < ADAM_BLOCK ? n - i0 : ADAM_BLOCK;
-                float mh[ADAM_BLOCK], sv[ADAM_BLOCK];
-                for (size_t j = 0; j < nb; j++) {
-                    const size_t i = i0 + j;
-                    const float gi = g[i] * gscale;
-                    mk[i] = b1 * mk[i] + (1.0f - b1) * gi;
-                    vk[i] = b2 * vk[i] + (1.0f - b2) * gi * gi;
-                    mh[j] = mk[i] / bc1;
-                    sv[j] = vk[i] / bc2;
-                }
-                sqrt_block(sv, nb);
-                for (size_t j = 0; j < nb; j++) {
-                    const size_t i = i0 + j;
-                    p[i] -= lr * (mh[j] / (sv[j] + eps) + wd * p[i]);
-                }
-            }
-            if (cfg.recipe.fp8_adam && n) {
-                moment_cast(mk, n, FL_FMT_E4M3, &st.adam_sat, &st.adam_ftz);
-                moment_cast(vk, n, FL_FMT_E5M2, &st.adam_sat, &st.adam_ftz);
-            }
-        }
-        fl_recipe_step_end(&rec);
-
-        /* telemetry */
-        fl_tele_summarize(&sum, &m);
-        st.ema = step == 0 ? loss : (1.0 - cfg.div_ema) * st.ema + cfg.div_ema * loss;
-        fl_tele_metrics_row(fm, step, loss, st.ema, lr, gnorm, &sum);
-        if (tele)
-            fl_tele_jsonl(ft, step, loss, &m);
-        st.last_loss = loss;
-        if (sum.act_amax > st.act_amax_max)
-            st.act_amax_max = sum.act_amax;
-        if (sum.ffn_in_amax > st.in_amax_max)
-            st.in_amax_max = sum.ffn_in_amax;
-        if (step == 0)
-            st.align_start = sum.align.cos_p99;
-        if (isfinite(loss)) /* a non-finite step leaves NaN weights behind: keep the last finite value */
-            st.align_end = sum.align.cos_p99;
-        st.sat_total += sum.sat;
-        st.clip_total += sum.clip;
-        st.nanout_total += sum.nan_out + sum.inf_out;
-        st.ftz_total += sum.ftz;
-        st.down_sat_total += sum.down_in_sat;
-        if (sum.sat && st.first_sat_step == UINT64_MAX)
-            st.first_sat_step = step;
-        if (sum.down_in_sat && st.first_down_sat_step == UINT64_MAX)
-            st.first_down_sat_step = step;
-
-        /* divergence (train.h) */
-        if (!st.diverged) {
-            if (!isfinite(loss)) {
-                st.diverged = 1;
-                st.div_step = step;
-                st.div_reason = 1;
-            } else {
-                if (step == 0 || st.ema < st.ema_min)
-                    st.ema_min = st.ema;
-                st.above = st.ema > st.ema_min + cfg.div_margin ? st.above + 1 : 0;
-                if (st.above >= cfg.div_window) {
-                    st.diverged = 1;
-                    st.div_step = step + 1 - cfg.div_window;
-                    st.div_reason = 2;
-                }
-            }
-        }
-        st.step = step + 1;
-
-        const int last = st.step == cfg.steps || (st.diverged && cfg.stop_on_div);
-        if (fl_train_stop_flag || last || st.step % cfg.ckpt_every == 0) {
-            fflush(fm);
-            fflush(ft);
-            st.metrics_off = (uint64_t)ftell(fm);
-            st.tele_off = (uint64_t)ftell(ft);
-            if (save_checkpoint(opts->dir, &cfg, &st, &m, am, av, &rec))
-                goto out_sig;
-            if (fl_train_stop_flag) {
-                interrupted = 1;
-                break;
-            }
-        }
-        const double tn = now_s();
-        if (tty && (tn - tlast > 0.25 || last)) {
-            progress(st.step, cfg.steps, loss, (double)(st.step - step0) / (tn - t0), last);
-            tlast = tn;
-        }
-    }
-    const double secs = now_s() - t0;
-    const uint64_t ran = st.step - step0;
-    summary_arg sa_ = { &cfg, &st, secs > 0 ? (double)ran / secs : 0.0, ran };
-    path_join(path, sizeof path, opts->dir, "summary.json");
-    if (write_text_atomic(path, summary_cb, &sa_))
-        fprintf(stderr, "fp8lab train: %s: cannot write\n", path);
-    if (interrupted) {
-        fprintf(stderr, "\nfp8lab train: interrupted at step %llu; checkpoint written; continue with: fp8lab train --resume %s\n",
-                (unsigned long long)st.step, opts->dir);
-        rc = FL_EXIT_FAIL;
-    } else {
-        if (!opts->quiet) {
-            fprintf(stderr, "fp8lab train: %s %s: %llu steps in %.1f s (%.2f steps/s), final loss %.4f%s\n",
-                    fl_act_name(cfg.model.act), fl_recipe_name((fl_recipe_kind)cfg.recipe.kind),
-                    (unsigned long long)ran, secs, sa_.steps_per_s, st.last_loss,
-                    st.diverged ? (st.div_reason == 1 ? ", DIVERGED (non-finite loss)" : ", DIVERGED (loss above running minimum)") : "");
-        }
-        rc = FL_EXIT_OK;
-    }
-out_sig:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-out:
-    if (fm)
-        fclose(fm);
-    if (ft)
-        fclose(ft);
-    free(am);
-    free(av);
-    free(batch);
-    fl_model_free(&m);
-    fl_recipe_free(&rec);
-out_data:
-    free(namestore);
-    free(names);
-    free(roles);
-    free(hp);
-    fl_data_free(&data);
+    return rc;
+}
+
+int fl_train_run(const fl_train_cfg *cfg_in, const fl_train_opts *opts)
+{
+    const char *why = fl_train_cfg_check(cfg_in);
+    if (why) {
+        fprintf(stderr, "fp8lab train: %s\n", why);
+        return FL_EXIT_USAGE;
+    }
+    train_run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = *cfg_in;
+    r.opts = opts;
+    int rc = run_setup(&r);
+    if (rc == FL_EXIT_OK)
+        rc = run_train(&r);
+    run_free(&r);
     return rc;
 }
