@@ -176,10 +176,11 @@ endif
 # gpu-check.md (tests/gpu_check.sh).  Without a device both say so and exit 0.
 GPU_BENCH := $(BUILD)/tests/gpu_bench
 GPU_OUT   ?= $(BUILD)/gpu-check
-$(GPU_BENCH): tests/gpu_bench.cu $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
+$(GPU_BENCH): tests/gpu_bench.cu tests/cuda_test.h $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Itests -o $@ $< \
-		$(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a -lcublasLt -Xcompiler -fopenmp $(LDLIBS)
+	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Itests -Xptxas -v -o $@ $< \
+		$(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a -lcublasLt -Xcompiler -fopenmp $(LDLIBS) 2> $@.ptxas || { cat $@.ptxas; exit 1; }
+	@if grep -E "[1-9][0-9]* bytes spill (stores|loads)" $@.ptxas; then echo "register spills in $<"; rm -f $@; exit 1; fi
 
 .PHONY: gpu-bench gpu-check
 gpu-bench:

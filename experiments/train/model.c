@@ -2,11 +2,9 @@
 #include "model.h"
 
 #include "gemm_fp8.h"
+#include "model_simd.h"
 
 #include <cblas.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <math.h>
 #include <mpfr.h>
 #include <omp.h>
@@ -14,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RMS_EPS 1e-5f
 
 /* ---- configuration ----------------------------------------------------------------------------- */
 
@@ -312,82 +308,10 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
    channels at once (64 per block, in registers). */
 #define RMS_RB 4
 
-#if defined(__AVX512F__)
-/* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i); RMSNorm, amax_rms and attention. */
-static inline __attribute__((always_inline)) void tr16(__m512 v[16])
-{
-    __m512 a[16], b[16];
-    for (int i = 0; i < 16; i += 2) { /* a[i], a[i+1]: rows i, i+1 interleaved within 128-bit lanes */
-        a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-        a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int g = 0; g < 16; g += 4) { /* b[g+j] lane k: rows g..g+3 of column 4k+j */
-        b[g] = _mm512_shuffle_ps(a[g], a[g + 2], 0x44);
-        b[g + 1] = _mm512_shuffle_ps(a[g], a[g + 2], 0xEE);
-        b[g + 2] = _mm512_shuffle_ps(a[g + 1], a[g + 3], 0x44);
-        b[g + 3] = _mm512_shuffle_ps(a[g + 1], a[g + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        const __m512 p = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88), q = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xDD);
-        const __m512 r = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88), s = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xDD);
-        v[j] = _mm512_shuffle_f32x4(p, r, 0x88);
-        v[4 + j] = _mm512_shuffle_f32x4(q, s, 0x88);
-        v[8 + j] = _mm512_shuffle_f32x4(p, r, 0xDD);
-        v[12 + j] = _mm512_shuffle_f32x4(q, s, 0xDD);
-    }
-}
-/* v[j] = column j of the 16 x 16 block at p (row stride ld): lane i holds p[i ld + j].  The
-   cross-lane part is done by the loads (128-bit pieces of four rows into the four lanes), the rest
-   by a 4 x 4 transpose within each 128-bit lane. */
-static inline __attribute__((always_inline)) void ld16t(__m512 v[16], const float *p, size_t ld)
-{
-    for (int k = 0; k < 4; k++) {
-        __m512 q[4]; /* q[m] lane L: row 4L + m, columns 4k..4k+3 */
-        for (int m = 0; m < 4; m++) {
-            q[m] = _mm512_castps128_ps512(_mm_loadu_ps(p + (size_t)m * ld + 4 * k));
-            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(4 + m) * ld + 4 * k), 1);
-            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(8 + m) * ld + 4 * k), 2);
-            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(12 + m) * ld + 4 * k), 3);
-        }
-        const __m512 a0 = _mm512_unpacklo_ps(q[0], q[1]), a1 = _mm512_unpackhi_ps(q[0], q[1]);
-        const __m512 a2 = _mm512_unpacklo_ps(q[2], q[3]), a3 = _mm512_unpackhi_ps(q[2], q[3]);
-        v[4 * k] = _mm512_shuffle_ps(a0, a2, 0x44);
-        v[4 * k + 1] = _mm512_shuffle_ps(a0, a2, 0xEE);
-        v[4 * k + 2] = _mm512_shuffle_ps(a1, a3, 0x44);
-        v[4 * k + 3] = _mm512_shuffle_ps(a1, a3, 0xEE);
-    }
-}
-#endif
-
 static void rms_forward(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
 {
 #if defined(__AVX512F__)
-#pragma omp parallel for schedule(static)
-    for (size_t t0 = 0; t0 < N; t0 += 16) {
-        const size_t nr = N - t0 < 16 ? N - t0 : 16;
-        __m512 ss = _mm512_setzero_ps(); /* lane r: row t0 + r */
-        for (size_t c0 = 0; c0 < C; c0 += 16) {
-            const size_t nc = C - c0 < 16 ? C - c0 : 16;
-            const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
-            const float *xp = x + t0 * C + c0;
-            __m512 v[16];
-            for (size_t r = 0; r < 16; r++, xp += r < nr ? C : 0) { /* x^2; rows past N repeat the last */
-                const __m512 a = _mm512_maskz_loadu_ps(mk, xp);
-                v[r] = _mm512_mul_ps(a, a);
-            }
-            tr16(v);
-            for (size_t j = 0; j < nc; j++)
-                ss = _mm512_add_ps(ss, v[j]);
-        }
-        const __m512 rr = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(_mm512_add_ps(
-                                            _mm512_div_ps(ss, _mm512_set1_ps((float)C)), _mm512_set1_ps(RMS_EPS))));
-        _mm512_mask_storeu_ps(rstd + t0, (__mmask16)((1u << nr) - 1u), rr);
-        for (size_t t = t0; t < t0 + nr; t++) {
-            const float *xr = x + t * C, rt = rstd[t];
-            for (size_t c = 0; c < C; c++)
-                y[t * C + c] = xr[c] * rt * gain[c];
-        }
-    }
+    model_rms_forward_avx512(y, rstd, x, gain, N, C);
 #else
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
@@ -419,44 +343,7 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
                          const float *gain, size_t N, size_t C, int accumulate)
 {
 #if defined(__AVX512F__)
-#pragma omp parallel for schedule(static)
-    for (size_t t0 = 0; t0 < N; t0 += 16) {
-        const size_t nr = N - t0 < 16 ? N - t0 : 16;
-        __m512 dot = _mm512_setzero_ps(); /* lane r: row t0 + r */
-        for (size_t c0 = 0; c0 < C; c0 += 16) {
-            const size_t nc = C - c0 < 16 ? C - c0 : 16;
-            const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
-            const __m512 g = _mm512_maskz_loadu_ps(mk, gain + c0);
-            const size_t o = t0 * C + c0;
-            const float *dyp = dy + o, *xp = x + o;
-            __m512 v[16];
-            for (size_t r = 0; r < 16; r++) { /* dy gain x; rows past N repeat the last */
-                v[r] = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, dyp), g), _mm512_maskz_loadu_ps(mk, xp));
-                const size_t st = r + 1 < nr ? C : 0;
-                dyp += st;
-                xp += st;
-            }
-            tr16(v);
-            for (size_t j = 0; j < nc; j++)
-                dot = _mm512_add_ps(dot, v[j]);
-        }
-        const __m512 rr = _mm512_maskz_loadu_ps((__mmask16)((1u << nr) - 1u), rstd + t0);
-        float k[16]; /* k[r] = rstd^3 dot / C of row t0 + r */
-        _mm512_storeu_ps(k, _mm512_div_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(rr, rr), rr), dot),
-                                          _mm512_set1_ps((float)C)));
-        for (size_t r = 0; r < nr; r++) {
-            const size_t t = t0 + r;
-            const float *xr = x + t * C, *dyr = dy + t * C;
-            const float rt = rstd[t], kt = k[r];
-            float *dxr = dx + t * C;
-            if (accumulate)
-                for (size_t c = 0; c < C; c++)
-                    dxr[c] = dxr[c] + (rt * dyr[c] * gain[c] - kt * xr[c]);
-            else
-                for (size_t c = 0; c < C; c++)
-                    dxr[c] = rt * dyr[c] * gain[c] - kt * xr[c];
-        }
-    }
+    model_rms_backward_avx512(dx, dgain, dy, x, rstd, gain, N, C, accumulate);
 #else
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
@@ -482,32 +369,7 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
             }
         }
     }
-#endif
     enum { CB = 64 }; /* channels per block: a block's sums stay in registers over the rows */
-#if defined(__AVX512F__)
-#pragma omp parallel for schedule(static)
-    for (size_t c0 = 0; c0 < C; c0 += CB) {
-        __mmask16 mk[CB / 16];
-        __m512 s[CB / 16];
-        for (size_t q = 0; q < CB / 16; q++) {
-            const size_t lo = c0 + 16 * q, nc = lo >= C ? 0 : C - lo < 16 ? C - lo : 16;
-            mk[q] = (__mmask16)((1u << nc) - 1u);
-            s[q] = _mm512_setzero_ps();
-        }
-        for (size_t t = 0; t < N; t++) {
-            const __m512 rt = _mm512_set1_ps(rstd[t]);
-            for (size_t q = 0; q < CB / 16; q++) {
-                const size_t o = t * C + c0 + 16 * q;
-                s[q] = _mm512_add_ps(s[q], _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk[q], dy + o),
-                                                                       _mm512_maskz_loadu_ps(mk[q], x + o)), rt));
-            }
-        }
-        for (size_t q = 0; q < CB / 16; q++) {
-            float *d = dgain + c0 + 16 * q;
-            _mm512_mask_storeu_ps(d, mk[q], _mm512_add_ps(_mm512_maskz_loadu_ps(mk[q], d), s[q]));
-        }
-    }
-#else
 #pragma omp parallel for schedule(static)
     for (size_t c0 = 0; c0 < C; c0 += CB) {
         const size_t nc = C - c0 < CB ? C - c0 : CB;
@@ -537,7 +399,7 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
    where a sampled check at model init agrees with the libm in use; otherwise it calls expf. */
 /* T[i] = the bits of RN(2^(i/32)) minus i << 47, so that T[k & 31] + (k << 47) is 2^(k/32) for any k
    (the exponent field takes k >> 5); the same numbers as glibc's table, computed here by MPFR. */
-static uint64_t expf_tab[32];
+uint64_t model_expf_tab[32]; /* shared with vexp.c (model_simd.h) */
 static pthread_once_t expf_tab_once = PTHREAD_ONCE_INIT;
 
 static void expf_tab_init(void)
@@ -548,7 +410,7 @@ static void expf_tab_init(void)
         mpfr_set_ui(t, i, MPFR_RNDN);
         mpfr_div_2ui(t, t, 5, MPFR_RNDN); /* i/32, exact */
         mpfr_exp2(t, t, MPFR_RNDN);       /* correctly rounded to 53 bits */
-        expf_tab[i] = fl_f64_bits(mpfr_get_d(t, MPFR_RNDN)) - ((uint64_t)i << 47);
+        model_expf_tab[i] = fl_f64_bits(mpfr_get_d(t, MPFR_RNDN)) - ((uint64_t)i << 47);
     }
     mpfr_clear(t);
 }
@@ -570,44 +432,10 @@ static inline float expf_main(float x)
     memcpy(&ki, &kds, sizeof ki);
     const double kd = kds - shift;
     const double r = fma(inv, xd, -kd);
-    const double sc = expf_d(expf_tab[ki & 31] + (ki << 47));
+    const double sc = expf_d(model_expf_tab[ki & 31] + (ki << 47));
     const double z = fma(c0, r, c1), r2 = r * r, y0 = fma(c2, r, 1.0);
     return (float)(fma(z, r2, y0) * sc);
 }
-
-#if defined(__AVX512F__)
-/* expf_main of 8 floats in doubles; the table lookup is two two-register permutes and a blend on bit
-   4 of the index (a gather is slower). */
-static inline __m256 expf_main8(__m256 xh)
-{
-    const __m512d inv = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p52);
-    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
-    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
-    const __m512i t0 = _mm512_loadu_si512(expf_tab), t1 = _mm512_loadu_si512(expf_tab + 8);
-    const __m512i t2 = _mm512_loadu_si512(expf_tab + 16), t3 = _mm512_loadu_si512(expf_tab + 24);
-    const __m512d xd = _mm512_cvtps_pd(xh);
-    const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
-    const __m512i ki = _mm512_castpd_si512(kds);
-    const __m512d kd = _mm512_sub_pd(kds, shift);
-    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
-    const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
-    const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
-    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
-    const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r), y0 = _mm512_fmadd_pd(c2, r, one);
-    return _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc));
-}
-
-/* expf_main of 16 floats; with lo8 only the low 8 (the high 8 lanes of the result are then zero). */
-static inline __m512 expf_main16(__m512 xa, int lo8)
-{
-    const __m512i xi = _mm512_castps_si512(xa);
-    const __m512i lo = _mm512_castsi256_si512(_mm256_castps_si256(expf_main8(_mm512_castps512_ps256(xa))));
-    if (lo8)
-        return _mm512_castsi512_ps(_mm512_zextsi256_si512(_mm512_castsi512_si256(lo)));
-    const __m256 yh = expf_main8(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(xi, 1)));
-    return _mm512_castsi512_ps(_mm512_inserti64x4(lo, _mm256_castps_si256(yh), 1));
-}
-#endif
 
 static inline int expf_special(float x) { return ((fl_f32_bits(x) >> 20) & 0x7FFu) > 0x42Au; }
 
@@ -638,22 +466,7 @@ static void expf_sub(float *y, const float *x, float m, size_t n)
     size_t i = 0;
 #if defined(__AVX512F__)
     if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1) {
-        /* 16 at a time, the last block masked (only its low half computed when it has at most 8);
-           a block with a special lane calls expf */
-        const __m512 mv = _mm512_set1_ps(m);
-        const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), lim = _mm512_set1_epi32(0x42B00000); /* top12 > 0x42a */
-        for (; i < n; i += 16) {
-            const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-            const __m512 a = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv);
-            if (_mm512_mask_cmpge_epu32_mask(k, _mm512_and_si512(_mm512_castps_si512(a), abs), lim)) {
-                float b[16];
-                _mm512_storeu_ps(b, a);
-                for (size_t l = 0; l < 16 && i + l < n; l++)
-                    y[i + l] = expf(b[l]);
-            } else {
-                _mm512_mask_storeu_ps(y + i, k, expf_main16(a, n - i <= 8));
-            }
-        }
+        model_expf_sub_avx512(y, x, m, n);
         return;
     }
 #else
@@ -726,24 +539,12 @@ static inline __attribute__((always_inline)) void attn_store(float *s, at_v16 a,
         *(at_v16 *)(s + j0) = a;
     else if (j0 < n)
 #if defined(__AVX512F__)
-        _mm512_mask_storeu_ps(s + j0, (__mmask16)((1u << (n - j0)) - 1u), (__m512)a);
+        model_store_lanes(s + j0, (__m512)a, n - j0);
 #else
         for (size_t jj = 0; j0 + jj < n; jj++)
             s[j0 + jj] = a[jj];
 #endif
 }
-
-#if defined(__AVX512F__)
-/* Lane maxima m of the first n - j0 lanes (at most AT_KB) of a; m itself when n <= j0. */
-static inline __attribute__((always_inline)) __m512 attn_maxacc(__m512 m, at_v16 a, size_t j0, size_t n)
-{
-    if (j0 + AT_KB <= n)
-        return _mm512_max_ps((__m512)a, m);
-    if (j0 < n)
-        return _mm512_mask_max_ps(m, (__mmask16)((1u << (n - j0)) - 1u), (__m512)a, m);
-    return m;
-}
-#endif
 
 /* For r < R: s_r[j] (j < n0 + r) = sum_d q_r[d] kt[d][j] (s_r = s + r ss, q_r = q + r qs), d in order
    from 0.0f, times scale (skipped when 1), over the transposed keys kt (hs, Tp), Tp >= n0 + R - 1
@@ -783,8 +584,8 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
             attn_store(s + r * ss, a[r][1], j0 + AT_KB, n0 + r);
 #if defined(__AVX512F__)
             if (mx) {
-                m[r] = attn_maxacc(m[r], a[r][0], j0, n0 + r);
-                m[r] = attn_maxacc(m[r], a[r][1], j0 + AT_KB, n0 + r);
+                m[r] = model_attn_maxacc(m[r], (__m512)a[r][0], j0, n0 + r);
+                m[r] = model_attn_maxacc(m[r], (__m512)a[r][1], j0 + AT_KB, n0 + r);
             }
 #endif
         }
@@ -804,7 +605,7 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
             attn_store(s + r * ss, a[r], j0, n0 + r);
 #if defined(__AVX512F__)
             if (mx)
-                m[r] = attn_maxacc(m[r], a[r], j0, n0 + r);
+                m[r] = model_attn_maxacc(m[r], (__m512)a[r], j0, n0 + r);
 #endif
         }
     }
@@ -875,17 +676,7 @@ static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, siz
     if (hs >= 16 && T >= 16) {
         jv = T / 16 * 16;
         dv = hs / 16 * 16;
-        for (size_t d0 = 0; d0 < dv; d0 += 16)
-            for (size_t j0 = 0; j0 < jv; j0 += 16) {
-                __m512 r[16];
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++)
-                    r[i] = _mm512_loadu_ps(src + (j0 + i) * C3 + d0);
-                tr16(r);
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++)
-                    _mm512_storeu_ps(kt + (d0 + i) * Tp + j0, r[i]);
-            }
+        model_attn_transpose_avx512(kt, src, jv, dv, Tp, C3);
     }
 #endif
     for (size_t d = 0; d < hs; d++) {
@@ -901,17 +692,10 @@ static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, siz
    maximum does not change s - mx. */
 static inline float attn_max(const float *s, size_t n)
 {
-    size_t j = 0;
 #if defined(__AVX512F__)
-    __m512 m = _mm512_set1_ps(-INFINITY);
-    for (; j + AT_KB <= n; j += AT_KB)
-        m = _mm512_max_ps(_mm512_loadu_ps(s + j), m);
-    if (j < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - j)) - 1u);
-        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, s + j), m);
-    }
-    return _mm512_reduce_max_ps(m);
+    return model_attn_max(s, n);
 #else
+    size_t j = 0;
     float lm[AT_KB];
     for (size_t l = 0; l < AT_KB; l++)
         lm[l] = -INFINITY;
@@ -943,34 +727,6 @@ static inline __attribute__((always_inline)) void attn_rowsums(int R, float *sum
             if (j < n0 + r)
                 sum[r] += b ? a[r * as + j] * b[r * bs + j] : a[r * as + j];
 }
-
-#if defined(__AVX512F__)
-/* For r < 16: sum[r] = sum_{j < n0 + r} a_r[j] b_r[j] (a_r = a + r T, b_r = b + r T; b NULL: the plain
-   sum of a_r), j in order from 0.0f, with row r in lane r: blocks of 16 columns (the products formed
-   row-wise) are transposed in registers and added column by column.  Lanes past a row's end load as
-   zero and add +0.0f, which changes no sum (a sum from 0.0f is never -0.0f). */
-static inline __attribute__((always_inline)) void attn_rowsums16(float *sum, const float *a, const float *b,
-                                                                 size_t T, size_t n0)
-{
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t j0 = 0; j0 < n0 + 15; j0 += 16) {
-        __m512 m[16];
-#pragma GCC unroll 16
-        for (int r = 0; r < 16; r++) {
-            const size_t n = n0 + r;
-            const __mmask16 k = j0 + 16 <= n ? (__mmask16)0xFFFF : j0 < n ? (__mmask16)((1u << (n - j0)) - 1u) : 0;
-            m[r] = _mm512_maskz_loadu_ps(k, a + r * T + j0);
-            if (b)
-                m[r] = _mm512_mul_ps(m[r], _mm512_maskz_loadu_ps(k, b + r * T + j0));
-        }
-        tr16(m);
-#pragma GCC unroll 16
-        for (int c = 0; c < 16; c++)
-            acc = _mm512_add_ps(acc, m[c]);
-    }
-    _mm512_storeu_ps(sum, acc);
-}
-#endif
 
 /* Rows t0 .. t0 + R - 1 of one head, first half: the scores, then p_tj = expf(s_tj - max_j s_tj) into
    P (row t: t + 1 entries, j > t stay 0, the buffer is zeroed at init), from the queries and the
@@ -1018,7 +774,7 @@ static inline __attribute__((always_inline)) void attn_fwd_head(float *out, floa
     for (; t0 + 16 <= T; t0 += 16) {
         for (size_t g = 0; g < 16; g += AT_R)
             attn_fwd_exp(AT_R, t0 + g, Pbh, qkv, kt, T, Tp, C, hs, scale);
-        attn_rowsums16(sum, Pbh + t0 * T, NULL, T, t0 + 1);
+        model_attn_rowsums16(sum, Pbh + t0 * T, NULL, T, t0 + 1);
         for (size_t g = 0; g < 16; g += AT_R)
             attn_fwd_out(AT_R, t0 + g, out, Pbh, sum + g, qkv, T, C, hs);
     }
@@ -1126,7 +882,7 @@ static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, con
     for (; t0 + 16 <= T; t0 += 16) {
         for (size_t g = 0; g < 16; g += AT_R)
             attn_bwd_dp(AT_R, t0 + g, dout, vt, ds, T, Tp, C, hs);
-        attn_rowsums16(dot, Pbh + t0 * T, ds + t0 * T, T, t0 + 1);
+        model_attn_rowsums16(dot, Pbh + t0 * T, ds + t0 * T, T, t0 + 1);
         for (size_t g = 0; g < 16; g += AT_R)
             attn_bwd_dq(AT_R, t0 + g, dqkv, Pbh, dot + g, qkv, ds, T, C, hs, scale);
     }
@@ -1187,58 +943,7 @@ static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C
     uint32_t amb = 0;
 #if defined(__AVX512F__)
     if (rms) {
-        double *rs = malloc((R ? R : 1) * sizeof *rs);
-#pragma omp parallel for schedule(static) reduction(max : amb)
-        for (size_t i0 = 0; i0 < R; i0 += 16) {
-            const size_t nr = R - i0 < 16 ? R - i0 : 16;
-            __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd(); /* lane r: row i0 + r, i0 + 8 + r */
-            __m512i mb = _mm512_setzero_si512();
-            for (size_t c0 = 0; c0 < C; c0 += 16) {
-                const size_t nc = C - c0 < 16 ? C - c0 : 16;
-                const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
-                const float *xp = x + i0 * C + c0;
-                __m512 v[16];
-                if (nr == 16 && nc == 16) { /* a full block: transposed by the loads; the maximum as below */
-                    ld16t(v, xp, C);
-                    for (size_t j = 0; j < 16; j++) {
-                        const __m512i b = _mm512_and_si512(_mm512_castps_si512(v[j]), _mm512_set1_epi32(0x7FFFFFFF));
-                        mb = _mm512_mask_max_epu32(mb, _mm512_cmple_epu32_mask(b, _mm512_set1_epi32(0x7F800000)), mb, b);
-                        const __m512 a = _mm512_castsi512_ps(b);
-                        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
-                        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-                        s0 = _mm512_add_pd(s0, _mm512_mul_pd(lo, lo));
-                        s1 = _mm512_add_pd(s1, _mm512_mul_pd(hi, hi));
-                    }
-                    continue;
-                }
-                for (size_t r = 0; r < 16; r++, xp += r < nr ? C : 0) { /* |x|; rows past R repeat the last */
-                    const __m512i b = _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, xp), _mm512_set1_epi32(0x7FFFFFFF));
-                    /* NaN patterns count as 0 in the maximum */
-                    mb = _mm512_mask_max_epu32(mb, _mm512_cmple_epu32_mask(b, _mm512_set1_epi32(0x7F800000)), mb, b);
-                    v[r] = _mm512_castsi512_ps(b);
-                }
-                tr16(v);
-                for (size_t j = 0; j < nc; j++) {
-                    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v[j]));
-                    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[j]), 1)));
-                    s0 = _mm512_add_pd(s0, _mm512_mul_pd(lo, lo));
-                    s1 = _mm512_add_pd(s1, _mm512_mul_pd(hi, hi));
-                }
-            }
-            double s[16];
-            _mm512_storeu_pd(s, s0);
-            _mm512_storeu_pd(s + 8, s1);
-            for (size_t r = 0; r < nr; r++)
-                rs[i0 + r] = s[r];
-            const uint32_t m = _mm512_reduce_max_epu32(mb);
-            amb = m > amb ? m : amb;
-        }
-        *amax = fl_f32_from_bits(amb);
-        double tot = 0.0;
-        for (size_t i = 0; i < R; i++)
-            tot += rs[i];
-        free(rs);
-        *rms = (float)sqrt(tot / (double)(n > 0 ? n : 1));
+        model_amax_rms_avx512(amax, rms, x, R, C);
         return;
     }
 #endif
