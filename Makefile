@@ -100,7 +100,7 @@ $(BUILD)/tests/%: tests/%.cpp $(BUILD)/libfp8lab.a | $(DEPS_OK)
 	$(CXX) $(CXXFLAGS) $(NVFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libfp8lab.a $(LDLIBS)
 
 # The MPI build of the ulp validator is part of the suite wherever Open MPI is installed (.ci/deps.sh
-# installs it): tests/test_cmd_ulp.c runs it under mpirun -np 2.  Not in the sanitizer build, where
+# installs it): tests/test_cli_ulp.c runs it under mpirun -np 2.  Not in the sanitizer build, where
 # Open MPI's own allocations would trip LeakSanitizer.
 HAVE_MPICC := $(shell command -v mpicc 2>/dev/null)
 test: $(CLI) $(TESTS) $(if $(and $(HAVE_MPICC),$(filter-out 1,$(SAN))),ulp-mpi)

@@ -1,8 +1,8 @@
 /* twins.c — the CPU-twin registry (twins.h): adapters from arrays of encodings to the twins of
- * kernels.h, and three plain-C examples for the accuracy table. */
+ * kernels.h.  Only kernels: the plain-C examples the ulp command also scores live with it
+ * (experiments/ulp/examples.c). */
 #include "twins.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,15 +188,6 @@ static float silu_hd(float x) { return fl_silu_f32(x); }
 static float silu_grad_hd(float x) { return fl_silu_grad_f32(x); }
 static float sigmoid_hd(float x) { return fl_sigmoid_f32(x); }
 
-/* The examples: what common shortcuts give. */
-static float silu_naive(float x) { return x / (1.0f + expf(-x)); }
-static float sigmoid_via_tanhf(float x) { return 0.5f + 0.5f * tanhf(x * 0.5f); }
-static float gelu_tanh(float x)
-{
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
 #define UNARY_RUN(fn, FIN, FOUT, F)                                                                \
     static void fn(uint32_t *out, const uint32_t *const *in, size_t n, size_t row_len)             \
     {                                                                                              \
@@ -208,9 +199,6 @@ UNARY_RUN(run_silu_f32, F32, F32, silu_hd)
 UNARY_RUN(run_silu_bf16, B, B, silu_hd)
 UNARY_RUN(run_silu_dx_f32, F32, F32, silu_grad_hd)
 UNARY_RUN(run_sigmoid_f32, F32, F32, sigmoid_hd)
-UNARY_RUN(run_silu_f32_naive, F32, F32, silu_naive)
-UNARY_RUN(run_gelu_tanh_as_gelu_bf16, B, B, gelu_tanh)
-UNARY_RUN(run_sigmoid_via_tanhf_f32, F32, F32, sigmoid_via_tanhf)
 
 /* ---- the table ------------------------------------------------------------------------------------- */
 
@@ -255,10 +243,6 @@ const fl_twin fl_twins[] = {
     /* Smooth-SwiGLU (the scale is an input: per element here) */
     { "smooth_swiglu_bf16", "smooth_swiglu", "", 0, NULL, 3, { B, B, FL_FMT_E8M0 }, B, 0, run_smooth_swiglu_bf16, "s silu(g) u, bf16 -> bf16 (the pre-cast value)" },
     { "smooth_swiglu_bf16_e4m3", "smooth_swiglu", "", 0, NULL, 3, { B, B, FL_FMT_E8M0 }, E4, 0, run_smooth_swiglu_bf16_e4m3, "s silu(g) u, bf16 -> e4m3 (the FP8 cast, scale 1)" },
-    /* examples for the published table: common shortcuts, not kernels */
-    { "silu_f32_naive", "silu", "", 0, NULL, 1, IN1(F32), F32, 0, run_silu_f32_naive, "x / (1 + expf(-x)) with glibc expf, fp32" },
-    { "gelu_tanh_as_gelu_bf16", "gelu", "", 0, NULL, 1, IN1(B), B, 0, run_gelu_tanh_as_gelu_bf16, "the tanh approximation (fp32, glibc tanhf) scored against exact gelu, bf16" },
-    { "sigmoid_via_tanhf_f32", "sigmoid", "", 0, NULL, 1, IN1(F32), F32, 0, run_sigmoid_via_tanhf_f32, "0.5 + 0.5 tanhf(x/2) with glibc tanhf, fp32" },
 };
 
 const size_t fl_twin_count = sizeof fl_twins / sizeof fl_twins[0];

@@ -12,8 +12,9 @@
  * (dx = 1 * f'(x): the same bits as the gradient path); row-wise derivatives (PolyNorm) are VJPs and take
  * the upstream gradient dy as their last input (n_inputs counts it), like the reference's row evaluators.
  * FP8 outputs use scale 1 (the value itself, RNE, saturating); FP8 inputs scale_inv 1.
- * Entries whose name ends in _naive / _as_ / _via_ are plain-C examples for the published table (how
- * common shortcuts score), not kernels.
+ * The type describes any implementation over arrays of encodings: experiments/ulp/examples.c uses it
+ * for the plain-C examples (common shortcuts, not kernels) that `fp8lab ulp --impl NAME` also scores,
+ * and experiments/ulp/ulp_impls.h looks up both kinds; this registry and fl_twin_find hold kernels only.
  */
 #ifndef FL_TWINS_H
 #define FL_TWINS_H

@@ -12,8 +12,6 @@ static_assert(53 - FL_ULP_GRID_BITS == 33, "GRID_TOP out of step with FL_ULP_GRI
 static const char *const hist_labels[] = { "0", "<=0.5", "<=1", "<=2", "<=4", "<=16", ">16" };
 static_assert(FL_ARRAY_LEN(hist_labels) == FL_ULP_HIST_COUNT, "hist_labels out of step with fl_ulp_hist");
 
-const fl_ulp_workers *fl_ulp_workers_hook;
-
 const char *fl_ulp_hist_label(fl_ulp_hist b) { return (unsigned)b < FL_ULP_HIST_COUNT ? hist_labels[b] : "?"; }
 
 fl_ulp_hist fl_ulp_hist_bucket(double e)

@@ -36,7 +36,6 @@
 
 #define FL_ULP_GRID_BITS 20    /* reported errors are multiples of 2^-20 ulp */
 #define FL_ULP_WORST 10
-#define FL_ULP_MAX_INPUTS 4
 #define FL_ULP_SUM_LIMBS 6
 
 /* Histogram buckets of the reported error: 0, (0, 0.5], (0.5, 1], (1, 2], (2, 4], (4, 16], > 16. */
@@ -53,7 +52,7 @@ typedef enum {
 
 typedef struct {
     uint64_t index;                    /* element index (global over the sweep / arrays) */
-    uint64_t in[FL_ULP_MAX_INPUTS];    /* input bit patterns, in the inputs' storage formats */
+    uint64_t in[FL_MAX_INPUTS];    /* input bit patterns, in the inputs' storage formats */
     uint32_t out;                      /* output encoding */
     uint32_t ref;                      /* correctly rounded encoding */
     double ulp;                        /* reported error (see above); +Inf for a special mismatch */
@@ -78,7 +77,7 @@ void fl_ulp_report_init(fl_ulp_report *r);
 /* Adds one judged output. */
 void fl_ulp_report_add(fl_ulp_report *r, const fl_ulp_case *c);
 /* The worst-list part of fl_ulp_report_add alone (for a caller that keeps the counts of a batch
-   itself and offers only the cases that may enter the list; see cmd_ulp.c's sweep). */
+   itself and offers only the cases that may enter the list; see experiments/ulp/ulp_sweep.c). */
 void fl_ulp_report_offer_worst(fl_ulp_report *r, const fl_ulp_case *c);
 /* dst += src (exact, associative, commutative). */
 void fl_ulp_report_merge(fl_ulp_report *dst, const fl_ulp_report *src);
@@ -105,16 +104,5 @@ int fl_ulp_sum_from_string(uint64_t sum[FL_ULP_SUM_LIMBS], const char *s);
 
 /* Is case a ahead of case b in the worst list? (error desc, index asc) */
 int fl_ulp_case_before(const fl_ulp_case *a, const fl_ulp_case *b);
-
-/* A validation split across worker processes (experiments/ulp/ulp_mpi.c sets this before running the
-   ulp command).  Worker `rank` of `size` judges its contiguous share of the elements; reduce() then
-   merges every worker's report and its n_stats counters (summed) into rank 0's, which alone prints.
-   NULL (the default): one process. */
-typedef struct {
-    int rank, size;
-    void (*reduce)(fl_ulp_report *r, uint64_t *stats, int n_stats, void *ctx);
-    void *ctx;
-} fl_ulp_workers;
-extern const fl_ulp_workers *fl_ulp_workers_hook;
 
 #endif /* FL_ULP_REPORT_H */

@@ -27,7 +27,6 @@
 
 #define FL_REF_SURE (-1)
 #define FL_REF_MAX_PREC ((mpfr_prec_t)1 << 16) /* Ziv gives up (returns -1) beyond this */
-#define FL_REF_MAX_INPUTS FL_MAX_INPUTS /* numerics/fl_base.h */
 
 /* Parameters.  Doubles are taken as their exact binary64 values.  The polynomial coefficients a[i]
    are exact doubles when a_set bit i is set, else the default (a0 = 0, a_i = 1/order exactly, as a

@@ -1,6 +1,7 @@
 /* ffn_act.c — FFN activations forward/backward (see ffn_act.h): the kernels' CPU twins
  * (kernels/kernels.h) for SwiGLU, PolyReLU and PolyNorm; ReLU and GELU are plain loops here. */
 #include "ffn_act.h"
+#include "fl_libm.h"
 
 #include "kernels.h"
 
@@ -110,7 +111,6 @@ static fl_poly_coef poly_of(const float *coef, fl_act act)
 static fl_kin kin(const float *p) { return (fl_kin){ p, FL_FMT_FP32, NULL }; }
 static fl_kout kout(float *p) { return (fl_kout){ p, FL_FMT_FP32, NULL, NULL }; }
 
-static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 static float gelu_grad_f(float x)
 {
     return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * 0.39894228040143268f * expf(-0.5f * x * x);
@@ -147,7 +147,7 @@ void fl_act_forward(float *h, const float *pre, size_t N, size_t F, fl_act act, 
     case FL_ACT_GELU:
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
-            h[i] = gelu_f(pre[i]);
+            h[i] = fl_gelu_erff(pre[i]);
         break;
     case FL_ACT_POLYRELU:
         CHUNKS(n, fl_polyrelu_fwd(kout(h + i0), kin(pre + i0), i1 - i0, &pc));

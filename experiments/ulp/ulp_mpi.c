@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "ulp_report.h"
+#include "ulp_workers.h"
 
 /* Gather every rank's report and counters to rank 0 and merge them there. */
 static void mpi_reduce(fl_ulp_report *r, uint64_t *stats, int n_stats, void *ctx)

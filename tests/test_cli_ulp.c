@@ -1,4 +1,4 @@
-/* test_cmd_ulp.c — `fp8lab ulp` end to end, through the CLI binary ($FP8LAB, else build/fp8lab):
+/* test_cli_ulp.c — `fp8lab ulp` end to end, through the CLI binary ($FP8LAB, else build/fp8lab):
  *   planted faults: correctly rounded outputs (MPFR) with a few perturbed by known amounts (+-k ulps,
  *     NaN, Inf, a broken saturation) are found exactly: counts, the worst list's order and indices,
  *     and the errors, which must equal the exact ones (MPFR at 256 bits) to the 2^-20 grid;
@@ -9,9 +9,11 @@
  *   row-wise twins on seeded rows (--impl polynorm*, --sample ROWS, --row-len, --dist): reports identical
  *     under OMP_NUM_THREADS=1 and 2 and under mpirun -np 2, worst cases naming row and column, the
  *     printed re-check command reproducing the worst case, row shards merging to the whole, --save'd rows
- *     judged as arrays giving the same report, and the generator being the one ULP.md documents. */
+ *     judged as arrays giving the same report, and the generator being the one ULP.md documents;
+ *   the registry of --impl names (ulp_impls.h): kernel twins and examples, each found, names unique. */
 #include "check.h"
 #include "twins.h"
+#include "ulp/ulp_impls.h"
 #include "fl_round.h"
 #include "npy.h"
 #include "ref.h"
@@ -655,8 +657,35 @@ static void test_exit_codes(void)
           "text report gives the re-check command");
 }
 
+/* ---- the registry of implementations ------------------------------------------------------------ */
+
+static void test_registry(void)
+{
+    for (size_t i = 0; i < fl_twin_count; i++)
+        CHECK(fl_ulp_impl_find(fl_twins[i].name) == &fl_twins[i], "find twin %s", fl_twins[i].name);
+    CHECK(fl_ulp_example_count >= 12, "examples");
+    for (size_t i = 0; i < fl_ulp_example_count; i++) {
+        const fl_twin *e = &fl_ulp_examples[i];
+        CHECK(fl_ulp_impl_find(e->name) == e, "find example %s", e->name);
+        CHECK(fl_twin_find(e->name) == NULL, "example %s among the kernel twins", e->name);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(fl_ulp_examples[j].name, e->name) != 0, "duplicate %s", e->name);
+        CHECK(e->n_inputs == 1 && e->run && e->ref_fn && e->ref_params && e->summary && !e->derivative && !e->ref_wrt &&
+                  !e->rowwise, "example %s", e->name);
+        /* one input, run through the registry's signature: 1 -> the function near 1, finite */
+        const uint32_t one = fl_encode_f64(e->in_fmt[0], 1.0, FL_RND_NE, FL_OVF_SATURATE, 0);
+        const uint32_t *in[3] = { &one, NULL, NULL };
+        uint32_t y;
+        e->run(&y, in, 1, 0);
+        CHECK(!fl_is_nan(fl_format_get(e->out_fmt), y), "example %s: NaN at 1", e->name);
+    }
+    CHECK(fl_ulp_impl_find("no_such_impl") == NULL && fl_ulp_impl_find(NULL) == NULL, "find unknown");
+    printf("registry: %zu kernel twins and %zu examples, names unique\n", fl_twin_count, fl_ulp_example_count);
+}
+
 int main(void)
 {
+    test_registry();
     cli = getenv("FP8LAB") ? getenv("FP8LAB") : "build/fp8lab";
     if (access(cli, X_OK) != 0)
         SKIP("no CLI binary at %s", cli);
@@ -674,5 +703,5 @@ int main(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");
-    PASS("test_cmd_ulp");
+    PASS("test_cli_ulp");
 }
