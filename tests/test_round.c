@@ -76,13 +76,7 @@ static double mag_value(fl_format f, uint32_t c)
 
 /* splitmix64: the test's own PRNG, so that seeds reproduce everywhere. */
 static uint64_t sm_state;
-static uint64_t splitmix64(void)
-{
-    uint64_t z = (sm_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t splitmix64(void) { return fl_splitmix64(&sm_state); }
 
 /* ---- deterministic modes against MPFR ---------------------------------------------------------- */
 

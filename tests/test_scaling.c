@@ -42,13 +42,7 @@ static uint32_t U(float x) { return fl_f32_bits(x); }
 
 /* splitmix64 */
 static uint64_t rng_state;
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_next(void) { return fl_splitmix64(&rng_state); }
 /* uniform in [-1, 1) with 24 random bits */
 static float rng_unit(void) { return (float)((int32_t)(rng_next() >> 40) - (1 << 23)) * 0x1p-23f; }
 

@@ -20,11 +20,7 @@
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static uint32_t next32(void)
 {
-    rng += 0x9E3779B97F4A7C15ull;
-    uint64_t z = rng;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
+    return (uint32_t)(fl_splitmix64(&rng) >> 32);
 }
 
 static double worst_slack;

@@ -9,10 +9,7 @@
 static uint64_t rng = 42;
 static uint64_t next64(void)
 {
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return fl_splitmix64(&rng);
 }
 
 /* A random judged case: errors spread over every bucket, a few huge, infinite and tied ones. */

@@ -1189,8 +1189,7 @@ int fl_order_highest_safe_map(const fl_order_entry *entries, size_t n, double am
 {
     int best = 0;
     for (size_t i = 0; i < n; i++)
-        if (fl_order_entry_safe_at(&entries[i], amax) && entries[i].order > best)
-            best = entries[i].order;
+        best = fl_order_entry_safe_at(&entries[i], amax) && entries[i].order > best ? entries[i].order : best;
     return best;
 }
 
@@ -1198,7 +1197,6 @@ int fl_order_highest_safe_tensor(const fl_order_tensor_result *res, size_t n, do
 {
     int best = 0;
     for (size_t i = 0; i < n; i++)
-        if (fl_order_tensor_safe(&res[i], max_flush) && res[i].order > best)
-            best = res[i].order;
+        best = fl_order_tensor_safe(&res[i], max_flush) && res[i].order > best ? res[i].order : best;
     return best;
 }
