@@ -71,6 +71,21 @@ static int is_element_format(fl_format f)
 
 /* ---- amax and block grids ---------------------------------------------------------------------- */
 
+static const char *const scaling_names[] = { "none", "delayed", "tensor", "row", "1x128", "mx32" };
+_Static_assert(FL_ARRAY_LEN(scaling_names) == FL_SCALING_COUNT, "scaling names");
+
+const char *fl_scaling_name(fl_scaling s) { return (unsigned)s < FL_SCALING_COUNT ? scaling_names[s] : "?"; }
+
+fl_block fl_scaling_block(fl_scaling s)
+{
+    switch (s) {
+    case FL_SCALING_ROW: return FL_BLOCK_ROW;
+    case FL_SCALING_1X128: return FL_BLOCK_1X128;
+    case FL_SCALING_MX32: return FL_BLOCK_MX;
+    default: return FL_BLOCK_TENSOR;
+    }
+}
+
 void fl_block_grid(size_t *nr, size_t *nc, fl_block b, size_t R, size_t C)
 {
     *nr = b.rows ? (R + b.rows - 1) / b.rows : 1;

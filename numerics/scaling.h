@@ -331,6 +331,25 @@ typedef struct {
 
 size_t fl_delayed_size(uint32_t len);
 
+/* ---- the scaling schemes: one vocabulary ------------------------------------------------------------ *
+ * The same names in the training recipes (experiments/train/recipe.h), `fp8lab order` and `fp8lab quant`.
+ * Each scheme is a blocking (its scales' grid) and where the scale comes from. */
+typedef enum {
+    FL_SCALING_NONE,    /* no scale: the value itself is cast */
+    FL_SCALING_DELAYED, /* per tensor, from the amax history (TransformerEngine's DelayedScaling) */
+    FL_SCALING_TENSOR,  /* per tensor, from this tensor's own amax ("current" scaling) */
+    FL_SCALING_ROW,     /* per row (token), current */
+    FL_SCALING_1X128,   /* 1x128 tiles, current; the recipes scale weights in 128x128 blocks (DeepSeek-V3) */
+    FL_SCALING_MX32,    /* MX: blocks of 32 along a row, e8m0 scales (OCP Microscaling v1.0) */
+    FL_SCALING_COUNT
+} fl_scaling;
+
+/* "none", "delayed", "tensor", "row", "1x128", "mx32"; "?" outside the enum. */
+const char *fl_scaling_name(fl_scaling s);
+
+/* The blocking of a scheme for an activation-like tensor (weights of 1x128: FL_BLOCK_128X128). */
+fl_block fl_scaling_block(fl_scaling s);
+
 /* Initialise *s (fl_delayed_size(len) bytes).  Returns 0, or -1 for len 0, an unknown algo,
    a format that is not an 8-bit-or-narrower element format, or margin outside [-127, 127]. */
 int fl_delayed_init(fl_delayed *s, uint32_t len, fl_amax_algo algo, int margin, fl_format fmt, int pow2);

@@ -856,8 +856,22 @@ static void test_names(void)
     CHECK(strcmp(fl_amax_algo_name(FL_AMAX_MAX), "max") == 0, "amax algo name");
 }
 
+/* The one vocabulary of scaling schemes: names and blockings. */
+static void test_scaling_vocabulary(void)
+{
+    static const char *const want[FL_SCALING_COUNT] = { "none", "delayed", "tensor", "row", "1x128", "mx32" };
+    for (int s = 0; s < FL_SCALING_COUNT; s++)
+        CHECK(!strcmp(fl_scaling_name((fl_scaling)s), want[s]), "name of scaling %d: %s", s, fl_scaling_name((fl_scaling)s));
+    CHECK(!strcmp(fl_scaling_name(FL_SCALING_COUNT), "?"), "out of range");
+    const fl_block r = fl_scaling_block(FL_SCALING_ROW), t = fl_scaling_block(FL_SCALING_1X128), m = fl_scaling_block(FL_SCALING_MX32),
+                   n = fl_scaling_block(FL_SCALING_TENSOR);
+    CHECK(r.rows == FL_BLOCK_ROW.rows && r.cols == FL_BLOCK_ROW.cols && t.cols == 128 && m.cols == FL_MX_BLOCK && n.rows == 0 && n.cols == 0,
+          "blockings");
+}
+
 int main(void)
 {
+    test_scaling_vocabulary();
     printf("test_scaling: seed 0x%llx\n", (unsigned long long)SEED);
     test_bit_helpers();
     test_scale_from_amax();

@@ -56,17 +56,16 @@ static void synthesize(float *x, size_t R, size_t C, uint64_t seed)
 }
 
 typedef struct {
-    const char *name;
-    fl_block block;
-    int mx;
-    fl_mx_rule rule;
+    const char *name; /* the scheme's fl_scaling_name, with MX's scale rule */
+    fl_scaling scaling;
+    fl_mx_rule rule; /* FL_SCALING_MX32 only */
 } scheme;
 
-/* The schemes, in the table's order; 16-bit formats take the first two only (no scaling, per-tensor). */
+/* The schemes, in the table's order; 16-bit formats take none and tensor only. */
 static const scheme schemes[] = {
-    { "none", FL_BLOCK_TENSOR, 0, FL_MX_FLOOR },   { "tensor", FL_BLOCK_TENSOR, 0, FL_MX_FLOOR },
-    { "row", FL_BLOCK_ROW, 0, FL_MX_FLOOR },       { "1x128", FL_BLOCK_1X128, 0, FL_MX_FLOOR },
-    { "mx32-floor", FL_BLOCK_MX, 1, FL_MX_FLOOR }, { "mx32-ceil", FL_BLOCK_MX, 1, FL_MX_CEIL },
+    { "none", FL_SCALING_NONE, FL_MX_FLOOR },        { "tensor", FL_SCALING_TENSOR, FL_MX_FLOOR },
+    { "row", FL_SCALING_ROW, FL_MX_FLOOR },          { "1x128", FL_SCALING_1X128, FL_MX_FLOOR },
+    { "mx32-floor", FL_SCALING_MX32, FL_MX_FLOOR }, { "mx32-ceil", FL_SCALING_MX32, FL_MX_CEIL },
 };
 static const fl_format quant_formats[] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E2M1, FL_FMT_E3M2 };
 
@@ -130,18 +129,17 @@ static int quant_bufs_alloc(quant_bufs *b, size_t R, size_t C)
     return -1;
 }
 
-/* Quantize x to f under scheme si and back into b->back; the counts in *st. */
-static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t R, size_t C, fl_format f, size_t si,
-                      float amax)
+/* Quantize x to f under scheme sc and back into b->back; the counts in *st. */
+static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t R, size_t C, fl_format f,
+                      const scheme *sc, float amax)
 {
-    const scheme *sc = &schemes[si];
     memset(st, 0, sizeof *st);
-    if (sc->mx) {
+    if (sc->scaling == FL_SCALING_MX32) {
         fl_mx_quantize(b->mxs, b->q, st, x, R, C, f, sc->rule);
         fl_mx_dequantize(b->back, b->mxs, b->q, R, C, f);
     } else if (fl_format_get(f)->bits > 8) {
         /* 16-bit: plain (optionally scaled) conversion; scaling = tensor-wise multiply. */
-        const float s = si == 0 ? 1.0f : fl_scale_from_amax(f, amax, 1.0f, 0, 0);
+        const float s = sc->scaling == FL_SCALING_NONE ? 1.0f : fl_scale_from_amax(f, amax, 1.0f, 0, 0);
         const fl_format_desc *d = fl_format_get(f);
         const double max = fl_format_max(f);
         for (size_t i = 0; i < R * C; i++) {
@@ -156,18 +154,19 @@ static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t 
         }
     } else {
         size_t nr, nc;
-        fl_block_grid(&nr, &nc, sc->block, R, C);
-        if (si == 0) {
+        const fl_block blk = fl_scaling_block(sc->scaling);
+        fl_block_grid(&nr, &nc, blk, R, C);
+        if (sc->scaling == FL_SCALING_NONE) {
             for (size_t i = 0; i < nr * nc; i++)
                 b->scale[i] = 1.0f;
         } else {
             size_t nn;
-            fl_amax_blocks(b->amaxb, &nn, x, R, C, sc->block);
+            fl_amax_blocks(b->amaxb, &nn, x, R, C, blk);
             fl_scale_blocks(b->scale, b->amaxb, nr * nc, f, 0, 0.0f);
         }
         fl_scale_invert(b->sinv, b->scale, nr * nc);
-        fl_quantize(b->q, st, x, R, C, b->scale, sc->block, f);
-        fl_dequantize(b->back, b->q, R, C, b->sinv, sc->block, f);
+        fl_quantize(b->q, st, x, R, C, b->scale, blk, f);
+        fl_dequantize(b->back, b->q, R, C, b->sinv, blk, f);
     }
 }
 
@@ -261,10 +260,10 @@ int fl_cmd_quant(int argc, char **argv)
     for (size_t fi = 0; fi < FL_ARRAY_LEN(quant_formats); fi++)
         for (size_t si = 0; si < FL_ARRAY_LEN(schemes); si++) {
             const fl_format f = quant_formats[fi];
-            if (fl_format_get(f)->bits > 8 && si > 1)
+            if (fl_format_get(f)->bits > 8 && schemes[si].scaling > FL_SCALING_TENSOR)
                 continue; /* 16-bit formats: no scaling and per-tensor only */
             fl_quant_stats st;
-            quant_run(&st, &b, x, R, C, f, si, amax);
+            quant_run(&st, &b, x, R, C, f, &schemes[si], amax);
             double num = 0;
             for (size_t i = 0; i < R * C; i++) {
                 const double e = (double)b.back[i] - x[i];

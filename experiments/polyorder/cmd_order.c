@@ -558,8 +558,8 @@ static fl_order_tensor_result *compute_tensor(const order_opts *o, const float *
     const size_t no = (size_t)o->orders.n;
     size_t n = 0;
     for (int fi = 0; fi < o->fmts.n; fi++)
-        for (int sc = 0; sc < FL_ORDER_SCALE_COUNT; sc++)
-            n += fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_order_scale)sc) ? (size_t)o->acts.n * o->strats.n * no : 0;
+        for (int sc = 0; sc < FL_SCALING_COUNT; sc++)
+            n += fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_scaling)sc) ? (size_t)o->acts.n * o->strats.n * no : 0;
     fl_order_tensor_result *out = calloc(n ? n : 1, sizeof *out);
     int (*job)[5] = malloc((n ? n : 1) * sizeof *job); /* act, order, format, strategy, scaling */
     if (!out || !job) {
@@ -569,10 +569,10 @@ static fl_order_tensor_result *compute_tensor(const order_opts *o, const float *
     size_t nj = 0;
     for (int ai = 0; ai < o->acts.n; ai++)
         for (int fi = 0; fi < o->fmts.n; fi++)
-            for (int sc = 0; sc < FL_ORDER_SCALE_COUNT; sc++)
+            for (int sc = 0; sc < FL_SCALING_COUNT; sc++)
                 for (int si = 0; si < o->strats.n; si++)
                     for (int oi = 0; oi < o->orders.n; oi++)
-                        if (fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_order_scale)sc)) {
+                        if (fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_scaling)sc)) {
                             const int jb[5] = { o->acts.v[ai], o->orders.v[oi], o->fmts.v[fi], o->strats.v[si], sc };
                             memcpy(job[nj++], jb, sizeof jb);
                         }
@@ -583,7 +583,7 @@ static fl_order_tensor_result *compute_tensor(const order_opts *o, const float *
         c.act = (fl_order_act)job[j][0];
         c.order = job[j][1];
         failed |= fl_order_tensor_study(&out[j], &c, (fl_format)job[j][2], (fl_order_strategy)job[j][3],
-                                        (fl_order_scale)job[j][4], x, R, C, (size_t)o->sample_rows, o->seed) != 0;
+                                        (fl_scaling)job[j][4], x, R, C, (size_t)o->sample_rows, o->seed) != 0;
     }
     free(job);
     if (failed) {
@@ -599,7 +599,7 @@ static void emit_tensor_result(const order_opts *o, const fl_order_tensor_result
     const int safe = fl_order_tensor_safe(t, o->max_flush);
     if (!o->json) {
         printf("%-8s %-5s %-6s %-5s %d %9.4f%% %9.4f%% %9.4f%% %7zu %9.3g %9.3g %9.3g%s\n", fl_order_act_name(t->act),
-               fl_format_name(t->fmt), fl_order_scale_name(t->scale), fl_order_strategy_name(t->strategy), t->order,
+               fl_format_name(t->fmt), fl_scaling_name(t->scale), fl_order_strategy_name(t->strategy), t->order,
                100 * t->frac_overflow, 100 * t->frac_clipped, 100 * t->frac_flushed, t->ulp_n, t->ulp_p50, t->ulp_p99,
                t->ulp_max, safe ? "" : "  unsafe");
         return;
@@ -609,7 +609,7 @@ static void emit_tensor_result(const order_opts *o, const fl_order_tensor_result
     json_object_set_new(j, "order", json_integer(t->order));
     json_object_set_new(j, "format", json_string(fl_format_name(t->fmt)));
     json_object_set_new(j, "strategy", json_string(fl_order_strategy_name(t->strategy)));
-    json_object_set_new(j, "scaling", json_string(fl_order_scale_name(t->scale)));
+    json_object_set_new(j, "scaling", json_string(fl_scaling_name(t->scale)));
     json_object_set_new(j, "elements", json_integer((json_int_t)t->n));
     json_object_set_new(j, "frac_overflow", json_real(t->frac_overflow));
     json_object_set_new(j, "frac_clipped", json_real(t->frac_clipped));
@@ -629,13 +629,13 @@ static void emit_tensor_group(const order_opts *o, const fl_order_tensor_result 
         char b[16];
         snprintf(b, sizeof b, "%d", best);
         printf("  %-8s %-5s %-6s %-5s  %s\n", fl_order_act_name(grp->act), fl_format_name(grp->fmt),
-               fl_order_scale_name(grp->scale), fl_order_strategy_name(grp->strategy), best ? b : "none");
+               fl_scaling_name(grp->scale), fl_order_strategy_name(grp->strategy), best ? b : "none");
         return;
     }
     json_t *j = json_object();
     json_object_set_new(j, "act", json_string(fl_order_act_name(grp->act)));
     json_object_set_new(j, "format", json_string(fl_format_name(grp->fmt)));
-    json_object_set_new(j, "scaling", json_string(fl_order_scale_name(grp->scale)));
+    json_object_set_new(j, "scaling", json_string(fl_scaling_name(grp->scale)));
     json_object_set_new(j, "strategy", json_string(fl_order_strategy_name(grp->strategy)));
     json_object_set_new(j, "highest_safe_order", best ? json_integer(best) : json_null());
     json_array_append_new(rec, j);

@@ -19,11 +19,9 @@
 static const char *const act_names[FL_ORDER_ACT_COUNT] = { "polyrelu", "polynorm" };
 static const char *const strategy_names[FL_ORDER_STRATEGY_COUNT] = { "fused", "naive" };
 static const char *const pow_names[FL_ORDER_POW_COUNT] = { "pow", "mul" };
-static const char *const scale_names[FL_ORDER_SCALE_COUNT] = { "none", "tensor", "row", "1x128", "mx32" };
 _Static_assert(sizeof act_names / sizeof *act_names == FL_ORDER_ACT_COUNT, "act names");
 _Static_assert(sizeof strategy_names / sizeof *strategy_names == FL_ORDER_STRATEGY_COUNT, "strategy names");
 _Static_assert(sizeof pow_names / sizeof *pow_names == FL_ORDER_POW_COUNT, "pow names");
-_Static_assert(sizeof scale_names / sizeof *scale_names == FL_ORDER_SCALE_COUNT, "scale names");
 
 const char *fl_order_act_name(fl_order_act a) { return (unsigned)a < FL_ORDER_ACT_COUNT ? act_names[a] : "?"; }
 const char *fl_order_strategy_name(fl_order_strategy s)
@@ -31,7 +29,6 @@ const char *fl_order_strategy_name(fl_order_strategy s)
     return (unsigned)s < FL_ORDER_STRATEGY_COUNT ? strategy_names[s] : "?";
 }
 const char *fl_order_pow_name(fl_order_pow p) { return (unsigned)p < FL_ORDER_POW_COUNT ? pow_names[p] : "?"; }
-const char *fl_order_scale_name(fl_order_scale s) { return (unsigned)s < FL_ORDER_SCALE_COUNT ? scale_names[s] : "?"; }
 
 static int parse_name(int *out, const char *s, const char *const *names, int n)
 {
@@ -841,13 +838,15 @@ void fl_order_entry_compute(fl_order_entry *e, const fl_order_cfg *c, fl_format 
 
 /* ---- real tensors ------------------------------------------------------------------------------------ */
 
-int fl_order_scale_applies(fl_format f, fl_order_scale s)
+int fl_order_scale_applies(fl_format f, fl_scaling s)
 {
     const int mx_elem = f == FL_FMT_E3M2 || f == FL_FMT_E2M3 || f == FL_FMT_E2M1;
+    if (s == FL_SCALING_DELAYED || (unsigned)s >= FL_SCALING_COUNT)
+        return 0; /* a history of amaxes: a training run's, not a tensor's */
     if (mx_elem)
-        return s == FL_ORDER_SCALE_NONE || s == FL_ORDER_SCALE_MX32;
+        return s == FL_SCALING_NONE || s == FL_SCALING_MX32;
     if (fl_format_get(f)->bits > 8)
-        return s == FL_ORDER_SCALE_NONE;
+        return s == FL_SCALING_NONE;
     return 1;
 }
 
@@ -856,7 +855,7 @@ enum { FLAG_OVF = 1, FLAG_CLIP = 2 };
 
 typedef struct {
     fl_format f;
-    fl_order_scale sc;
+    fl_scaling sc;
     uint8_t *flags; /* (R, C) */
     float *scale_out; /* (R, C) scale of each element's last store (for the ulp judgement), or NULL */
     uint32_t *code_out; /* (R, C) codes of the last store, or NULL */
@@ -871,7 +870,7 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
     const fl_format f = q->f;
     int ties;
     const double B = fl_format_rne_boundary(f, &ties);
-    if (q->sc == FL_ORDER_SCALE_NONE) {
+    if (q->sc == FL_SCALING_NONE) {
         for (size_t i = 0; i < R * C; i++) {
             if (isnan(v[i]) || isinf(v[i])) {
                 q->flags[i] |= FLAG_OVF;
@@ -893,9 +892,9 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
     size_t bc = C; /* block width along the row */
     int per_row = 1;
     switch (q->sc) {
-    case FL_ORDER_SCALE_TENSOR: per_row = 0; break;
-    case FL_ORDER_SCALE_ROW: bc = C; break;
-    case FL_ORDER_SCALE_1X128: bc = 128; break;
+    case FL_SCALING_TENSOR: per_row = 0; break;
+    case FL_SCALING_ROW: bc = C; break;
+    case FL_SCALING_1X128: bc = 128; break;
     default: bc = FL_MX_BLOCK; break;
     }
     double tamax = 0;
@@ -915,7 +914,7 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
             }
             const float af = (float)amax;
             double s, sinv;
-            if (q->sc == FL_ORDER_SCALE_MX32) {
+            if (q->sc == FL_SCALING_MX32) {
                 const uint8_t code = fl_mx_scale_code(f, isinf(amax) ? INFINITY : af, FL_MX_CEIL);
                 s = fl_mx_mul_from_code(code);
                 sinv = fl_mx_scale_from_code(code);
@@ -1043,7 +1042,7 @@ static int cmp_double(const void *a, const void *b)
 
 
 int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl_format f,
-                          fl_order_strategy s, fl_order_scale sc, const float *x, size_t R, size_t C,
+                          fl_order_strategy s, fl_scaling sc, const float *x, size_t R, size_t C,
                           size_t sample_rows, uint64_t seed)
 {
     memset(res, 0, sizeof *res);

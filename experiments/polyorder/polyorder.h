@@ -161,27 +161,20 @@ void fl_order_entry_compute(fl_order_entry *e, const fl_order_cfg *c, fl_format 
 
 /* ---- real tensors ---------------------------------------------------------------------------------- */
 
-typedef enum {
-    FL_ORDER_SCALE_NONE,   /* every cast unscaled: IEEE overflow (Inf / NaN) */
-    FL_ORDER_SCALE_TENSOR, /* per-tensor current scaling (TE), saturating */
-    FL_ORDER_SCALE_ROW,    /* per-row */
-    FL_ORDER_SCALE_1X128,  /* 1x128 tiles */
-    FL_ORDER_SCALE_MX32,   /* MX 1x32, e8m0, TE's round-up rule (FL_MX_CEIL, never clips; the OCP
-                              floor rule clips ~0.5% of e4m3 elements whatever the order) */
-    FL_ORDER_SCALE_COUNT
-} fl_order_scale;
+/* The study's scalings are fl_scaling (numerics/scaling.h): none (every cast unscaled: IEEE overflow,
+   Inf / NaN), tensor (per-tensor current scaling, TE, saturating), row, 1x128 tiles, and mx32 (MX 1x32,
+   e8m0, TE's round-up rule FL_MX_CEIL, which never clips).  Delayed scaling needs a history: not here. */
 
-const char *fl_order_scale_name(fl_order_scale s); /* "none", "tensor", "row", "1x128", "mx32" */
 /* Whether (f, s) is a combination the study runs: scaling for formats of <= 8 bits; the MX element
    formats (e3m2, e2m3, e2m1) with mx32 only. */
-int fl_order_scale_applies(fl_format f, fl_order_scale s);
+int fl_order_scale_applies(fl_format f, fl_scaling s);
 
 typedef struct {
     fl_order_act act;
     int order;
     fl_format fmt;
     fl_order_strategy strategy;
-    fl_order_scale scale;
+    fl_scaling scale;
     size_t n;            /* elements */
     double frac_overflow; /* an intermediate or the output beyond B_F (unscaled casts: Inf / NaN) */
     double frac_clipped;   /* scaled casts: an intermediate or the output clipped, i.e. |v s| beyond the
@@ -197,7 +190,7 @@ typedef struct {
    elements; ulp statistics over `sample_rows` rows drawn with `seed` (all rows when R <= sample_rows).
    Returns 0, or -1 out of memory. */
 int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl_format f,
-                          fl_order_strategy s, fl_order_scale sc, const float *x, size_t R, size_t C,
+                          fl_order_strategy s, fl_scaling sc, const float *x, size_t R, size_t C,
                           size_t sample_rows, uint64_t seed);
 
 /* ---- the verdicts ---------------------------------------------------------------------------------- */

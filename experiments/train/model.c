@@ -243,7 +243,8 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
         q->ws = q->wq;
     }
     const fl_site *sx = &r->sites[si], *sw_ = &r->sites[sw];
-    if (r->cfg.fast_accum && !r->hp_phase && !sm && (sx->scaling == 1 || sx->scaling == 2) && (sw_->scaling == 1 || sw_->scaling == 2)) {
+    if (r->cfg.fast_accum && !r->hp_phase && !sm && (sx->scaling == FL_SCALING_DELAYED || sx->scaling == FL_SCALING_TENSOR) &&
+        (sw_->scaling == FL_SCALING_DELAYED || sw_->scaling == FL_SCALING_TENSOR)) {
         /* Hopper fast accumulation: the FP8 GEMM twin on the codes the casts produced (re-encoded
            from x * scale, the same operation the cast did), per-tensor scales as dequant factors. */
         uint8_t *qx = malloc(N * K), *qw = malloc(M * K);

@@ -21,8 +21,6 @@ static const char *const recipe_names[] = {
 };
 _Static_assert(FL_ARRAY_LEN(recipe_names) == FL_RECIPE_COUNT, "recipe name table");
 
-enum { SC_NONE, SC_DELAYED, SC_CURRENT, SC_BLOCK, SC_MX };
-
 const char *fl_recipe_name(fl_recipe_kind r)
 {
     return (unsigned)r < FL_RECIPE_COUNT ? recipe_names[r] : "?";
@@ -95,20 +93,20 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
         s->scale = 1.0f;
         if (cfg->kind == FL_RECIPE_FP32) {
             s->fmt = FL_FMT_FP32;
-            s->scaling = SC_NONE;
+            s->scaling = FL_SCALING_NONE;
         } else if (cfg->kind == FL_RECIPE_BF16 || (fp8 && hp_mask && hp_mask[i])) {
             s->fmt = FL_FMT_BF16;
-            s->scaling = SC_NONE;
+            s->scaling = FL_SCALING_NONE;
         } else if (cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_FP8_CURRENT) {
             s->fmt = roles[i] == FL_ROLE_GOUT ? FL_FMT_E5M2 : FL_FMT_E4M3;
             s->scaling = cfg->kind == FL_RECIPE_FP8_DELAYED && !(roles[i] == FL_ROLE_GOUT && cfg->grad_current)
-                             ? SC_DELAYED
-                             : SC_CURRENT;
+                             ? FL_SCALING_DELAYED
+                             : FL_SCALING_TENSOR;
         } else {
             s->fmt = FL_FMT_E4M3;
-            s->scaling = cfg->kind == FL_RECIPE_FP8_BLOCK ? SC_BLOCK : SC_MX;
+            s->scaling = cfg->kind == FL_RECIPE_FP8_BLOCK ? FL_SCALING_1X128 : FL_SCALING_MX32;
         }
-        if (s->scaling == SC_DELAYED) {
+        if (s->scaling == FL_SCALING_DELAYED) {
             s->dl = malloc(fl_delayed_size(cfg->history));
             if (!s->dl || fl_delayed_init(s->dl, cfg->history, (fl_amax_algo)cfg->algo, cfg->margin,
                                           (fl_format)s->fmt, (int)cfg->pow2)) {
@@ -153,8 +151,8 @@ void fl_recipe_step_end(fl_recipe *r)
 
 int fl_recipe_needs_colwise(const fl_recipe *r, int site)
 {
-    const uint32_t sc = r->sites[site].scaling;
-    return sc == SC_BLOCK || sc == SC_MX;
+    const fl_scaling sc = r->sites[site].scaling;
+    return sc == FL_SCALING_1X128 || sc == FL_SCALING_MX32;
 }
 
 float fl_recipe_delayed_amax_from(const fl_delayed *d)
@@ -673,14 +671,14 @@ typedef struct {
 
 /* Blocking of the scheme: block (TE Float8BlockScaling: 128x128 weights, 1x128 activations along
    the GEMM's reduction axis), mx (1x32 along it), else one scale for the tensor. */
-static void cast_grid_init(cast_grid *g, uint32_t scaling, int weight, int transposed, size_t R, size_t C)
+static void cast_grid_init(cast_grid *g, fl_scaling scaling, int weight, int transposed, size_t R, size_t C)
 {
     g->br = R ? R : 1;
     g->bc = C ? C : 1;
-    if (scaling == SC_BLOCK) {
+    if (scaling == FL_SCALING_1X128) {
         g->br = weight ? 128 : transposed ? 128 : 1;
         g->bc = weight ? 128 : transposed ? 1 : 128;
-    } else if (scaling == SC_MX) {
+    } else if (scaling == FL_SCALING_MX32) {
         g->br = transposed ? FL_MX_BLOCK : 1;
         g->bc = transposed ? 1 : FL_MX_BLOCK;
     }
@@ -701,7 +699,7 @@ static void cast_grid_free(cast_grid *g)
 }
 
 /* Scales from the current amax of each block (schemes current, block, mx) of x as smoothed. */
-static void current_scales(const fl_recipe *r, fl_site *site, uint32_t scaling, cast_grid *g, const float *x,
+static void current_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, cast_grid *g, const float *x,
                            size_t R, size_t C, const cast_smoothing *sm)
 {
     const float *col_s = sm->col_s, *row_s = sm->row_s;
@@ -725,11 +723,11 @@ static void current_scales(const fl_recipe *r, fl_site *site, uint32_t scaling, 
 #undef XS
     for (size_t b = 0; b < nb; b++) {
         float s;
-        if (scaling == SC_MX) {
+        if (scaling == FL_SCALING_MX32) {
             const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], FL_MX_CEIL);
             s = fl_mx_mul_from_code(code);
             g->bsi[b] = fl_mx_scale_from_code(code);
-        } else if (scaling == SC_BLOCK) {
+        } else if (scaling == FL_SCALING_1X128) {
             /* TE Float8BlockScaling: power-of-two scales, amax floored at epsilon 0 */
             s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, 0, 1);
             g->bsi[b] = 1.0f / s;
@@ -740,18 +738,18 @@ static void current_scales(const fl_recipe *r, fl_site *site, uint32_t scaling, 
         }
         g->bs[b] = s;
     }
-    if (scaling == SC_CURRENT)
+    if (scaling == FL_SCALING_TENSOR)
         site->scale = g->bs[0];
     free(bam);
 }
 
 /* The scales of the site's scheme into g (none: 1). */
-static void cast_scales(const fl_recipe *r, fl_site *site, uint32_t scaling, cast_grid *g, const float *x,
+static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, cast_grid *g, const float *x,
                         size_t R, size_t C, const cast_smoothing *sm)
 {
-    if (scaling == SC_BLOCK || scaling == SC_MX || scaling == SC_CURRENT) {
+    if (scaling == FL_SCALING_1X128 || scaling == FL_SCALING_MX32 || scaling == FL_SCALING_TENSOR) {
         current_scales(r, site, scaling, g, x, R, C, sm);
-    } else if (scaling == SC_DELAYED) {
+    } else if (scaling == FL_SCALING_DELAYED) {
         g->one = fl_delayed_scale(site->dl);
         g->one_inv = fl_delayed_scale_inv(site->dl);
         site->scale = g->one;
@@ -876,7 +874,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     }
     /* the BF16 start (cfg.fp8_start): an FP8 site casts to bf16, unscaled, and still records its amax */
     const int hp = r->hp_phase && site->fmt != FL_FMT_BF16;
-    const uint32_t scaling = hp ? SC_NONE : site->scaling;
+    const fl_scaling scaling = hp ? FL_SCALING_NONE : site->scaling;
     if (hp) {
         site->scale = 1.0f;
         site->amax_from = 0.0f; /* no staleness: nothing was scaled */
@@ -897,7 +895,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cast_grid_free(&g);
     cast_record_stats(site, &k, R, C, transposed, rm);
     free(rm);
-    if (site->scaling == SC_DELAYED && record)
+    if (site->scaling == FL_SCALING_DELAYED && record)
         fl_delayed_record(site->dl, k.amax);
 }
 

@@ -101,8 +101,8 @@ typedef struct {
     char name[40];       /* "L0.down.in" */
     uint32_t role;       /* fl_site_role */
     uint32_t fmt;        /* fl_format of the cast (FL_FMT_FP32: no cast) */
-    uint32_t scaling;    /* 0 none, 1 delayed, 2 current per-tensor, 3 block, 4 mx */
-    fl_delayed *dl;      /* delayed-scaling state (scaling == 1), else NULL */
+    fl_scaling scaling;  /* none, delayed, tensor (current), 1x128 (weights 128x128), mx32 */
+    fl_delayed *dl;      /* delayed-scaling state (scaling == FL_SCALING_DELAYED), else NULL */
     fl_cast_stats st;    /* this step */
     float scale;         /* the per-tensor scale used this step (block/mx: 1) */
     float amax_from;     /* the amax that scale was computed from (staleness denominator) */
