@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,50 +26,103 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-int fl_write_atomic(const char *path, fl_fill_fn fill, void *ctx, char *err, size_t errlen)
+/* A new file gets the mode of the file it replaces, else what open(2) would give (0666 & ~umask):
+   mkstemp's 0600 would make every result private. */
+static mode_t new_file_mode(const char *path)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    if (!tmp) {
-        snprintf(err, errlen, "%s: out of memory", path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        return st.st_mode & 0777;
+    const mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+int fl_atomic_open(const char *path, char **tmp)
+{
+    const size_t len = strlen(path);
+    *tmp = malloc(len + sizeof ".tmp.XXXXXX");
+    if (!*tmp) {
+        errno = ENOMEM;
         return -1;
     }
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
+    memcpy(*tmp, path, len);
+    memcpy(*tmp + len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+    const mode_t mode = new_file_mode(path);
+    const int fd = mkstemp(*tmp);
+    if (fd >= 0 && fchmod(fd, mode) == 0)
+        return fd;
+    const int saved = errno;
+    if (fd >= 0)
+        fl_atomic_abort(fd, *tmp);
+    free(*tmp);
+    *tmp = NULL;
+    errno = saved;
+    return -1;
+}
+
+int fl_atomic_commit(int fd, const char *tmp, const char *path, const char **what)
+{
+    *what = fsync(fd) != 0 ? "fsync" : NULL;
+    if (close(fd) != 0 && !*what)
+        *what = "close";
+    if (!*what && rename(tmp, path) != 0)
+        *what = "rename";
+    if (*what) {
+        const int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    fsync_dir_of(path); /* best effort: the rename is durable once the directory is */
+    return 0;
+}
+
+void fl_atomic_abort(int fd, const char *tmp)
+{
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+}
+
+int fl_write_atomic(const char *path, fl_fill_fn fill, void *ctx, char *err, size_t errlen)
+{
+    char *tmp;
+    const int fd = fl_atomic_open(path, &tmp);
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
         return -1;
     }
     FILE *f = fdopen(fd, "w");
-    const char *why = NULL;
-    int saved = 0;
     if (!f) {
-        saved = errno, why = "cannot open the temporary file";
-        close(fd);
-    } else {
-        if (fill(f, ctx) != 0)
-            why = "writing its contents failed";
-        else if (fflush(f) != 0 || ferror(f))
-            saved = errno, why = "write failed";
-        else if (fsync(fileno(f)) != 0)
-            saved = errno, why = "fsync failed";
-        if (fclose(f) != 0 && !why)
-            saved = errno, why = "close failed";
-    }
-    if (!why && rename(tmp, path) != 0)
-        saved = errno, why = "cannot rename the temporary file onto it";
-    if (why) {
-        unlink(tmp);
-        if (saved)
-            snprintf(err, errlen, "%s: %s: %s (nothing written)", path, why, strerror(saved));
-        else
-            snprintf(err, errlen, "%s: %s (nothing written)", path, why);
+        snprintf(err, errlen, "%s: cannot open the temporary file: %s (nothing written)", path, strerror(errno));
+        fl_atomic_abort(fd, tmp);
         free(tmp);
         return -1;
     }
+    const char *why = NULL;
+    int saved = 0;
+    if (fill(f, ctx) != 0)
+        why = "writing its contents failed";
+    else if (fflush(f) != 0 || ferror(f))
+        saved = errno, why = "write";
+    if (why) {
+        fclose(f);
+        unlink(tmp);
+    } else {
+        /* the descriptor stays open for fl_atomic_commit; the FILE's buffer is flushed */
+        const char *step;
+        if (fl_atomic_commit(dup(fd), tmp, path, &step) != 0)
+            saved = errno, why = step;
+        fclose(f);
+    }
     free(tmp);
-    fsync_dir_of(path); /* best effort: the rename is durable once the directory is */
+    if (why) {
+        if (saved)
+            snprintf(err, errlen, "%s: %s of the temporary file failed: %s (nothing written)", path, why, strerror(saved));
+        else
+            snprintf(err, errlen, "%s: %s (nothing written)", path, why);
+        return -1;
+    }
     return 0;
 }

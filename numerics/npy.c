@@ -5,6 +5,7 @@
  * the streaming writer, on which fl_npy_write is built.
  */
 #include "npy.h"
+#include "fl_io.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -949,16 +950,6 @@ static int check_header(const fl_array *a, size_t *count, uint64_t *nbytes, cons
 }
 
 /* The mode for the new file: that of the file it replaces, else 0666 & ~umask. */
-static mode_t new_file_mode(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-        return st.st_mode & 0777;
-    mode_t mask = umask(0);
-    umask(mask);
-    return 0666 & ~mask;
-}
-
 fl_npy_writer *fl_npy_writer_open(const char *path, const fl_array *hdr, char *err, size_t errlen)
 {
     if (!path) {
@@ -972,19 +963,15 @@ fl_npy_writer *fl_npy_writer_open(const char *path, const fl_array *hdr, char *e
     const size_t esize = fl_dtype_size(hdr->dtype);
 
     fl_npy_writer *w = calloc(1, sizeof *w);
-    const size_t plen = strlen(path);
     if (w) {
         w->fd = -1;
         w->path = strdup(path);
-        w->tmp = malloc(plen + sizeof ".tmp.XXXXXX");
         w->buf = malloc(IO_BUF);
     }
-    if (!w || !w->path || !w->tmp || !w->buf) {
+    if (!w || !w->path || !w->buf) {
         fail(err, errlen, path, "out of memory");
         goto fail;
     }
-    memcpy(w->tmp, path, plen);
-    memcpy(w->tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
     w->esize = esize;
     w->swap = !host_is_little_endian();
     w->count = count;
@@ -1005,17 +992,12 @@ fl_npy_writer *fl_npy_writer_open(const char *path, const fl_array *hdr, char *e
         w->buf[8 + k] = (unsigned char)((uint64_t)hlen >> (8 * k));
     w->buf_len = prefix + hlen;
 
-    const mode_t mode = new_file_mode(path);
-    w->fd = mkstemp(w->tmp);
+    w->fd = fl_atomic_open(path, &w->tmp);
     if (w->fd < 0) {
-        fail(err, errlen, path, "cannot create temporary file %s: %s", w->tmp, strerror(errno));
+        fail(err, errlen, path, "cannot create a temporary file beside it: %s", strerror(errno));
         goto fail;
     }
     w->tmp_made = 1;
-    if (fchmod(w->fd, mode) != 0) {
-        fail(err, errlen, path, "cannot set the mode of %s: %s", w->tmp, strerror(errno));
-        goto fail;
-    }
     return w;
 
 fail:
@@ -1082,18 +1064,16 @@ int fl_npy_writer_commit(fl_npy_writer *w, char *err, size_t errlen)
         fail(err, errlen, w->path, "element count mismatch: wrote %zu of the %zu elements the shape "
              "holds", w->written, w->count);
     } else if (writer_flush(w, err, errlen) == 0) {
-        int fd = w->fd;
+        const int fd = w->fd;
+        const char *what;
         w->fd = -1;
-        if (close(fd) != 0)
-            fail(err, errlen, w->path, "closing temporary file %s failed: %s", w->tmp,
-                 strerror(errno));
-        else if (rename(w->tmp, w->path) != 0)
-            fail(err, errlen, w->path, "cannot rename temporary file %s onto it: %s", w->tmp,
-                 strerror(errno));
-        else {
-            w->tmp_made = 0; /* renamed: nothing to remove */
+        w->tmp_made = 0; /* committed or removed by fl_atomic_commit */
+        if (fl_atomic_commit(fd, w->tmp, w->path, &what) != 0 && !strcmp(what, "rename"))
+            fail(err, errlen, w->path, "cannot rename temporary file %s onto it: %s", w->tmp, strerror(errno));
+        else if (what)
+            fail(err, errlen, w->path, "%s of temporary file %s failed: %s", what, w->tmp, strerror(errno));
+        else
             rc = 0;
-        }
     }
     fl_npy_writer_abort(w);
     return rc;
