@@ -26,13 +26,49 @@ size_t fl_format_storage_bytes(fl_format f)
     }
 
 FL_RNE_LOOP(rne_e4m3_sat, FL_DESC_E4M3, FL_OVF_SATURATE, uint8_t)
-FL_RNE_LOOP(rne_e4m3_nosat, FL_DESC_E4M3, FL_OVF_NOSATURATE, uint8_t)
 FL_RNE_LOOP(rne_e5m2_sat, FL_DESC_E5M2, FL_OVF_SATURATE, uint8_t)
 FL_RNE_LOOP(rne_e5m2_nosat, FL_DESC_E5M2, FL_OVF_NOSATURATE, uint8_t)
 FL_RNE_LOOP(rne_bf16_sat, FL_DESC_BF16, FL_OVF_SATURATE, uint16_t)
 FL_RNE_LOOP(rne_bf16_nosat, FL_DESC_BF16, FL_OVF_NOSATURATE, uint16_t)
 FL_RNE_LOOP(rne_fp16_sat, FL_DESC_FP16, FL_OVF_SATURATE, uint16_t)
 FL_RNE_LOOP(rne_fp16_nosat, FL_DESC_FP16, FL_OVF_NOSATURATE, uint16_t)
+
+/* e4m3 without saturation.  The encoder's early return to the signed NaN on overflow keeps the
+   compiler from vectorising the loop (0.7 GB/s against 7.6 for the saturating one), so this runs the
+   saturating encoder and sets the lanes that overflow to the signed NaN (0x7F | sign): exactly the
+   magnitudes from the smallest float32 whose RNE rounding exceeds e4m3's max, up to and including Inf.
+   That threshold is found by bisection on fl_encode_f32_bits itself, so the two cannot disagree; NaN
+   inputs keep the saturating encoder's canonical NaN, as the plain encoder gives them. */
+static uint32_t e4m3_nosat_overflow_from(void)
+{
+    static uint32_t cached; /* 0: not yet; every thread computes the same value */
+    uint32_t lo = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (lo)
+        return lo;
+    static const fl_format_desc d = FL_DESC_E4M3;
+    uint32_t a = 0, b = 0x7F800000u; /* encode(a) is finite, encode(b) is the NaN */
+    while (b - a > 1) {
+        const uint32_t m = a + (b - a) / 2;
+        if (fl_encode_f32_bits(&d, m, FL_RND_NE, FL_OVF_NOSATURATE, 0) == d.nan)
+            b = m;
+        else
+            a = m;
+    }
+    __atomic_store_n(&cached, b, __ATOMIC_RELAXED);
+    return b;
+}
+
+static void rne_e4m3_nosat(uint8_t *restrict dst, const float *restrict src, size_t n)
+{
+    static const fl_format_desc d = FL_DESC_E4M3;
+    const uint32_t lo = e4m3_nosat_overflow_from();
+    const uint32_t *restrict u = (const uint32_t *)src;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t a = u[i] & 0x7FFFFFFFu;
+        const uint8_t c = (uint8_t)fl_encode_f32_bits(&d, u[i], FL_RND_NE, FL_OVF_SATURATE, 0);
+        dst[i] = a >= lo && a <= 0x7F800000u ? (uint8_t)(((u[i] >> 24) & 0x80u) | d.nan) : c;
+    }
+}
 
 static int convert_fast(void *dst, fl_format to, const float *src, size_t n, fl_overflow ovf)
 {
