@@ -70,6 +70,34 @@ static void rne_e4m3_nosat(uint8_t *restrict dst, const float *restrict src, siz
     }
 }
 
+/* Stochastic rounding, specialised the same way: the random bits of element i are fl_sr_bits(seed,
+   offset + i), as in the general loop. */
+#define FL_SR_LOOP(NAME, DESC, OVF, T)                                                             \
+    static void NAME(T *restrict dst, const float *restrict src, size_t n, uint64_t seed, uint64_t off) \
+    {                                                                                              \
+        static const fl_format_desc d = DESC;                                                      \
+        const uint32_t *restrict u = (const uint32_t *)src;                                        \
+        for (size_t i = 0; i < n; i++)                                                             \
+            dst[i] = (T)fl_encode_f32_bits(&d, u[i], FL_RND_SR, OVF, fl_sr_bits(seed, off + i));    \
+    }
+
+FL_SR_LOOP(sr_e4m3_sat, FL_DESC_E4M3, FL_OVF_SATURATE, uint8_t)
+FL_SR_LOOP(sr_e5m2_sat, FL_DESC_E5M2, FL_OVF_SATURATE, uint8_t)
+FL_SR_LOOP(sr_bf16_sat, FL_DESC_BF16, FL_OVF_SATURATE, uint16_t)
+
+static int convert_sr_fast(void *dst, fl_format to, const float *src, size_t n, fl_overflow ovf, uint64_t seed,
+                           uint64_t off)
+{
+    if (ovf != FL_OVF_SATURATE)
+        return 0;
+    switch (to) {
+    case FL_FMT_E4M3: sr_e4m3_sat(dst, src, n, seed, off); return 1;
+    case FL_FMT_E5M2: sr_e5m2_sat(dst, src, n, seed, off); return 1;
+    case FL_FMT_BF16: sr_bf16_sat(dst, src, n, seed, off); return 1;
+    default: return 0;
+    }
+}
+
 static int convert_fast(void *dst, fl_format to, const float *src, size_t n, fl_overflow ovf)
 {
     const int sat = ovf == FL_OVF_SATURATE;
@@ -96,6 +124,8 @@ void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl
                          fl_overflow ovf, uint64_t seed, uint64_t offset)
 {
     if (mode == FL_RND_NE && convert_fast(dst, to, src, n, ovf))
+        return;
+    if (mode == FL_RND_SR && convert_sr_fast(dst, to, src, n, ovf, seed, offset))
         return;
     const fl_format_desc *d = fl_format_get(to);
     const size_t bytes = fl_format_storage_bytes(to);
