@@ -35,33 +35,16 @@ FL_RNE_LOOP(rne_fp16_nosat, FL_DESC_FP16, FL_OVF_NOSATURATE, uint16_t)
 
 /* e4m3 without saturation.  The encoder's early return to the signed NaN on overflow keeps the
    compiler from vectorising the loop (0.7 GB/s against 7.6 for the saturating one), so this runs the
-   saturating encoder and sets the lanes that overflow to the signed NaN (0x7F | sign): exactly the
-   magnitudes from the smallest float32 whose RNE rounding exceeds e4m3's max, up to and including Inf.
-   That threshold is found by bisection on fl_encode_f32_bits itself, so the two cannot disagree; NaN
-   inputs keep the saturating encoder's canonical NaN, as the plain encoder gives them. */
-static uint32_t e4m3_nosat_overflow_from(void)
-{
-    static uint32_t cached; /* 0: not yet; every thread computes the same value */
-    uint32_t lo = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (lo)
-        return lo;
-    static const fl_format_desc d = FL_DESC_E4M3;
-    uint32_t a = 0, b = 0x7F800000u; /* encode(a) is finite, encode(b) is the NaN */
-    while (b - a > 1) {
-        const uint32_t m = a + (b - a) / 2;
-        if (fl_encode_f32_bits(&d, m, FL_RND_NE, FL_OVF_NOSATURATE, 0) == d.nan)
-            b = m;
-        else
-            a = m;
-    }
-    __atomic_store_n(&cached, b, __ATOMIC_RELAXED);
-    return b;
-}
-
+   saturating encoder and sets the lanes that overflow to the signed NaN (0x7F | sign): the magnitudes
+   beyond fl_format_rne_boundary (464; the tie at 464 rounds to max), up to and including Inf.  NaN
+   inputs keep the saturating encoder's canonical NaN, as the plain encoder gives them.
+   tests/test_convert_fast compares the two on all 2^32 inputs. */
 static void rne_e4m3_nosat(uint8_t *restrict dst, const float *restrict src, size_t n)
 {
     static const fl_format_desc d = FL_DESC_E4M3;
-    const uint32_t lo = e4m3_nosat_overflow_from();
+    int ties_overflow;
+    const float boundary = (float)fl_format_rne_boundary(FL_FMT_E4M3, &ties_overflow); /* exact */
+    const uint32_t lo = fl_f32_bits(boundary) + (ties_overflow ? 0u : 1u); /* first magnitude that overflows */
     const uint32_t *restrict u = (const uint32_t *)src;
     for (size_t i = 0; i < n; i++) {
         const uint32_t a = u[i] & 0x7FFFFFFFu;
