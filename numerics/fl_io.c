@@ -61,21 +61,32 @@ int fl_atomic_open(const char *path, char **tmp)
     return -1;
 }
 
-int fl_atomic_commit(int fd, const char *tmp, const char *path, const char **what)
+/* Rename tmp onto path and make the rename durable; on failure remove tmp (*what = "rename"). */
+static int publish(const char *tmp, const char *path, const char **what)
 {
-    *what = fsync(fd) != 0 ? "fsync" : NULL;
-    if (close(fd) != 0 && !*what)
-        *what = "close";
-    if (!*what && rename(tmp, path) != 0)
-        *what = "rename";
-    if (*what) {
+    if (rename(tmp, path) != 0) {
         const int saved = errno;
+        *what = "rename";
         unlink(tmp);
         errno = saved;
         return -1;
     }
     fsync_dir_of(path); /* best effort: the rename is durable once the directory is */
     return 0;
+}
+
+int fl_atomic_commit(int fd, const char *tmp, const char *path, const char **what)
+{
+    *what = fsync(fd) != 0 ? "fsync" : NULL;
+    if (close(fd) != 0 && !*what)
+        *what = "close";
+    if (*what) {
+        const int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return publish(tmp, path, what);
 }
 
 void fl_atomic_abort(int fd, const char *tmp)
@@ -100,22 +111,18 @@ int fl_write_atomic(const char *path, fl_fill_fn fill, void *ctx, char *err, siz
         free(tmp);
         return -1;
     }
-    const char *why = NULL;
+    const char *why = fill(f, ctx) != 0 ? "writing its contents failed" : NULL;
     int saved = 0;
-    if (fill(f, ctx) != 0)
-        why = "writing its contents failed";
-    else if (fflush(f) != 0 || ferror(f))
+    if (!why && (fflush(f) != 0 || ferror(f)))
         saved = errno, why = "write";
-    if (why) {
-        fclose(f);
+    if (!why && fsync(fileno(f)) != 0)
+        saved = errno, why = "fsync";
+    if (fclose(f) != 0 && !why)
+        saved = errno, why = "close";
+    if (why)
         unlink(tmp);
-    } else {
-        /* the descriptor stays open for fl_atomic_commit; the FILE's buffer is flushed */
-        const char *step;
-        if (fl_atomic_commit(dup(fd), tmp, path, &step) != 0)
-            saved = errno, why = step;
-        fclose(f);
-    }
+    else if (publish(tmp, path, &why) != 0)
+        saved = errno;
     free(tmp);
     if (why) {
         if (saved)
