@@ -239,33 +239,23 @@ int fl_gpu_ulp_markdown_row(FILE *f, const char *name, const char *ulp_json_text
     return rc;
 }
 
-typedef struct {
-    json_t *root;
-    const char *const *names;
-    size_t n;
-} check_ctx;
-
-static int fill_md(FILE *f, void *p)
-{
-    const check_ctx *c = p;
-    fl_gpu_ulp_markdown_head(f);
-    const json_t *ulp = json_object_get(c->root, "ulp");
-    for (size_t i = 0; i < c->n; i++)
-        if (ulp_row(f, c->names[i], json_object_get(ulp, c->names[i])))
-            return -1;
-    return 0;
-}
-
+/* gpu-check.md: bench.md as gpu-bench wrote it, then the device ULP table. */
 typedef struct {
     const char *bench_md;
-    check_ctx *c;
-} md_ctx;
+    json_t *ulp; /* NAME -> report */
+    const char *const *names;
+    size_t n;
+} check_md;
 
-static int fill_md_all(FILE *f, void *p)
+static int fill_check_md(FILE *f, void *p)
 {
-    const md_ctx *m = p;
+    const check_md *m = p;
     fputs(m->bench_md, f);
-    return fill_md(f, m->c);
+    fl_gpu_ulp_markdown_head(f);
+    for (size_t i = 0; i < m->n; i++)
+        if (ulp_row(f, m->names[i], json_object_get(m->ulp, m->names[i])))
+            return -1;
+    return 0;
 }
 
 static char *slurp(const char *path)
@@ -327,10 +317,9 @@ int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const
         }
     }
     json_object_set(root, "ulp", ulp);
-    check_ctx c = { root, names, n_names };
-    md_ctx m = { bench_md, &c };
+    check_md m = { bench_md, ulp, names, n_names };
     snprintf(path, sizeof path, "%s/gpu-check.md", outdir);
-    if (fl_write_atomic(path, fill_md_all, &m, err, errlen))
+    if (fl_write_atomic(path, fill_check_md, &m, err, errlen))
         goto out;
     snprintf(path, sizeof path, "%s/gpu-check.json", outdir);
     if (fl_write_atomic(path, fill_json, root, err, errlen))
