@@ -555,15 +555,15 @@ static int run_map(const order_opts *o, json_t *root, json_t *config)
    consecutive results is one (act, format, scaling, strategy).  NULL: out of memory. */
 static fl_order_tensor_result *compute_tensor(const order_opts *o, const float *x, size_t R, size_t C, size_t *n_out)
 {
-    const size_t no = (size_t)o->orders.n;
-    size_t n = 0;
-    for (int fi = 0; fi < o->fmts.n; fi++)
-        for (int sc = 0; sc < FL_SCALING_COUNT; sc++)
-            n += fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_scaling)sc) ? (size_t)o->acts.n * o->strats.n * no : 0;
-    fl_order_tensor_result *out = calloc(n ? n : 1, sizeof *out);
-    int (*job)[5] = malloc((n ? n : 1) * sizeof *job); /* act, order, format, strategy, scaling */
-    if (!out || !job) {
-        free(out), free(job);
+    typedef struct {
+        int act, order, fmt, strat;
+        fl_scaling sc;
+    } job;
+    const size_t most = (size_t)o->acts.n * o->fmts.n * FL_SCALING_COUNT * o->strats.n * o->orders.n;
+    fl_order_tensor_result *out = calloc(most, sizeof *out);
+    job *jobs = malloc(most * sizeof *jobs);
+    if (!out || !jobs) {
+        free(out), free(jobs);
         return NULL;
     }
     size_t nj = 0;
@@ -572,20 +572,18 @@ static fl_order_tensor_result *compute_tensor(const order_opts *o, const float *
             for (int sc = 0; sc < FL_SCALING_COUNT; sc++)
                 for (int si = 0; si < o->strats.n; si++)
                     for (int oi = 0; oi < o->orders.n; oi++)
-                        if (fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_scaling)sc)) {
-                            const int jb[5] = { o->acts.v[ai], o->orders.v[oi], o->fmts.v[fi], o->strats.v[si], sc };
-                            memcpy(job[nj++], jb, sizeof jb);
-                        }
+                        if (fl_order_scale_applies((fl_format)o->fmts.v[fi], (fl_scaling)sc))
+                            jobs[nj++] = (job){ o->acts.v[ai], o->orders.v[oi], o->fmts.v[fi], o->strats.v[si], (fl_scaling)sc };
     int failed = 0;
 #pragma omp parallel for schedule(dynamic) reduction(| : failed)
     for (long j = 0; j < (long)nj; j++) {
         fl_order_cfg c = o->base;
-        c.act = (fl_order_act)job[j][0];
-        c.order = job[j][1];
-        failed |= fl_order_tensor_study(&out[j], &c, (fl_format)job[j][2], (fl_order_strategy)job[j][3],
-                                        (fl_scaling)job[j][4], x, R, C, (size_t)o->sample_rows, o->seed) != 0;
+        c.act = (fl_order_act)jobs[j].act;
+        c.order = jobs[j].order;
+        failed |= fl_order_tensor_study(&out[j], &c, (fl_format)jobs[j].fmt, (fl_order_strategy)jobs[j].strat, jobs[j].sc,
+                                        x, R, C, (size_t)o->sample_rows, o->seed) != 0;
     }
-    free(job);
+    free(jobs);
     if (failed) {
         free(out);
         return NULL;
