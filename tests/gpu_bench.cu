@@ -37,6 +37,7 @@
 #include "gemm_fp8.h"
 #include "kernels.h"
 extern "C" {
+#include "convert.h"
 #include "gpu_report.h"
 #include "npy.h"
 #include "twins.h"
@@ -44,32 +45,21 @@ extern "C" {
 
 static const int k_warm = 3, k_reps = 20;
 
-static size_t esz(fl_format f) { return f == FL_FMT_BF16 ? 2 : f == FL_FMT_FP32 ? 4 : 1; }
-
 // ---- seeded device data ---------------------------------------------------------------------------
-__device__ static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 // Values ~ uniform in [-spread, spread) in every format (bf16: truncated to the top 16 bits; FP8: RNE,
 // saturating), so that formats are compared on the same data: random FP8 codes would be log-uniform up
 // to 448 and put many gates on SiLU's g < -80 tail path, a different computation.
 __global__ static void fill_kernel(uint8_t *p, size_t n, int fmt, float spread, uint64_t seed)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const uint64_t r = mix64(seed + i * 0x9e3779b97f4a7c15ull);
-        if (fmt == FL_FMT_BF16) {
-            const float v = ((float)(r >> 40) * 0x1p-24f * 2.0f - 1.0f) * spread;
+        const uint64_t r = fl_mix64(seed + i * FL_GOLDEN64);
+        const float v = ((float)(r >> 40) * 0x1p-24f * 2.0f - 1.0f) * spread;
+        if (fmt == FL_FMT_BF16)
             ((uint16_t *)p)[i] = (uint16_t)(__float_as_uint(v) >> 16);
-        } else if (fmt == FL_FMT_FP32) {
-            ((float *)p)[i] = ((float)(r >> 40) * 0x1p-24f * 2.0f - 1.0f) * spread;
-        } else { // the same uniform values as bf16, rounded to the FP8 format (RNE, saturating)
-            const float v = ((float)(r >> 40) * 0x1p-24f * 2.0f - 1.0f) * spread;
+        else if (fmt == FL_FMT_FP32)
+            ((float *)p)[i] = v;
+        else // the same uniform values as bf16, rounded to the FP8 format (RNE, saturating)
             p[i] = (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, fmt == FL_FMT_E4M3 ? __NV_E4M3 : __NV_E5M2);
-        }
     }
 }
 
@@ -82,7 +72,7 @@ static void *dalloc(size_t bytes)
 
 static void *dfill(fl_format f, size_t n, float spread, uint64_t seed)
 {
-    void *p = dalloc(n * esz(f));
+    void *p = dalloc(n * fl_format_storage_bytes(f));
     fill_kernel<<<1024, 256>>>((uint8_t *)p, n, (int)f, spread, seed);
     CK(cudaGetLastError());
     return p;
@@ -407,7 +397,7 @@ static const char *const k_sweep_pairs[] = { "swiglu_bf16", "swiglu_bf16_e4m3", 
 static void device_run(const char *name, const fl_twin *tw, uint32_t *out, const uint32_t *const *in, size_t n)
 {
     const fl_format fi = tw->in_fmt[0], fo = tw->out_fmt;
-    const size_t si = esz(fi), so = esz(fo);
+    const size_t si = fl_format_storage_bytes(fi), so = fl_format_storage_bytes(fo);
     std::vector<uint8_t> h(n * 2 > n * si ? n * 2 : n * si);
     void *d_in[2] = { nullptr, nullptr }, *d_out = dalloc(n * 2), *d_out2 = dalloc(n * 2), *d_dy = dalloc(n * 2);
     for (int k = 0; k < tw->n_inputs && k < 2; k++) {
@@ -498,16 +488,16 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
     for (const char *name : jobs) {
         const fl_twin *tw = fl_twin_find(name);
         CHECK(tw, "no twin called %s", name);
-        if (tw->n_inputs == 2 && esz(tw->in_fmt[0]) == 2 && (tw->derivative ? bwd_chunks : pair_chunks) == 0)
+        if (tw->n_inputs == 2 && fl_format_storage_bytes(tw->in_fmt[0]) == 2 && (tw->derivative ? bwd_chunks : pair_chunks) == 0)
             continue;
-        const int bits = (int)esz(tw->in_fmt[0]) * 8;
+        const int bits = (int)fl_format_storage_bytes(tw->in_fmt[0]) * 8;
         const uint64_t space = tw->n_inputs == 1 ? 1ull << bits : 1ull << (2 * bits);
         // pairs of 16-bit inputs: 2^32 indices in chunks of 2^28 (pair_chunks of them; 16 = all)
         const uint64_t chunk = space > (1ull << 28) ? 1ull << 28 : space;
         const uint64_t nchunks_all = space / chunk;
         const int want = tw->derivative ? bwd_chunks : pair_chunks;
         const uint64_t nchunks = nchunks_all == 1 ? 1 : nchunks_all < (uint64_t)want ? nchunks_all : (uint64_t)want;
-        const size_t so = esz(tw->out_fmt);
+        const size_t so = fl_format_storage_bytes(tw->out_fmt);
         std::vector<uint32_t> a(chunk), b(chunk), y(chunk), t(chunk);
         std::string merge = std::string(cli) + " ulp --merge";
         size_t mismatches = 0;
@@ -546,9 +536,9 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
             snprintf(pu, sizeof pu, "%s/sweep_u.npy", outdir);
             snprintf(py, sizeof py, "%s/sweep_y.npy", outdir);
             snprintf(pj, sizeof pj, "%s/ulp_%s.%llu.json", outdir, name, (unsigned long long)c);
-            write_npy(px, a.data(), chunk, esz(tw->in_fmt[0]));
+            write_npy(px, a.data(), chunk, fl_format_storage_bytes(tw->in_fmt[0]));
             if (tw->n_inputs == 2)
-                write_npy(pu, b.data(), chunk, esz(tw->in_fmt[0]));
+                write_npy(pu, b.data(), chunk, fl_format_storage_bytes(tw->in_fmt[0]));
             write_npy(py, y.data(), chunk, so);
             std::string cmd = std::string(cli) + " ulp " + tw->ref_fn + " --format " + fn(tw->out_fmt) + " --inputs " + px +
                               " --input-format " + fn(tw->in_fmt[0]);

@@ -18,6 +18,7 @@
 #include "gemm_fp8.h"
 #include "kernels.h"
 extern "C" {
+#include "convert.h"
 #include "ulp.h"
 }
 
@@ -28,7 +29,6 @@ static double rnd()
     return (double)(lcg >> 11) / 9007199254740992.0;
 }
 
-static size_t esize(fl_format f) { return f == FL_FMT_BF16 ? 2 : f == FL_FMT_FP32 ? 4 : 1; }
 
 // A host tensor of encodings with a device mirror (offset bytes into the device allocation).
 struct tensor {
@@ -36,7 +36,7 @@ struct tensor {
     size_t n, off;
     std::vector<uint8_t> h;
     uint8_t *dbase = nullptr;
-    tensor(fl_format f, size_t n_, size_t off_ = 0) : fmt(f), n(n_), off(off_), h(n_ * esize(f))
+    tensor(fl_format f, size_t n_, size_t off_ = 0) : fmt(f), n(n_), off(off_), h(n_ * fl_format_storage_bytes(f))
     {
         CK(cudaMalloc(&dbase, h.size() + 64));
         CK(cudaMemset(dbase, 0, h.size() + 64));
@@ -48,10 +48,10 @@ struct tensor {
         for (size_t i = 0; i < n; i++) {
             uint32_t c;
             if (codes && i % 7 == 3) // every encoding of the format, cycled
-                c = (uint32_t)((i / 7) % (esize(fmt) == 2 ? 65536 : 256));
+                c = (uint32_t)((i / 7) % (fl_format_storage_bytes(fmt) == 2 ? 65536 : 256));
             else
                 c = fl_encode_f64(fmt, (rnd() - 0.45) * spread, FL_RND_NE, FL_OVF_SATURATE, 0);
-            memcpy(&h[i * esize(fmt)], &c, esize(fmt)); // little-endian low bytes
+            memcpy(&h[i * fl_format_storage_bytes(fmt)], &c, fl_format_storage_bytes(fmt)); // little-endian low bytes
         }
         CK(cudaMemcpy(d(), h.data(), h.size(), cudaMemcpyHostToDevice));
     }
@@ -82,14 +82,14 @@ static float get_scalar(const float *p)
 
 static void compare(const char *what, const tensor &cpu_out, const std::vector<uint8_t> &gpu, const tensor *in0)
 {
-    const size_t es = esize(cpu_out.fmt);
+    const size_t es = fl_format_storage_bytes(cpu_out.fmt);
     for (size_t i = 0; i < cpu_out.n; i++)
         if (memcmp(&cpu_out.h[i * es], &gpu[i * es], es) != 0) {
             uint32_t a = 0, b = 0, x = 0;
             memcpy(&a, &cpu_out.h[i * es], es);
             memcpy(&b, &gpu[i * es], es);
             if (in0)
-                memcpy(&x, &in0->h[i * esize(in0->fmt)], esize(in0->fmt));
+                memcpy(&x, &in0->h[i * fl_format_storage_bytes(in0->fmt)], fl_format_storage_bytes(in0->fmt));
             fprintf(stderr, "FAIL %s i=%zu x=%#x (%a) cpu=%#x gpu=%#x\n", what, i, x, in0 ? fl_decode(in0->fmt, x) : 0.0f, a, b);
             exit(1);
         }
@@ -279,8 +279,8 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
             }
             const double f = as * bs, v = f * s;
             uint32_t cg = 0, cc = 0;
-            memcpy(&cg, &gd[(n * M + m) * esize(fd)], esize(fd));
-            memcpy(&cc, &D.h[(n * M + m) * esize(fd)], esize(fd));
+            memcpy(&cg, &gd[(n * M + m) * fl_format_storage_bytes(fd)], fl_format_storage_bytes(fd));
+            memcpy(&cc, &D.h[(n * M + m) * fl_format_storage_bytes(fd)], fl_format_storage_bytes(fd));
             const double dsd = (fd == FL_FMT_E4M3) ? dsc : 1.0;
             const double vg = fl_decode(fd, cg) / dsd, vc = fl_decode(fd, cc) / dsd;
             double bound = fl_gemm_fp32_bound(K, f * sa, fabs(v));
