@@ -157,7 +157,7 @@ endif
 # twin within the derived bound (tests/test_gpu_twins.cu).  It is part of `make test` wherever nvcc
 # exists; without a device it prints "SKIP: no CUDA device" and exits 77 (counted as skipped).
 GPU_TEST := $(BUILD)/tests/test_gpu_twins
-$(BUILD)/tests/%: tests/%.cu $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
+$(BUILD)/tests/%: tests/%.cu tests/cuda_test.h tests/check.h $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Itests -o $@ $< \
 		$(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a -lcublasLt -Xcompiler -fopenmp $(LDLIBS)
@@ -179,7 +179,7 @@ endif
 # gpu-check.md (tests/gpu_check.sh).  Without a device both say so and exit 0.
 GPU_BENCH := $(BUILD)/tests/gpu_bench
 GPU_OUT   ?= $(BUILD)/gpu-check
-$(GPU_BENCH): tests/gpu_bench.cu tests/cuda_test.h $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
+$(GPU_BENCH): tests/gpu_bench.cu tests/cuda_test.h tests/check.h $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Itests -Xptxas -v -o $@ $< \
 		$(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a -lcublasLt -Xcompiler -fopenmp $(LDLIBS) 2> $@.ptxas || { cat $@.ptxas; exit 1; }
