@@ -16,7 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FL_CKPT_VERSION 3u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current */
+#define FL_CKPT_VERSION 4u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current;
+                              4: recipe grad_sr and site overrides, state sites_off */
 
 typedef struct {
     uint32_t id;

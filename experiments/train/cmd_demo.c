@@ -1,25 +1,28 @@
-/* cmd_demo.c — `fp8lab demo`: the FP8 SwiGLU instability reproduction.
+/* cmd_demo.c — `fp8lab demo`: the FP8 SwiGLU instability experiment, with its controls and a
+ * verdict computed from measured data (verdict.h).
  *
- * One configuration, one seed, three runs (experiments/train/TRAINING.md explains the choices):
- *   swiglu        bf16           the control
- *   swiglu        fp8-delayed    delayed per-tensor scaling of X and W (history 1024, max, margin 0),
- *                                 non-saturating casts, dY scaled from the current tensor, FP8 from
- *                                 step 200 (the levers are explained in TRAINING.md)
- *   smooth_swiglu fp8-delayed    the same FP8 recipe with per-channel smoothing of the SwiGLU output
- * The runs are independent processes (one thread each: three runs on a small machine finish
- * sooner side by side than one after another with all threads).  Afterwards the demo reads each
- * run's summary.json and metrics.csv -- measured telemetry only -- and checks the required outcome:
- *   the SwiGLU FP8 run diverges (train.h's criterion), the BF16 control and the Smooth-SwiGLU FP8
- *   run do not, and Smooth-SwiGLU's final loss is within 5% of BF16's;
- * and reports the causal chain: gate/up alignment at the start and end, the growth of the SwiGLU
- * output's amax against its input's (log-log slope), the first saturation at the down
- * projection's input cast, the largest staleness of its delayed scale (amax now / the amax the
- * scale came from: what a cast must survive) and the divergence step.  The readable summary is
- * printed and written to OUT/summary.txt.  Exit status 0 when the outcome holds, 3
- * (a failed gate) when it does not: the numbers are printed either way.
+ * Arms, under one recipe, one model size, the same data and batches per seed (TRAINING.md, "The
+ * demo"): the subject SwiGLU/FP8; the controls SwiGLU/BF16, Smooth-SwiGLU/FP8, SwiGLU/FP8 with the
+ * down projection's input kept in bf16 (--site '*.down.in=bf16'), GeLU/FP8 and ReLU/FP8 with
+ * F = 1.5 x SwiGLU's F (parameter-matched) and their BF16 references; and, reported but not
+ * judged, SwiGLU/FP8 with current per-tensor scaling at the down projection's input only.  Each
+ * FP8 arm is judged against the BF16 arm of its activation (Smooth-SwiGLU's is SwiGLU's: the two
+ * are bit-identical in bf16).
+ *
+ * The default recipe is the paper's stack (Fishman et al., ICLR 2025, and their released code):
+ * fp8-delayed with saturating casts, power-of-two scales 2^floor(log2(max / amax)), the amax of the
+ * previous step (one optimizer step = one global batch here), e5m2 gradients with stochastic
+ * rounding, FP8 from step 0.  Any `fp8lab train` recipe flag changes every FP8 arm alike; the demo
+ * then lists how the recipe deviates from the paper's.
+ *
+ * Runs are child processes, one thread each, --jobs at a time.  Exit status 0 for REPRODUCED,
+ * 3 for NOT REPRODUCED (the numbers are printed either way), 2 for bad flags, 1 when a run failed
+ * to run.
  */
 #include "cli/cli.h"
+#include "fl_io.h"
 #include "train.h"
+#include "verdict.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -35,25 +38,33 @@
 #include <unistd.h>
 
 static const char *const help =
-    "usage: fp8lab demo [--out DIR] [--json FILE] [--long] [--sequential] [train options]\n"
+    "usage: fp8lab demo [--out DIR] [--json FILE] [--seeds N] [--jobs N] [--long] [train options]\n"
     "\n"
-    "Reproduces the FP8 SwiGLU instability (Fishman et al., ICLR 2025) on a CPU: from one seed and one\n"
-    "configuration it trains SwiGLU in bf16, SwiGLU in fp8-delayed and Smooth-SwiGLU in the same FP8\n"
-    "recipe, then reports from the measured telemetry whether SwiGLU/FP8 diverged while the others\n"
-    "did not, and the causal chain (alignment, amax growth, saturation before divergence).\n"
-    "  --out DIR      run folders, plots and demo.json go here (default demo-out)\n"
-    "  --json FILE    also write {\"runs\": [{act, recipe, diverged, diverged_step, final_loss,\n"
-    "                 alignment_start, alignment_end, amax_max, saturated_total}, ...]} to FILE\n"
-    "  --long         the same experiment for hours (more steps; same configuration otherwise)\n"
-    "  --sequential   run the three trainings one after another with all threads\n"
-    "  train options  any 'fp8lab train' option changes all three runs alike (ablations), e.g.\n"
-    "                 --wd 0, --margin 1, --amax-history 16, --data triggers, --seed 2, --steps N;\n"
-    "                 TransformerEngine's DelayedScaling defaults (saturating casts, dY delayed, FP8 from\n"
-    "                 step 0): --fp8-overflow saturate --grad-scaling delayed --fp8-start 0\n"
-    "                 --recipe R replaces fp8-delayed in the two FP8 runs (fp8-current, fp8-block, mxfp8)\n"
-    "Exit status: 0 the outcome was reproduced, 3 it was not (numbers printed either way).\n";
+    "The FP8 SwiGLU instability experiment (Fishman et al., ICLR 2025) on a CPU.  Arms, each over\n"
+    "the same seeds, data and batches:\n"
+    "  swiglu/bf16, gelu/bf16, relu/bf16                 BF16 references (GeLU/ReLU: F = 1.5 x SwiGLU's)\n"
+    "  swiglu/fp8                                        the subject\n"
+    "  smooth_swiglu/fp8, swiglu/fp8+down.in=bf16,       controls\n"
+    "  gelu/fp8, relu/fp8\n"
+    "  swiglu/fp8+down.in=current                        reported, not judged\n"
+    "Recipe (the paper's): fp8-delayed, saturating casts, power-of-two scales, the previous step's\n"
+    "amax (--amax-history 1), e5m2 gradients with stochastic rounding (--grad-sr), FP8 from step 0.\n"
+    "An FP8 arm fails on a non-finite loss, on its own divergence (train.h), or when its loss EMA\n"
+    "stays more than 5% above its BF16 reference's for 100 consecutive steps (verdict.h).\n"
+    "REPRODUCED: swiglu/fp8 fails in a majority of seeds and no control does.\n"
+    "  --out DIR      run folders (ARM-sSEED), summary.txt, demo.json and plots (default demo-out)\n"
+    "  --json FILE    also write demo.json to FILE: every arm x seed (act, seed, recipe, overflow,\n"
+    "                 site overrides, train_args, failed, failed_step, final_loss, loss_gap,\n"
+    "                 clip_mass, staleness quantiles, alignment start/end) and the verdict\n"
+    "  --seeds N      seeds --seed .. --seed + N - 1 (default 3; --long: 6)\n"
+    "  --jobs N       runs at a time, one thread each (default: the cores online)\n"
+    "  --long         6000 steps and 6 seeds instead of 1500 and 3\n"
+    "  train options  any 'fp8lab train' option changes every arm alike (the recipe options the FP8\n"
+    "                 arms), e.g. --steps N --seed S --ffn F (SwiGLU's; GeLU/ReLU get 1.5 F) --wd 0\n"
+    "                 --amax-history 16 --fp8-overflow nan --fp8-start 200 --site 'L0.fc.in=current'\n"
+    "Exit status: 0 REPRODUCED, 3 NOT REPRODUCED (numbers printed either way), 2 bad flags.\n";
 
-/* The demo's configuration (TRAINING.md: why each lever). */
+/* The demo's model and optimiser (TRAINING.md: why each choice) and the paper's recipe. */
 static void demo_preset(fl_train_cfg *c, int lng)
 {
     fl_train_cfg_default(c);
@@ -67,166 +78,71 @@ static void demo_preset(fl_train_cfg *c, int lng)
     c->wd = 1.0f;
     c->schedule = FL_SCHED_CONSTANT;
     c->warmup = 100;
-    c->steps = lng ? 40000 : 2000;
+    c->steps = lng ? 6000 : 1500;
     c->seed = 1;
     c->recipe.kind = FL_RECIPE_FP8_DELAYED;
-    c->recipe.history = 1024;
+    c->recipe.history = 1;
     c->recipe.algo = FL_AMAX_MAX;
     c->recipe.margin = 0;
-    /* the three recipe levers (TRAINING.md, "The reproduction"): casts that overflow to NaN/Inf as
-       PyTorch eager's and ml_dtypes' do; dY scaled from the current tensor (the e5m2 gradients jump
-       x2-7 over any history during the loss drop and would kill both FP8 runs first); and the first
-       200 steps in bf16 while the amax histories fill (the early batch-to-batch noise of every tensor
-       exceeds the 3.6% headroom of a margin-0 e4m3 cast) */
-    c->recipe.nosat = 1;
-    c->recipe.grad_current = 1;
-    c->recipe.fp8_start = 200;
-    c->log_every = 20;
+    c->recipe.pow2 = 1;
+    c->recipe.nosat = 0;
+    c->recipe.grad_sr = 1;
+    c->recipe.fp8_start = 0;
+    c->log_every = 50;
     c->ckpt_every = lng ? 2000 : 1000000;
 }
 
-/* Path buffers.  A run folder is OUT/NAME, a file in it OUT/NAME/FILE, a file of the demo OUT/FILE;
-   OUT comes from --out.  A path the kernel accepts is at most PATH_MAX (4096) bytes, so every
-   usable one fits PATH_MAX plus the run name, the file name (metrics.csv, summary.json: under
-   32 bytes each) and their slashes; a longer OUT is truncated by snprintf and fails to open, as
-   it would unshortened. */
-enum {
-    DEMO_NAME_MAX = 32,                           /* a run's folder name (runs[]), a file's name */
-    DEMO_DIR_MAX = PATH_MAX + DEMO_NAME_MAX,      /* OUT/NAME */
-    DEMO_FILE_MAX = DEMO_DIR_MAX + DEMO_NAME_MAX, /* OUT/NAME/FILE and OUT/FILE */
-};
-
+/* One arm: activation, FFN width in halves of SwiGLU's F, FP8 or BF16, its own site override, its
+   role in the verdict and its BF16 reference (an index into arms[]). */
 typedef struct {
-    const char *name; /* folder, shorter than DEMO_NAME_MAX */
-    fl_act act;
+    const char *name, *dir;
+    fl_act_kind act;
+    unsigned f_halves;
     int fp8;
+    const char *site;
+    int role, ref;
+} demo_arm;
+
+static const demo_arm arms[] = {
+    { "swiglu/bf16", "swiglu-bf16", FL_ACT_SWIGLU, 2, 0, NULL, FL_ARM_CONTROL, -1 },
+    { "gelu/bf16", "gelu-bf16", FL_ACT_GELU, 3, 0, NULL, FL_ARM_CONTROL, -1 },
+    { "relu/bf16", "relu-bf16", FL_ACT_RELU, 3, 0, NULL, FL_ARM_CONTROL, -1 },
+    { "swiglu/fp8", "swiglu-fp8", FL_ACT_SWIGLU, 2, 1, NULL, FL_ARM_SUBJECT, 0 },
+    { "smooth_swiglu/fp8", "smooth_swiglu-fp8", FL_ACT_SMOOTH_SWIGLU, 2, 1, NULL, FL_ARM_CONTROL, 0 },
+    { "swiglu/fp8+down.in=bf16", "swiglu-fp8-down_bf16", FL_ACT_SWIGLU, 2, 1, "*.down.in=bf16", FL_ARM_CONTROL, 0 },
+    { "gelu/fp8", "gelu-fp8", FL_ACT_GELU, 3, 1, NULL, FL_ARM_CONTROL, 1 },
+    { "relu/fp8", "relu-fp8", FL_ACT_RELU, 3, 1, NULL, FL_ARM_CONTROL, 2 },
+    { "swiglu/fp8+down.in=current", "swiglu-fp8-down_current", FL_ACT_SWIGLU, 2, 1, "*.down.in=current", FL_ARM_INFO, 0 },
+};
+enum { NARM = (int)(sizeof arms / sizeof arms[0]), MAX_SEEDS = 64, DIR_MAX = PATH_MAX + 64 };
+
+/* One run (arm x seed): its configuration, folder and what was measured. */
+typedef struct {
+    int arm;
+    uint64_t seed;
+    fl_train_cfg cfg;
+    char dir[DIR_MAX];
+    json_t *sum;        /* summary.json */
+    double *loss;       /* metrics.csv's loss per step */
+    long nloss;
+    fl_arm_failure fail;
+    /* sites.csv: the down projections' inputs (all layers) and all sites */
+    double stale_p50, stale_p99, stale_max, stale_all_max;
+    double clip_down_max, clip_down_mean, clip_all_max, underflow_mean;
+    uint64_t sat_down, sat_all;
 } demo_run;
 
-static const demo_run runs[3] = {
-    { "swiglu-bf16", { FL_ACT_SWIGLU, 0 }, 0 },
-    { "swiglu-fp8", { FL_ACT_SWIGLU, 0 }, 1 },
-    { "smooth_swiglu-fp8", { FL_ACT_SMOOTH_SWIGLU, 0 }, 1 },
-};
-
 typedef struct {
-    json_t *sum;   /* summary.json */
-    double slope;  /* log-log slope of act_amax vs ffn_in_amax */
-    double in_growth, act_growth; /* amax end / start (first and last 5% of steps, medians) */
-    uint64_t sat_before_div;      /* saturated elements at down.in before the divergence step */
-    double stale_max;             /* max over steps of down.in amax / the amax its scale came from */
-    long stale_step;              /* the step where it was reached */
-    long nrows;
-} demo_result;
+    const char *out, *json_path;
+    int jobs, nseeds;
+    fl_train_cfg base;
+    demo_run *runs;
+    int nruns;
+} demo_setup;
 
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, long n)
-{
-    if (n <= 0)
-        return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
-
-/* Read metrics.csv: the amax-growth statistics (finite rows only, before any divergence). */
-static int analyse_metrics(demo_result *r, const char *dir, long div_step)
-{
-    char p[DEMO_FILE_MAX];
-    snprintf(p, sizeof p, "%s/metrics.csv", dir);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        return -1;
-    char line[2048];
-    long cap = 1024, n = 0;
-    double *xin = malloc((size_t)cap * sizeof *xin), *xact = malloc((size_t)cap * sizeof *xact);
-    if (!fgets(line, sizeof line, f)) { /* header */
-        fclose(f);
-        free(xin);
-        free(xact);
-        return -1;
-    }
-    r->sat_before_div = 0;
-    r->stale_max = 0.0;
-    r->stale_step = -1;
-    while (fgets(line, sizeof line, f)) {
-        double v[20];
-        int k = 0;
-        char *s = line;
-        while (k < 20) {
-            v[k++] = strtod(s, &s);
-            if (*s != ',')
-                break;
-            s++;
-        }
-        if (k < 15)
-            continue;
-        const long step = (long)v[0];
-        if (div_step >= 0 && step > div_step)
-            break;
-        /* the divergence step's casts happened before its loss: their staleness is the cause, counted */
-        if (v[13] > r->stale_max) {
-            r->stale_max = v[13];
-            r->stale_step = step;
-        }
-        if (div_step >= 0 && step == div_step)
-            break;
-        r->sat_before_div += (uint64_t)v[14];
-        if (!(v[5] > 0) || !(v[6] > 0) || !isfinite(v[5]) || !isfinite(v[6]))
-            continue;
-        if (n == cap) {
-            cap *= 2;
-            xin = realloc(xin, (size_t)cap * sizeof *xin);
-            xact = realloc(xact, (size_t)cap * sizeof *xact);
-        }
-        xin[n] = log(v[5]);
-        xact[n] = log(v[6]);
-        n++;
-    }
-    fclose(f);
-    r->nrows = n;
-    /* least-squares slope of log act vs log in */
-    double mx = 0, my = 0;
-    for (long i = 0; i < n; i++) {
-        mx += xin[i];
-        my += xact[i];
-    }
-    mx /= (double)(n ? n : 1);
-    my /= (double)(n ? n : 1);
-    double sxy = 0, sxx = 0;
-    for (long i = 0; i < n; i++) {
-        sxy += (xin[i] - mx) * (xact[i] - my);
-        sxx += (xin[i] - mx) * (xin[i] - mx);
-    }
-    r->slope = sxx > 0 ? sxy / sxx : NAN;
-    const long w = n / 20 > 0 ? n / 20 : 1;
-    if (n >= 2 * w) {
-        double *t = malloc((size_t)w * sizeof *t);
-        for (long i = 0; i < w; i++) t[i] = xin[i];
-        const double in0 = median(t, w);
-        for (long i = 0; i < w; i++) t[i] = xin[n - w + i];
-        const double in1 = median(t, w);
-        for (long i = 0; i < w; i++) t[i] = xact[i];
-        const double a0 = median(t, w);
-        for (long i = 0; i < w; i++) t[i] = xact[n - w + i];
-        const double a1 = median(t, w);
-        free(t);
-        r->in_growth = exp(in1 - in0);
-        r->act_growth = exp(a1 - a0);
-    } else {
-        r->in_growth = r->act_growth = NAN;
-    }
-    free(xin);
-    free(xact);
-    return 0;
-}
-
-/* The readable summary goes to stdout and to OUT/summary.txt. */
 static FILE *summary_file;
 
+/* The readable summary: stdout and OUT/summary.txt. */
 __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 {
     va_list ap;
@@ -240,28 +156,8 @@ __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
     }
 }
 
-/* A number member of a summary.json object, NaN when absent or not a number. */
-static double json_get_number(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
+enum { DEMO_GO_ON = -1 };
 
-/* A JSON number, or null where it is not finite (JSON has no NaN or Inf). */
-static json_t *json_number_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-/* What the command line asked for, and the three runs' configurations and folders. */
-typedef struct {
-    const char *out, *json_path;
-    int sequential, threads;
-    fl_train_cfg base;
-    fl_train_cfg cfgs[3];
-    char dirs[3][DEMO_DIR_MAX];
-} demo_setup;
-
-enum { DEMO_GO_ON = -1 }; /* demo_parse: no exit status yet, run the demo */
-
-/* Parse the command line into d: DEMO_GO_ON, or the exit status (--help, a usage error). */
 static int demo_parse(demo_setup *d, int argc, char **argv)
 {
     const char *cmd = "demo";
@@ -272,36 +168,36 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
             fputs(help, stdout);
             return FL_EXIT_OK;
         }
-        if (!strcmp(argv[i], "--long"))
-            lng = 1;
+        lng |= !strcmp(argv[i], "--long");
     }
     demo_preset(&d->base, lng);
+    d->nseeds = lng ? 6 : 3;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    d->jobs = cores > 0 ? (int)cores : 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--long"))
             continue;
-        if (!strcmp(f, "--sequential")) {
-            d->sequential = 1;
-            continue;
-        }
-        if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--threads")) {
+        if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--seeds") || !strcmp(f, "--jobs")) {
             if (!v)
                 return fl_cli_usage_error(cmd, "%s needs a value", f);
+            unsigned long long x = 0;
             if (!strcmp(f, "--out"))
                 d->out = v;
             else if (!strcmp(f, "--json"))
                 d->json_path = v;
-            else {
-                unsigned long long x;
-                if (fl_cli_parse_u64(&x, v) || x < 1 || x > 256)
-                    return fl_cli_usage_error(cmd, "--threads needs a count 1..256");
-                d->threads = (int)x;
-            }
+            else if (fl_cli_parse_u64(&x, v) || x < 1 || x > (!strcmp(f, "--seeds") ? MAX_SEEDS : 256))
+                return fl_cli_usage_error(cmd, "%s needs a count 1..%d", f, !strcmp(f, "--seeds") ? MAX_SEEDS : 256);
+            else if (!strcmp(f, "--seeds"))
+                d->nseeds = (int)x;
+            else
+                d->jobs = (int)x;
             i++;
             continue;
         }
-        if (!strcmp(f, "--act") || !strcmp(f, "--out") || !strcmp(f, "--resume"))
-            return fl_cli_usage_error(cmd, "%s is fixed by the demo", f);
+        if (!strcmp(f, "--act") || !strcmp(f, "--resume") || !strcmp(f, "--threads"))
+            return fl_cli_usage_error(cmd, "%s is fixed by the demo (its arms set the activations; one thread per run, "
+                                      "--jobs runs at a time)", f);
         int used = 0;
         const int r = fl_train_parse_flag(&d->base, cmd, f, v, &used);
         if (r == 2)
@@ -310,279 +206,463 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
             return fl_cli_usage_error(cmd, "unknown option '%s'", f);
         i += used;
     }
-    if (!fl_recipe_is_fp8((fl_recipe_kind)d->base.recipe.kind))
-        return fl_cli_usage_error(cmd, "--recipe must be an FP8 recipe (it replaces fp8-delayed in the FP8 runs)");
-    if (d->base.recipe.kind != FL_RECIPE_FP8_DELAYED)
-        d->base.recipe.grad_current = 0; /* the preset's per-role dY scaling is fp8-delayed's option */
-    const char *why = fl_train_cfg_check(&d->base);
-    if (why)
-        return fl_cli_usage_error(cmd, "%s", why);
+    if (d->base.recipe.kind != FL_RECIPE_FP8_DELAYED && d->base.recipe.kind != FL_RECIPE_FP8_CURRENT)
+        return fl_cli_usage_error(cmd, "--recipe must be fp8-delayed or fp8-current (the arms' site overrides need "
+                                  "per-tensor scales)");
+    if (d->base.model.F % 2)
+        return fl_cli_usage_error(cmd, "--ffn must be even (GeLU/ReLU get 1.5 x F)");
     return DEMO_GO_ON;
 }
 
-/* The three runs: base with the run's activation; the control in bf16 without the FP8 options. */
-static void demo_configure(demo_setup *d)
+/* The runs, arm-major within a seed; every configuration checked (exit 2 before any training). */
+static int demo_configure(demo_setup *d)
 {
-    for (int k = 0; k < 3; k++) {
-        d->cfgs[k] = d->base;
-        d->cfgs[k].model.act = runs[k].act;
-        if (!runs[k].fp8) {
-            d->cfgs[k].recipe.kind = FL_RECIPE_BF16;
-            d->cfgs[k].recipe.grad_current = 0; /* options of the FP8 recipes */
-            d->cfgs[k].recipe.fp8_start = 0;
+    d->nruns = NARM * d->nseeds;
+    d->runs = calloc((size_t)d->nruns, sizeof *d->runs);
+    if (!d->runs)
+        return FL_EXIT_FAIL;
+    for (int s = 0; s < d->nseeds; s++)
+        for (int a = 0; a < NARM; a++) {
+            demo_run *r = &d->runs[s * NARM + a];
+            r->arm = a;
+            r->seed = d->base.seed + (uint64_t)s;
+            r->cfg = d->base;
+            r->cfg.seed = r->seed;
+            r->cfg.model.act.kind = arms[a].act;
+            r->cfg.model.act.order = 0;
+            r->cfg.model.F = d->base.model.F / 2 * arms[a].f_halves;
+            if (!arms[a].fp8) {
+                fl_recipe_cfg_default(&r->cfg.recipe, FL_RECIPE_BF16);
+            } else if (arms[a].site && fl_recipe_sites_add(&r->cfg.recipe, arms[a].site)) {
+                return fl_cli_usage_error("demo", "the --site overrides leave no room for the arm's own (%s)", arms[a].site);
+            }
+            const char *why = fl_train_cfg_check(&r->cfg);
+            if (why)
+                return fl_cli_usage_error("demo", "%s: %s", arms[a].name, why);
+            snprintf(r->dir, sizeof r->dir, "%s/%s-s%llu", d->out, arms[a].dir, (unsigned long long)r->seed);
         }
-        snprintf(d->dirs[k], sizeof d->dirs[k], "%s/%s", d->out, runs[k].name);
-    }
+    return DEMO_GO_ON;
 }
 
-static void demo_announce(const demo_setup *d)
+/* How the FP8 arms' recipe deviates from the paper's (into buf, "" when it does not). */
+static void recipe_deviations(char *buf, size_t n, const fl_recipe_cfg *r)
+{
+    fl_train_cfg p;
+    demo_preset(&p, 0);
+    const fl_recipe_cfg *q = &p.recipe;
+    buf[0] = 0;
+#define DEV(cond, ...)                                                                     \
+    do {                                                                                   \
+        if (cond) {                                                                        \
+            const size_t w = strlen(buf);                                                  \
+            snprintf(buf + w, n - w, "%s", w ? "; " : "");                                 \
+            const size_t w2 = strlen(buf);                                                 \
+            snprintf(buf + w2, n - w2, __VA_ARGS__);                                       \
+        }                                                                                  \
+    } while (0)
+    DEV(r->kind != q->kind, "recipe %s", fl_recipe_name((fl_recipe_kind)r->kind));
+    DEV(r->nosat != q->nosat, "non-saturating casts (overflow -> NaN/Inf)");
+    DEV(r->pow2 != q->pow2, "scales not rounded to powers of two");
+    DEV(r->history != q->history || r->algo != q->algo, "amax history %u (%s)", r->history,
+        fl_amax_algo_name((fl_amax_algo)r->algo));
+    DEV(r->margin != q->margin, "margin %d", r->margin);
+    DEV(r->grad_sr != q->grad_sr, "round-to-nearest gradients");
+    DEV(r->grad_current, "dY scaled from the current tensor");
+    DEV(r->fp8_start != q->fp8_start, "FP8 from step %u", r->fp8_start);
+    DEV(r->fp8_adam, "FP8 Adam moments");
+    DEV(r->fast_accum, "fast accumulation");
+    DEV(r->sites[0], "site overrides %s", r->sites);
+#undef DEV
+}
+
+static void demo_announce(const demo_setup *d, const char *dev)
 {
     const fl_train_cfg *b = &d->base;
-    say("fp8lab demo: seed %llu, %llu steps, d_model %u, %u layers, ffn %u, seq %u, batch %u, lr %g constant, "
-           "wd %g, %s (history %u, %s, margin %d, %s casts%s; FP8 from step %u)\n",
-           (unsigned long long)b->seed, (unsigned long long)b->steps, b->model.C, b->model.L, b->model.F,
-           b->model.T, b->model.B, b->lr, b->wd, fl_recipe_name((fl_recipe_kind)b->recipe.kind),
-           b->recipe.history, fl_amax_algo_name((fl_amax_algo)b->recipe.algo), b->recipe.margin,
-           b->recipe.nosat ? "non-saturating (overflow -> NaN/Inf)" : "saturating",
-           b->recipe.grad_current ? "; dY scaled from the current tensor" : "", b->recipe.fp8_start);
-    say("  runs: swiglu/bf16, swiglu/%s, smooth_swiglu/%s -> %s/\n", fl_recipe_name((fl_recipe_kind)b->recipe.kind),
-           fl_recipe_name((fl_recipe_kind)b->recipe.kind), d->out);
+    const fl_recipe_cfg *r = &b->recipe;
+    say("fp8lab demo: seeds %llu..%llu, %llu steps, d_model %u, %u layers, ffn %u (GeLU/ReLU %u), seq %u, batch %u, "
+        "lr %g %s, wd %g\n",
+        (unsigned long long)b->seed, (unsigned long long)(b->seed + (uint64_t)d->nseeds - 1), (unsigned long long)b->steps,
+        b->model.C, b->model.L, b->model.F, b->model.F / 2 * 3, b->model.T, b->model.B, b->lr,
+        b->schedule == FL_SCHED_COSINE ? "cosine" : "constant", b->wd);
+    say("  FP8 recipe: %s, %s casts, %s scales, amax history %u (%s), margin %d, dY e5m2 %s, FP8 from step %u%s%s\n",
+        fl_recipe_name((fl_recipe_kind)r->kind), r->nosat ? "non-saturating" : "saturating",
+        r->pow2 ? "power-of-two" : "exact", r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin,
+        r->grad_sr ? "stochastically rounded" : "round-to-nearest", r->fp8_start, r->sites[0] ? ", sites " : "",
+        r->sites);
+    if (dev[0])
+        say("  the recipe DEVIATES from the paper's: %s.  The verdict below holds for this recipe only.\n", dev);
+    else
+        say("  the recipe is the paper's stack (TRAINING.md, \"The demo\").\n");
+    say("  failure: non-finite loss, divergence (train.h), or loss EMA > %.0f%% above the BF16 reference's for %d "
+        "consecutive steps (EMA weight %g)\n",
+        100.0 * FL_GAP_THRESHOLD, FL_GAP_WINDOW, FL_GAP_EMA);
+    say("  %d arms x %d seeds = %d runs, %d at a time -> %s/\n", NARM, d->nseeds, d->nruns, d->jobs, d->out);
     fflush(stdout);
 }
 
-/* One progress line on stderr: the rows of each run's metrics.csv so far. */
-static void demo_progress(const demo_setup *d)
+/* Rows of a run's metrics.csv so far (progress), 0 when it has none yet. */
+static long metrics_rows(const char *dir)
 {
-    fprintf(stderr, "\r  progress:");
-    for (int k = 0; k < 3; k++) {
-        char p[DEMO_FILE_MAX];
-        snprintf(p, sizeof p, "%s/metrics.csv", d->dirs[k]);
-        FILE *f = fopen(p, "r");
-        long rows = -1;
-        if (f) {
-            int c;
-            while ((c = getc(f)) != EOF)
-                rows += c == '\n';
-            fclose(f);
-        }
-        fprintf(stderr, "  %s %ld/%llu", runs[k].name, rows < 0 ? 0 : rows, (unsigned long long)d->base.steps);
+    char p[DIR_MAX + 32];
+    snprintf(p, sizeof p, "%s/metrics.csv", dir);
+    FILE *f = fopen(p, "r");
+    long rows = -1;
+    if (f) {
+        int c;
+        while ((c = getc(f)) != EOF)
+            rows += c == '\n';
+        fclose(f);
     }
-    fflush(stderr);
+    return rows < 0 ? 0 : rows;
 }
 
-/* The three runs as child processes, side by side (one thread each unless --threads).  Every child
-   that was started is waited for, also when a later fork fails: those are asked to stop (SIGTERM:
-   a checkpoint, then a clean exit, train.h) so that none is left running or unreaped.  Returns 0
-   when all three exited with status 0, 1 when one did not, -1 when a fork failed (message printed). */
-static int demo_train_forked(const demo_setup *d)
+/* Run every configuration as a child process, --jobs at a time.  Returns 0 when all exited with
+   status 0, 1 when one did not, -1 when a fork failed (the started ones are stopped and reaped). */
+static int demo_train(const demo_setup *d, double *wall)
 {
-    pid_t pid[3];
-    int started = 0, failed = 0;
-    for (; started < 3; started++) {
-        fflush(NULL);
-        pid[started] = fork();
-        if (pid[started] < 0) {
-            fprintf(stderr, "fp8lab demo: fork failed: %s\n", strerror(errno));
-            for (int k = 0; k < started; k++)
-                kill(pid[k], SIGTERM);
-            failed = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t *pid = calloc((size_t)d->nruns, sizeof *pid);
+    int next = 0, running = 0, done = 0, failed = 0;
+    const int tty = isatty(2);
+    while (done < d->nruns) {
+        while (!failed && running < d->jobs && next < d->nruns) {
+            fflush(NULL);
+            const pid_t p = fork();
+            if (p < 0) {
+                fprintf(stderr, "fp8lab demo: fork failed: %s\n", strerror(errno));
+                failed = -1;
+                for (int k = 0; k < next; k++)
+                    if (pid[k] > 0)
+                        kill(pid[k], SIGTERM);
+                break;
+            }
+            if (p == 0) {
+                fl_train_opts o = { d->runs[next].dir, 1, 1, 0 };
+                _exit(fl_train_run(&d->runs[next].cfg, &o));
+            }
+            pid[next++] = p;
+            running++;
+        }
+        if (!running)
             break;
-        }
-        if (pid[started] == 0) {
-            fl_train_opts o = { d->dirs[started], d->threads ? d->threads : 1, 1, 0 };
-            _exit(fl_train_run(&d->cfgs[started], &o));
-        }
-    }
-    const int tty = !failed && isatty(2);
-    int left = started;
-    while (left) {
         int st;
         const pid_t w = waitpid(-1, &st, tty ? WNOHANG : 0);
         if (w > 0) {
-            left--;
+            for (int k = 0; k < next; k++)
+                if (pid[k] == w)
+                    pid[k] = 0;
+            running--;
+            done++;
             if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && !failed)
                 failed = 1;
             continue;
         }
         if (w < 0)
             break;
-        demo_progress(d);
+        long rows = 0;
+        for (int k = 0; k < next; k++)
+            rows += pid[k] ? metrics_rows(d->runs[k].dir) : (long)d->runs[k].cfg.steps;
+        fprintf(stderr, "\r  progress: %d of %d runs done, %d running, %.0f%% of all steps", done, d->nruns, running,
+                100.0 * (double)rows / ((double)d->nruns * (double)d->base.steps));
+        fflush(stderr);
         sleep(2);
     }
     if (tty)
         fputc('\n', stderr);
-    return failed;
-}
-
-/* Train the three runs; *wall is the wall time they took.  Returns 0 when all three succeeded, 1
-   when one failed, -1 when they could not be started. */
-static int demo_train(const demo_setup *d, double *wall)
-{
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int failed = 0;
-    if (d->sequential) {
-        for (int k = 0; k < 3; k++) {
-            fl_train_opts o = { d->dirs[k], d->threads, 0, 0 };
-            if (fl_train_run(&d->cfgs[k], &o) != FL_EXIT_OK)
-                failed = 1;
-        }
-    } else {
-        failed = demo_train_forked(d);
-    }
+    free(pid);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return failed;
 }
 
-/* Read back each run's summary.json and analyse its metrics.csv.  Returns 0, or -1 (message
-   printed; the summaries read so far are released). */
-static int demo_read_results(const demo_setup *d, demo_result res[3])
+static int cmp_d(const void *a, const void *b)
 {
-    memset(res, 0, 3 * sizeof *res);
-    for (int k = 0; k < 3; k++) {
-        char p[DEMO_FILE_MAX];
-        snprintf(p, sizeof p, "%s/summary.json", d->dirs[k]);
-        json_error_t je;
-        res[k].sum = json_load_file(p, 0, &je);
-        if (!res[k].sum) {
-            fprintf(stderr, "fp8lab demo: %s: %s\n", p, je.text);
-            for (int j = 0; j < k; j++)
-                json_decref(res[j].sum);
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile (nearest rank) of v[0..n), sorted in place; NaN for n = 0. */
+static double quantile(double *v, long n, double q)
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    long k = (long)ceil(q * (double)n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* A CSV field as a number ("nan", "inf" included). */
+static double field(char **s)
+{
+    char *e;
+    const double v = strtod(*s, &e);
+    *s = *e == ',' ? e + 1 : e;
+    return v;
+}
+
+/* metrics.csv: the loss of every step.  0, or -1 (message printed). */
+static int read_losses(demo_run *r)
+{
+    char p[DIR_MAX + 32], line[4096];
+    snprintf(p, sizeof p, "%s/metrics.csv", r->dir);
+    FILE *f = fopen(p, "r");
+    if (!f || !fgets(line, sizeof line, f)) {
+        fprintf(stderr, "fp8lab demo: %s: cannot read\n", p);
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    r->loss = malloc(((size_t)r->cfg.steps + 1) * sizeof *r->loss);
+    r->nloss = 0;
+    while (r->loss && fgets(line, sizeof line, f) && r->nloss < (long)r->cfg.steps) {
+        char *s = line;
+        const double step = field(&s);
+        if (step != (double)r->nloss) {
+            fprintf(stderr, "fp8lab demo: %s: row %ld is step %g\n", p, r->nloss + 1, step);
+            fclose(f);
             return -1;
         }
-        const long ds = json_is_true(json_object_get(res[k].sum, "diverged"))
-                            ? (long)json_get_number(res[k].sum, "diverged_step") : -1;
-        analyse_metrics(&res[k], d->dirs[k], ds);
+        r->loss[r->nloss++] = field(&s);
+    }
+    fclose(f);
+    return r->loss ? 0 : -1;
+}
+
+/* sites.csv: staleness quantiles and clip mass at the down projections' inputs, the largest over all
+   sites, the mean underflow.  Staleness counts steps whose scale came from an amax (amax_from > 0). */
+static int read_sites(demo_run *r)
+{
+    char p[DIR_MAX + 32], line[512];
+    snprintf(p, sizeof p, "%s/sites.csv", r->dir);
+    r->stale_p50 = r->stale_p99 = r->stale_max = r->stale_all_max = NAN;
+    r->clip_down_max = r->clip_down_mean = r->clip_all_max = r->underflow_mean = NAN;
+    FILE *f = fopen(p, "r");
+    if (!f || !fgets(line, sizeof line, f)) {
+        fprintf(stderr, "fp8lab demo: %s: cannot read\n", p);
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    long cap = 4096, ns = 0, nd = 0, nall = 0;
+    double *st = malloc((size_t)cap * sizeof *st), clip_sum = 0.0, uf_sum = 0.0;
+    double smax = 0.0, sall = 0.0, cmax = 0.0, call = 0.0;
+    while (st && fgets(line, sizeof line, f)) {
+        char *s = line;
+        field(&s);
+        char *comma = strchr(s, ',');
+        if (!comma)
+            continue;
+        *comma = 0;
+        const int down = strlen(s) >= 8 && !strcmp(s + strlen(s) - 8, ".down.in");
+        s = comma + 1;
+        field(&s); /* amax */
+        const double from = field(&s), stale = field(&s), sat = field(&s), clip = field(&s), uf = field(&s);
+        nall++;
+        uf_sum += uf;
+        r->sat_all += (uint64_t)sat;
+        if (from > 0 && stale > sall)
+            sall = stale;
+        if (clip > call)
+            call = clip;
+        if (!down)
+            continue;
+        nd++;
+        r->sat_down += (uint64_t)sat;
+        clip_sum += clip;
+        if (clip > cmax)
+            cmax = clip;
+        if (from > 0) {
+            if (ns == cap) {
+                cap *= 2;
+                double *t = realloc(st, (size_t)cap * sizeof *st);
+                if (!t)
+                    break;
+                st = t;
+            }
+            st[ns++] = stale;
+            if (stale > smax)
+                smax = stale;
+        }
+    }
+    fclose(f);
+    if (!st)
+        return -1;
+    if (ns) {
+        r->stale_p99 = quantile(st, ns, 0.99);
+        r->stale_p50 = quantile(st, ns, 0.50);
+        r->stale_max = smax;
+    }
+    if (nd) {
+        r->clip_down_max = cmax;
+        r->clip_down_mean = clip_sum / (double)nd;
+    }
+    if (nall) {
+        r->stale_all_max = sall;
+        r->clip_all_max = call;
+        r->underflow_mean = uf_sum / (double)nall;
+    }
+    free(st);
+    return 0;
+}
+
+static double jnum(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static json_t *jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* Read every run back and judge it against its reference.  0, or -1 (message printed). */
+static int demo_analyse(demo_setup *d)
+{
+    for (int k = 0; k < d->nruns; k++) {
+        demo_run *r = &d->runs[k];
+        char p[DIR_MAX + 32];
+        snprintf(p, sizeof p, "%s/summary.json", r->dir);
+        json_error_t je;
+        r->sum = json_load_file(p, 0, &je);
+        if (!r->sum) {
+            fprintf(stderr, "fp8lab demo: %s: %s\n", p, je.text);
+            return -1;
+        }
+        if (read_losses(r) || read_sites(r))
+            return -1;
+    }
+    for (int k = 0; k < d->nruns; k++) {
+        demo_run *r = &d->runs[k];
+        const int ref = arms[r->arm].ref;
+        const demo_run *rr = ref >= 0 ? &d->runs[k - r->arm + ref] : NULL;
+        const int dv = json_is_true(json_object_get(r->sum, "diverged"));
+        fl_arm_judge(&r->fail, r->loss, r->nloss, (long)r->cfg.steps, dv, dv ? (long)jnum(r->sum, "diverged_step") : -1,
+                     rr ? rr->loss : NULL, rr ? rr->nloss : 0, FL_GAP_EMA, FL_GAP_THRESHOLD, FL_GAP_WINDOW);
     }
     return 0;
 }
 
-/* The per-run record of demo.json. */
-static json_t *demo_run_json(const demo_setup *d, int k, const demo_result *r)
+static void demo_table(const demo_setup *d)
 {
-    json_t *s = r->sum;
-    const int dv = json_is_true(json_object_get(s, "diverged"));
+    say("\n%-27s %-4s %-6s %-6s %-16s %-8s %-8s %-8s %-9s %-24s %s\n", "arm", "seed", "failed", "step", "reason",
+        "loss", "gap end", "gap max", "clip dn", "staleness dn p50/p99/max", "align |cos| p99 0 -> end");
+    for (int k = 0; k < d->nruns; k++) {
+        const demo_run *r = &d->runs[k];
+        char step[24] = "-", st[64] = "-";
+        if (r->fail.failed)
+            snprintf(step, sizeof step, "%ld", r->fail.step);
+        if (isfinite(r->stale_max))
+            snprintf(st, sizeof st, "%.3f/%.3f/%.3f", r->stale_p50, r->stale_p99, r->stale_max);
+        say("%-27s %-4llu %-6s %-6s %-16s %-8.4f %-+8.4f %-+8.4f %-9.3g %-24s %.3f -> %.3f\n", arms[r->arm].name,
+            (unsigned long long)r->seed, r->fail.failed ? "YES" : "no", step,
+            r->fail.failed ? fl_fail_reason_name(r->fail.reason) : "-", jnum(r->sum, "final_loss"), r->fail.gap_final,
+            r->fail.gap_max, r->clip_down_max, st, jnum(r->sum, "alignment_start"), jnum(r->sum, "alignment_end"));
+    }
+    say("\n");
+    for (int a = 0; a < NARM; a++) {
+        int fails = 0;
+        for (int s = 0; s < d->nseeds; s++)
+            fails += d->runs[s * NARM + a].fail.failed;
+        say("  %-27s %-8s failed in %d of %d seeds\n", arms[a].name,
+            arms[a].role == FL_ARM_SUBJECT ? "subject" : arms[a].role == FL_ARM_CONTROL ? "control" : "info", fails,
+            d->nseeds);
+    }
+}
+
+static json_t *demo_run_json(const demo_run *r)
+{
+    const fl_recipe_cfg *rc = &r->cfg.recipe;
     json_t *o = json_object();
-    json_object_set_new(o, "act", json_string(fl_act_name(d->cfgs[k].model.act)));
-    json_object_set_new(o, "recipe", json_string(fl_recipe_name((fl_recipe_kind)d->cfgs[k].recipe.kind)));
-    json_object_set_new(o, "diverged", json_boolean(dv));
-    json_object_set_new(o, "diverged_step", dv ? json_integer((json_int_t)json_get_number(s, "diverged_step")) : json_null());
-    json_object_set_new(o, "final_loss", json_number_or_null(json_get_number(s, "final_loss")));
-    json_object_set_new(o, "alignment_start", json_number_or_null(json_get_number(s, "alignment_start")));
-    json_object_set_new(o, "alignment_end", json_number_or_null(json_get_number(s, "alignment_end")));
-    json_object_set_new(o, "amax_max", json_number_or_null(json_get_number(s, "amax_max")));
-    json_object_set_new(o, "saturated_total", json_integer((json_int_t)json_get_number(s, "saturated_total")));
-    json_object_set_new(o, "down_in_saturated_total", json_integer((json_int_t)json_get_number(s, "down_in_saturated_total")));
-    json_object_set_new(o, "down_in_saturated_before_divergence", json_integer((json_int_t)r->sat_before_div));
-    json_object_set_new(o, "first_down_in_saturation_step", json_incref(json_object_get(s, "first_down_in_saturation_step")));
-    json_object_set_new(o, "nan_produced_total", json_integer((json_int_t)json_get_number(s, "nan_produced_total")));
-    json_object_set_new(o, "amax_loglog_slope", json_number_or_null(r->slope));
-    json_object_set_new(o, "down_in_staleness_max", json_number_or_null(r->stale_max));
-    json_object_set_new(o, "ffn_in_amax_growth", json_number_or_null(r->in_growth));
-    json_object_set_new(o, "act_amax_growth", json_number_or_null(r->act_growth));
-    json_object_set_new(o, "steps_done", json_incref(json_object_get(s, "steps_done")));
-    json_object_set_new(o, "steps_per_s", json_incref(json_object_get(s, "steps_per_s")));
-    json_object_set_new(o, "dir", json_string(d->dirs[k]));
+    char args[4096];
+    fl_train_cfg_args(args, sizeof args, &r->cfg);
+    json_object_set_new(o, "arm", json_string(arms[r->arm].name));
+    json_object_set_new(o, "role", json_string(arms[r->arm].role == FL_ARM_SUBJECT ? "subject"
+                                               : arms[r->arm].role == FL_ARM_CONTROL ? "control" : "info"));
+    json_object_set_new(o, "act", json_string(fl_act_name(r->cfg.model.act)));
+    json_object_set_new(o, "ffn", json_integer(r->cfg.model.F));
+    json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));
+    json_object_set_new(o, "recipe", json_string(fl_recipe_name((fl_recipe_kind)rc->kind)));
+    json_object_set_new(o, "overflow", json_string(rc->kind == FL_RECIPE_BF16 ? "ieee (bf16)" : rc->nosat ? "nan" : "saturate"));
+    json_object_set_new(o, "pow2_scales", json_boolean(rc->pow2));
+    json_object_set_new(o, "amax_history", json_integer(rc->history));
+    json_object_set_new(o, "grad_sr", json_boolean(rc->grad_sr));
+    json_object_set_new(o, "fp8_start", json_integer(rc->fp8_start));
+    json_object_set_new(o, "site_overrides", json_string(rc->sites));
+    json_object_set_new(o, "train_args", json_string(args));
+    json_object_set_new(o, "dir", json_string(r->dir));
+    json_object_set_new(o, "failed", json_boolean(r->fail.failed));
+    json_object_set_new(o, "failed_step", r->fail.failed ? json_integer(r->fail.step) : json_null());
+    json_object_set_new(o, "fail_reason", json_string(fl_fail_reason_name(r->fail.reason)));
+    json_object_set_new(o, "final_loss", jnum_or_null(jnum(r->sum, "final_loss")));
+    json_object_set_new(o, "steps_done", json_integer((json_int_t)r->nloss));
+    json_object_set_new(o, "loss_gap", jnum_or_null(r->fail.gap_final));
+    json_object_set_new(o, "loss_gap_max", jnum_or_null(r->fail.gap_max));
+    json_t *cm = json_object();
+    json_object_set_new(cm, "down_in_max", jnum_or_null(r->clip_down_max));
+    json_object_set_new(cm, "down_in_mean", jnum_or_null(r->clip_down_mean));
+    json_object_set_new(cm, "all_sites_max", jnum_or_null(r->clip_all_max));
+    json_object_set_new(o, "clip_mass", cm);
+    json_t *sq = json_object();
+    json_object_set_new(sq, "down_in_p50", jnum_or_null(r->stale_p50));
+    json_object_set_new(sq, "down_in_p99", jnum_or_null(r->stale_p99));
+    json_object_set_new(sq, "down_in_max", jnum_or_null(r->stale_max));
+    json_object_set_new(sq, "all_sites_max", jnum_or_null(r->stale_all_max));
+    json_object_set_new(o, "staleness", sq);
+    json_object_set_new(o, "saturated_down_in", json_integer((json_int_t)r->sat_down));
+    json_object_set_new(o, "saturated_all", json_integer((json_int_t)r->sat_all));
+    json_object_set_new(o, "underflow_mean", jnum_or_null(r->underflow_mean));
+    json_object_set_new(o, "alignment_start", jnum_or_null(jnum(r->sum, "alignment_start")));
+    json_object_set_new(o, "alignment_end", jnum_or_null(jnum(r->sum, "alignment_end")));
     return o;
 }
 
-/* The table of the three runs (say) and their demo.json records (returned array). */
-static json_t *demo_table(const demo_setup *d, const demo_result res[3])
-{
-    json_t *jr = json_array();
-    say("\n%-14s %-12s %-9s %-8s %-10s %-9s %-9s %-9s %-7s %-10s %-10s\n", "act", "recipe", "diverged", "at step",
-           "final loss", "align 0", "align end", "amax max", "slope", "sat(down)", "sat(all)");
-    for (int k = 0; k < 3; k++) {
-        json_t *s = res[k].sum;
-        const int dv = json_is_true(json_object_get(s, "diverged"));
-        json_array_append_new(jr, demo_run_json(d, k, &res[k]));
-        char at[32] = "-";
-        if (dv)
-            snprintf(at, sizeof at, "%lld", (long long)json_get_number(s, "diverged_step"));
-        say("%-14s %-12s %-9s %-8s %-10.4f %-9.3f %-9.3f %-9.4g %-7.2f %-10lld %-10lld\n", fl_act_name(d->cfgs[k].model.act),
-               fl_recipe_name((fl_recipe_kind)d->cfgs[k].recipe.kind), dv ? "YES" : "no", at, json_get_number(s, "final_loss"),
-               json_get_number(s, "alignment_start"), json_get_number(s, "alignment_end"), json_get_number(s, "amax_max"), res[k].slope,
-               (long long)json_get_number(s, "down_in_saturated_total"), (long long)json_get_number(s, "saturated_total"));
-    }
-    return jr;
-}
+typedef struct {
+    const demo_setup *d;
+    const fl_verdict *v;
+    const char *dev;
+    double wall;
+} demo_doc;
 
-/* The required outcome and the causal chain (say).  Returns whether the outcome holds; *rel is
-   Smooth-SwiGLU's final loss relative to BF16's, *la the load averages at the end. */
-static int demo_verdict(const demo_setup *d, const demo_result res[3], double wall, double *rel, double la[3])
+static int fill_doc(FILE *f, void *ctx)
 {
-    const int d_bf = json_is_true(json_object_get(res[0].sum, "diverged"));
-    const int d_sw = json_is_true(json_object_get(res[1].sum, "diverged"));
-    const int d_sm = json_is_true(json_object_get(res[2].sum, "diverged"));
-    const double l_bf = json_get_number(res[0].sum, "final_loss"), l_sm = json_get_number(res[2].sum, "final_loss");
-    *rel = fabs(l_sm - l_bf) / l_bf;
-    const int ok = d_sw && !d_bf && !d_sm && isfinite(*rel) && *rel <= 0.05;
-    say("\n  SwiGLU/FP8 %s", d_sw ? "diverged" : "did NOT diverge");
-    if (d_sw)
-        say(" at step %lld (%s)", (long long)json_get_number(res[1].sum, "diverged_step"),
-               json_string_value(json_object_get(res[1].sum, "divergence")));
-    say("; BF16 control %s; Smooth-SwiGLU/FP8 %s; Smooth vs BF16 final loss %+.2f%%\n",
-           d_bf ? "DIVERGED" : "stable", d_sm ? "DIVERGED" : "stable", 100.0 * (l_sm - l_bf) / l_bf);
-    char *first_sat = json_is_integer(json_object_get(res[1].sum, "first_down_in_saturation_step"))
-                          ? json_dumps(json_object_get(res[1].sum, "first_down_in_saturation_step"), JSON_ENCODE_ANY)
-                          : strdup("none");
-    say("  chain (SwiGLU/FP8): alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax grew x%.3g while its input's grew x%.3g "
-           "(log-log slope %.2f); %llu saturated down-projection inputs %s, the first at step %s\n",
-           json_get_number(res[1].sum, "alignment_start"), json_get_number(res[1].sum, "alignment_end"), res[1].act_growth, res[1].in_growth,
-           res[1].slope, (unsigned long long)res[1].sat_before_div, d_sw ? "before the divergence" : "in the run",
-           first_sat);
-    if (d_sw)
-        say("  the same chain in the BF16 control, whole run: alignment |cos| p99 %.3f -> %.3f; SwiGLU-output amax "
-            "grew x%.3g while its input's grew x%.3g\n",
-            json_get_number(res[0].sum, "alignment_start"), json_get_number(res[0].sum, "alignment_end"), res[0].act_growth,
-            res[0].in_growth);
-    free(first_sat);
-    const int margin = d->base.recipe.margin;
-    say("  staleness (SwiGLU/FP8): the down-projection input outgrew the amax its delayed scale came from by at most "
-        "x%.3g (step %ld); with margin %d a saturating cast clips above x%g, a non-saturating one gives NaN/Inf "
-        "above x%.3g\n",
-        res[1].stale_max, res[1].stale_step, margin, ldexp(1.0, margin), ldexp(464.0 / 448.0, margin));
-    la[0] = la[1] = la[2] = -1;
-    if (getloadavg(la, 3) < 0)
-        la[0] = la[1] = la[2] = -1;
-    say("  outcome: %s   (%.0f s wall, load average %.2f %.2f %.2f at the end; plots in %s/*.png; %s casts)\n",
-        ok ? "REPRODUCED" : "NOT reproduced", wall, la[0], la[1], la[2], d->out,
-        d->base.recipe.nosat ? "non-saturating" : "saturating");
-    return ok;
-}
-
-/* OUT/demo.json, and --json FILE: 0, or -1 (message printed). */
-static int demo_write_json(const demo_setup *d, json_t *jr, int ok, double rel, double wall, double load)
-{
-    json_t *doc = json_object();
-    json_object_set_new(doc, "runs", jr);
-    json_object_set_new(doc, "reproduced", json_boolean(ok));
-    json_object_set_new(doc, "smooth_vs_bf16_final_loss_rel", json_number_or_null(rel));
-    json_object_set_new(doc, "wall_s", json_real(wall));
-    json_object_set_new(doc, "load_average_end", json_real(load));
-    json_object_set_new(doc, "divergence_criterion",
-                        json_string("non-finite loss, or loss EMA above its running minimum by more than div_margin nats "
-                                    "for div_window consecutive steps (experiments/train/train.h)"));
-    char jp[DEMO_FILE_MAX];
-    snprintf(jp, sizeof jp, "%s/demo.json", d->out);
-    int jerr = json_dump_file(doc, jp, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-    if (d->json_path)
-        jerr |= json_dump_file(doc, d->json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    const demo_doc *c = ctx;
+    json_t *doc = json_object(), *runs = json_array(), *crit = json_object(), *verdict = json_object();
+    for (int k = 0; k < c->d->nruns; k++)
+        json_array_append_new(runs, demo_run_json(&c->d->runs[k]));
+    json_object_set_new(crit, "gap_ema", json_real(FL_GAP_EMA));
+    json_object_set_new(crit, "gap_threshold", json_real(FL_GAP_THRESHOLD));
+    json_object_set_new(crit, "gap_window", json_integer(FL_GAP_WINDOW));
+    json_object_set_new(crit, "arm_failure",
+                        json_string("non-finite loss, the run's divergence (train.h), or (FP8 arms) the relative gap of "
+                                    "the loss EMA against the BF16 reference above gap_threshold for gap_window "
+                                    "consecutive steps, or stopped early"));
+    json_object_set_new(crit, "reproduced_when",
+                        json_string("the subject swiglu/fp8 fails in a majority of seeds and no control arm fails in a "
+                                    "majority of seeds (swiglu/fp8+down.in=current is reported, not judged)"));
+    json_object_set_new(verdict, "reproduced", json_boolean(c->v->reproduced));
+    json_object_set_new(verdict, "text", json_string(c->v->text));
+    json_object_set_new(verdict, "criteria", crit);
+    json_object_set_new(doc, "verdict", verdict);
+    json_object_set_new(doc, "recipe_deviations", json_string(c->dev));
+    json_object_set_new(doc, "seeds", json_integer(c->d->nseeds));
+    json_object_set_new(doc, "steps", json_integer((json_int_t)c->d->base.steps));
+    json_object_set_new(doc, "wall_s", json_real(c->wall));
+    json_object_set_new(doc, "runs", runs);
+    const int rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    fputc('\n', f);
     json_decref(doc);
-    if (jerr) {
-        fprintf(stderr, "fp8lab demo: cannot write %s\n", d->json_path ? d->json_path : jp);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
-static void close_summary_file(void)
+static void demo_free(demo_setup *d)
 {
-    if (summary_file) {
-        fclose(summary_file);
-        summary_file = NULL;
+    for (int k = 0; k < d->nruns; k++) {
+        json_decref(d->runs[k].sum);
+        free(d->runs[k].loss);
     }
+    free(d->runs);
+    if (summary_file)
+        fclose(summary_file);
+    summary_file = NULL;
 }
 
 int fl_cmd_demo(int argc, char **argv)
@@ -590,47 +670,66 @@ int fl_cmd_demo(int argc, char **argv)
     fl_blas_setup(argv - 1);
     demo_setup d;
     memset(&d, 0, sizeof d);
-    const int prc0 = demo_parse(&d, argc, argv);
-    if (prc0 != DEMO_GO_ON)
-        return prc0;
+    int rc = demo_parse(&d, argc, argv);
+    if (rc == DEMO_GO_ON)
+        rc = demo_configure(&d);
+    if (rc != DEMO_GO_ON) {
+        demo_free(&d);
+        return rc;
+    }
     if (mkdir(d.out, 0755) && errno != EEXIST) {
         fprintf(stderr, "fp8lab demo: %s: cannot create: %s\n", d.out, strerror(errno));
+        demo_free(&d);
         return FL_EXIT_FAIL;
     }
-    char sp[DEMO_FILE_MAX];
+    char sp[DIR_MAX + 32], dev[1024];
     snprintf(sp, sizeof sp, "%s/summary.txt", d.out);
     summary_file = fopen(sp, "w");
-    demo_configure(&d);
-    demo_announce(&d);
-
+    recipe_deviations(dev, sizeof dev, &d.base.recipe);
+    demo_announce(&d, dev);
     double wall;
-    demo_result res[3];
-    const int failed = demo_train(&d, &wall);
-    if (failed) {
-        if (failed > 0)
-            fprintf(stderr, "fp8lab demo: a training run failed (see the messages above)\n");
-        close_summary_file();
+    if (demo_train(&d, &wall)) {
+        fprintf(stderr, "fp8lab demo: a training run failed to run (see the messages above)\n");
+        demo_free(&d);
         return FL_EXIT_FAIL;
     }
-    if (demo_read_results(&d, res)) {
-        close_summary_file();
+    if (demo_analyse(&d)) {
+        demo_free(&d);
         return FL_EXIT_FAIL;
     }
-    char *plot_runs[3] = { d.dirs[0], d.dirs[1], d.dirs[2] };
-    char title[256];
+    /* plots: the first seed's arms */
+    char *plot_runs[NARM];
+    for (int a = 0; a < NARM; a++)
+        plot_runs[a] = d.runs[a].dir;
+    char title[128];
     snprintf(title, sizeof title, "demo seed %llu:", (unsigned long long)d.base.seed);
-    const int prc = fl_plot_runs(d.out, title, 3, plot_runs);
+    const int prc = fl_plot_runs(d.out, title, NARM, plot_runs);
 
-    json_t *jr = demo_table(&d, res);
-    double rel, la[3];
-    const int ok = demo_verdict(&d, res, wall, &rel, la);
-    close_summary_file();
-    const int jerr = demo_write_json(&d, jr, ok, rel, wall, la[0]);
-    for (int k = 0; k < 3; k++)
-        json_decref(res[k].sum);
+    demo_table(&d);
+    fl_arm_outcome *oc = calloc((size_t)d.nruns, sizeof *oc);
+    for (int k = 0; k < d.nruns && oc; k++)
+        oc[k] = (fl_arm_outcome){ arms[d.runs[k].arm].name, arms[d.runs[k].arm].role, d.runs[k].seed, d.runs[k].fail.failed };
+    fl_verdict v = { 0, "NOT REPRODUCED: out of memory" };
+    if (oc)
+        fl_demo_verdict(&v, oc, d.nruns);
+    free(oc);
+    double la[3] = { -1, -1, -1 };
+    if (getloadavg(la, 3) < 0)
+        la[0] = -1;
+    say("\n  verdict: %s\n  (%.0f s wall for %d runs, %d at a time; load average %.2f at the end; plots of seed %llu in %s/*.png)\n",
+        v.text, wall, d.nruns, d.jobs, la[0], (unsigned long long)d.base.seed, d.out);
+    demo_doc doc = { &d, &v, dev, wall };
+    char jp[DIR_MAX + 32], err[4400];
+    snprintf(jp, sizeof jp, "%s/demo.json", d.out);
+    int jerr = fl_write_atomic(jp, fill_doc, &doc, err, sizeof err);
+    if (!jerr && d.json_path)
+        jerr = fl_write_atomic(d.json_path, fill_doc, &doc, err, sizeof err);
+    if (jerr)
+        fprintf(stderr, "fp8lab demo: %s\n", err);
+    demo_free(&d);
     if (jerr)
         return FL_EXIT_FAIL;
     if (prc != FL_EXIT_OK)
         return prc;
-    return ok ? FL_EXIT_OK : FL_EXIT_GATE;
+    return v.reproduced ? FL_EXIT_OK : FL_EXIT_GATE;
 }

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "train.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,11 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         if (!strcmp(val, "delayed")) r->grad_current = 0;
         else if (!strcmp(val, "current")) r->grad_current = 1;
         else BAD();
+    } else if (!strcmp(flag, "--site")) {
+        NEED();
+        if (fl_recipe_sites_add(r, val))
+            return fl_cli_usage_error(cmd, "bad value for --site: '%s' (PATTERN=bf16|current|delayed; all --site "
+                                      "values together at most %d bytes)", val, FL_SITE_SPEC_MAX - 1), 2;
     } else if (!strcmp(flag, "--fp8-overflow")) {
         NEED();
         if (!strcmp(val, "saturate")) r->nosat = 0;
@@ -257,6 +263,7 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         *used = 0;
         if (!strcmp(flag, "--pow2")) r->pow2 = 1;
         else if (!strcmp(flag, "--fp8-adam")) r->fp8_adam = 1;
+        else if (!strcmp(flag, "--grad-sr")) r->grad_sr = 1;
         else if (!strcmp(flag, "--fast-accum")) r->fast_accum = 1;
         else if (!strcmp(flag, "--no-stop-on-divergence")) c->stop_on_div = 0;
         else return 1;
@@ -266,12 +273,62 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
     return 0;
 }
 
+/* Append printf output to buf (size n, used *w), tracking overflow in *w > n - 1. */
+__attribute__((format(printf, 4, 5))) static void addf(char *buf, size_t n, size_t *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = *w < n ? vsnprintf(buf + *w, n - *w, fmt, ap) : 0;
+    va_end(ap);
+    *w += k > 0 ? (size_t)k : 0;
+}
+
+int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)
+{
+    const fl_model_cfg *m = &c->model;
+    const fl_recipe_cfg *r = &c->recipe;
+    size_t w = 0;
+    if (n)
+        buf[0] = 0;
+    addf(buf, n, &w, "--act %s --recipe %s --steps %llu --seed %llu", fl_act_name(m->act),
+         fl_recipe_name((fl_recipe_kind)r->kind), (unsigned long long)c->steps, (unsigned long long)c->seed);
+    addf(buf, n, &w, " --width %u --layers %u --heads %u --ffn %u --seq %u --batch %u --init-std %.9g", m->C, m->L, m->H,
+         m->F, m->T, m->B, m->init_std);
+    addf(buf, n, &w, " --lr %.9g --lr-min %.9g --schedule %s --warmup %u --wd %.9g --beta1 %.9g --beta2 %.9g --adam-eps %.9g --clip %.9g",
+         c->lr, c->lr_min_frac, c->schedule == FL_SCHED_COSINE ? "cosine" : "constant", c->warmup, c->wd, c->beta1,
+         c->beta2, c->adam_eps, c->clip);
+    addf(buf, n, &w, " --amax-history %u --amax-algo %s --margin %d --fp8-overflow %s", r->history,
+         fl_amax_algo_name((fl_amax_algo)r->algo), r->margin, r->nosat ? "nan" : "saturate");
+    if (r->pow2) addf(buf, n, &w, " --pow2");
+    if (r->fp8_adam) addf(buf, n, &w, " --fp8-adam");
+    if (r->fast_accum) addf(buf, n, &w, " --fast-accum");
+    if (r->grad_current) addf(buf, n, &w, " --grad-scaling current");
+    if (r->fp8_start) addf(buf, n, &w, " --fp8-start %u", r->fp8_start);
+    if (r->grad_sr) addf(buf, n, &w, " --grad-sr");
+    for (const char *p = r->sites; *p;) {
+        const size_t k = strcspn(p, ";");
+        addf(buf, n, &w, " --site '%.*s'", (int)k, p);
+        p += k + (p[k] == ';');
+    }
+    if (c->data_kind == FL_DATA_TEXT)
+        addf(buf, n, &w, " --data '%s'", c->data_path);
+    else
+        addf(buf, n, &w, " --data %s --data-len %llu", c->data_kind == FL_DATA_TRIGGERS ? "triggers" : "synthetic",
+             (unsigned long long)c->data_len);
+    if (c->data_kind == FL_DATA_TRIGGERS)
+        addf(buf, n, &w, " --trigger-rate %.9g --trigger-len %u", c->trigger_rate, c->trigger_len);
+    addf(buf, n, &w, " --log-every %u --ckpt-every %u --div-margin %.9g --div-window %u --div-ema %.9g", c->log_every,
+         c->ckpt_every, c->div_margin, c->div_window, c->div_ema);
+    if (!c->stop_on_div) addf(buf, n, &w, " --no-stop-on-divergence");
+    return w < n ? 0 : -1;
+}
+
 /* The first field where two configurations differ, for the mismatch message. */
 static const char *cfg_diff(const fl_train_cfg *a, const fl_train_cfg *b)
 {
     if (memcmp(&a->model.act, &b->model.act, sizeof a->model.act)) return "--act";
     if (memcmp(&a->model, &b->model, sizeof a->model)) return "a model flag (--width/--layers/--heads/--ffn/--seq/--batch/--init-std)";
-    if (memcmp(&a->recipe, &b->recipe, sizeof a->recipe)) return "a recipe flag (--recipe/--amax-*/--margin/--pow2/--fp8-*)";
+    if (memcmp(&a->recipe, &b->recipe, sizeof a->recipe)) return "a recipe flag (--recipe/--amax-*/--margin/--pow2/--fp8-*/--grad-*/--site)";
     if (a->steps != b->steps) return "--steps";
     if (a->seed != b->seed) return "--seed";
     if (a->data_kind != b->data_kind || memcmp(a->data_path, b->data_path, sizeof a->data_path) || a->data_len != b->data_len ||

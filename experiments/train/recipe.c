@@ -3,6 +3,7 @@
 
 #include "activations.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <omp.h>
 #if defined(__AVX512F__)
@@ -47,6 +48,113 @@ void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind)
     c->margin = 0;
 }
 
+/* ---- per-site overrides (recipe.h) -------------------------------------------------------------- */
+
+enum { SITE_BF16, SITE_CURRENT, SITE_DELAYED };
+
+/* The next override of a spec at *p: pattern and mode, *p moved past it.  Returns 1 with one
+   parsed, 0 at the end, -1 for a malformed one (what is wrong in err). */
+static int site_next(const char **p, char *pat, size_t patn, int *mode, char *err, size_t errlen)
+{
+    const char *s = *p;
+    while (*s == ';')
+        s++;
+    if (!*s)
+        return 0;
+    const char *end = strchr(s, ';'), *eq = strchr(s, '=');
+    if (!end)
+        end = s + strlen(s);
+    if (!eq || eq > end || eq == s || (size_t)(eq - s) >= patn) {
+        snprintf(err, errlen, "--site '%.*s': expected PATTERN=bf16|current|delayed", (int)(end - s), s);
+        return -1;
+    }
+    memcpy(pat, s, (size_t)(eq - s));
+    pat[eq - s] = 0;
+    const size_t ml = (size_t)(end - eq - 1);
+    if (ml == 4 && !strncmp(eq + 1, "bf16", 4)) *mode = SITE_BF16;
+    else if (ml == 7 && !strncmp(eq + 1, "current", 7)) *mode = SITE_CURRENT;
+    else if (ml == 7 && !strncmp(eq + 1, "delayed", 7)) *mode = SITE_DELAYED;
+    else {
+        snprintf(err, errlen, "--site '%.*s': unknown mode '%.*s' (bf16, current, delayed)", (int)(end - s), s,
+                 (int)ml, eq + 1);
+        return -1;
+    }
+    *p = end;
+    return 1;
+}
+
+int fl_recipe_sites_add(fl_recipe_cfg *cfg, const char *spec)
+{
+    const size_t have = strlen(cfg->sites), add = strlen(spec);
+    /* site names, fnmatch's *?[]! and the '=': nothing that needs quoting in JSON or a shell */
+    if (!strchr(spec, '=') || spec[strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-*?[]!=")] ||
+        have + (have ? 1 : 0) + add + 1 > sizeof cfg->sites)
+        return -1;
+    if (have)
+        cfg->sites[have] = ';';
+    memcpy(cfg->sites + have + (have ? 1 : 0), spec, add + 1);
+    return 0;
+}
+
+const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const char *const *names,
+                                  const uint8_t *hp_mask, char *err, size_t errlen)
+{
+    const char *p = cfg->sites;
+    char pat[FL_SITE_SPEC_MAX];
+    int mode, r;
+    const int per_tensor = cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_FP8_CURRENT;
+    while ((r = site_next(&p, pat, sizeof pat, &mode, err, errlen)) == 1) {
+        if (!per_tensor) {
+            snprintf(err, errlen, "--site %s: per-site overrides need fp8-delayed or fp8-current (the recipe is %s)", pat,
+                     fl_recipe_name((fl_recipe_kind)cfg->kind));
+            return err;
+        }
+        int hits = 0;
+        for (int i = 0; i < nsites; i++) {
+            if (fnmatch(pat, names[i], 0))
+                continue;
+            if (hp_mask && hp_mask[i]) {
+                snprintf(err, errlen, "--site %s: %s stays in bf16 under every FP8 recipe and takes no override", pat, names[i]);
+                return err;
+            }
+            hits++;
+        }
+        if (!hits) {
+            snprintf(err, errlen, "--site %s: no cast site of this model is named so (sites: L<layer>.<qkv|proj|fc|down>.<in|w|gout>, layers 0..%d)",
+                     pat, (nsites - 3) / 12 - 1);
+            return err;
+        }
+    }
+    if (r < 0)
+        return err;
+    if (cfg->grad_sr && !per_tensor) {
+        snprintf(err, errlen, "--grad-sr needs fp8-delayed or fp8-current (e5m2 gradients with a per-tensor scale)");
+        return err;
+    }
+    return NULL;
+}
+
+/* Apply the overrides to the sites' formats and scalings (checked beforehand). */
+static void sites_apply(fl_recipe *r)
+{
+    const char *p = r->cfg.sites;
+    char pat[FL_SITE_SPEC_MAX], err[8];
+    int mode;
+    while (site_next(&p, pat, sizeof pat, &mode, err, sizeof err) == 1)
+        for (int i = 0; i < r->nsites; i++) {
+            fl_site *s = &r->sites[i];
+            if (fnmatch(pat, s->name, 0))
+                continue;
+            if (mode == SITE_BF16) {
+                s->fmt = FL_FMT_BF16;
+                s->scaling = FL_SCALING_NONE;
+            } else {
+                s->fmt = s->role == FL_ROLE_GOUT ? FL_FMT_E5M2 : FL_FMT_E4M3;
+                s->scaling = mode == SITE_CURRENT ? FL_SCALING_TENSOR : FL_SCALING_DELAYED;
+            }
+        }
+}
+
 /* Decode tables of the 8-bit formats (filled once, before any parallel region). */
 static float dec_e4m3[256], dec_e5m2[256];
 static int dec_ready;
@@ -81,6 +189,11 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
         fprintf(stderr, "recipe: margin must be in [-127, 127]\n");
         return -1;
     }
+    char err[FL_SITE_SPEC_MAX + 200];
+    if (fl_recipe_sites_check(cfg, nsites, names, hp_mask, err, sizeof err)) {
+        fprintf(stderr, "recipe: %s\n", err);
+        return -1;
+    }
     r->nsites = nsites;
     r->sites = calloc((size_t)nsites, sizeof *r->sites);
     if (!r->sites)
@@ -106,6 +219,10 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
             s->fmt = FL_FMT_E4M3;
             s->scaling = cfg->kind == FL_RECIPE_FP8_BLOCK ? FL_SCALING_1X128 : FL_SCALING_MX32;
         }
+    }
+    sites_apply(r);
+    for (int i = 0; i < nsites; i++) {
+        fl_site *s = &r->sites[i];
         if (s->scaling == FL_SCALING_DELAYED) {
             s->dl = malloc(fl_delayed_size(cfg->history));
             if (!s->dl || fl_delayed_init(s->dl, cfg->history, (fl_amax_algo)cfg->algo, cfg->margin,
@@ -516,6 +633,68 @@ static float fq_span(float *y, const float *x, size_t n, const float *cs, const 
     return am;
 }
 
+/* Stochastic rounding to e5m2 of a finite |v| (float32 bits a), before overflow handling: the
+   float32 bits of the magnitude rounded up with probability (|v| - lo) / (hi - lo), lo <= |v| < hi the
+   neighbouring e5m2 values, down otherwise; rnd: 64 uniform bits.  Normal range (>= 2^-14): add 21
+   random bits below the 2 kept mantissa bits and truncate, P(up) = the dropped bits / 2^21 exactly.
+   Subnormal grid (step 2^-16): |v| = M 2^(e-23) is q + f/2^k steps, k = 7 - e; up when the top k
+   bits of rnd are below f, P(up) = f / 2^k exactly for k <= 64; below 2^-57 (k > 64: P < 2^-40)
+   and for float32 subnormals it rounds down. */
+static inline uint32_t sr_e5m2_mag(uint32_t a, uint64_t rnd)
+{
+    if (a >= 0x38800000u)
+        return (a + (uint32_t)(rnd & 0x1FFFFFu)) & ~0x1FFFFFu;
+    if (a < 0x00800000u)
+        return 0u;
+    const int e = (int)(a >> 23) - 127, k = 7 - e; /* k >= 22 */
+    const uint64_t M = (a & 0x7FFFFFu) | 0x800000u;
+    const uint64_t q = k < 24 ? M >> k : 0u, f = k < 24 ? M & ((1ull << k) - 1u) : M;
+    const uint64_t up = k <= 64 ? (uint64_t)((rnd >> (64 - k)) < f) : 0u;
+    return fl_f32_bits((float)(q + up) * 0x1p-16f);
+}
+
+/* The stochastic-rounding e5m2 cast of a span (the dY casts with cfg.grad_sr): y[c] =
+   SR(x[c] * rs * s) * si * rsi, element idx0 + c of the tensor drawing fl_mix64(key + (idx0 + c + 1) *
+   golden), so the bits depend on (seed, step, site, element) only: not on threads or timing.
+   Overflow: saturate to 57344, or Inf (nosat).  Counts and moments as fq_span; every element above
+   the largest finite value counts as saturated and clipped.  Returns the amax of x * rs. */
+static float fq_span_sr(float *y, const float *x, size_t n, float rs, float rsi, float s, float si, int nosat,
+                        uint64_t key, uint64_t idx0, fq_cnt *k, double *m2, double *m4)
+{
+    float am = 0.0f;
+    for (size_t c = 0; c < n; c++) {
+        const float xv = x[c] * rs, v = xv * s;
+        const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu;
+        if (a > 0x7F800000u) {
+            y[c] = fl_f32_from_bits(0x7FC00000u);
+            k->nan_in++;
+            continue;
+        }
+        const uint64_t rnd = fl_mix64(key + (idx0 + c + 1) * FL_GOLDEN64);
+        uint32_t ra = a == 0x7F800000u ? a : sr_e5m2_mag(a, rnd);
+        if (a > 0x47600000u) { /* above 57344, Inf inputs included */
+            k->sat++;
+            k->clip++;
+        }
+        if (ra > 0x47600000u) {
+            ra = nosat ? 0x7F800000u : 0x47600000u;
+            k->inf_out += (uint64_t)(nosat && a != 0x7F800000u);
+        }
+        if (ra == 0 && a != 0)
+            k->ftz++;
+        y[c] = fl_f32_from_bits(ra | (u & 0x80000000u)) * si * rsi;
+        const float ax = fabsf(xv);
+        if (ax > am)
+            am = ax;
+        if (m2) {
+            const double d2 = (double)xv * xv;
+            *m2 += d2;
+            *m4 += d2 * d2;
+        }
+    }
+    return am;
+}
+
 static int log2_exact(size_t b)
 {
     int k = 0;
@@ -757,10 +936,12 @@ static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, c
     }
 }
 
-/* What a cast quantises to and how the slow loop counts its overflows. */
+/* What a cast quantises to and how the slow loop counts its overflows; sr: stochastic rounding
+   (e5m2 with a per-tensor scale) from the stream key. */
 typedef struct {
-    int fmt, nosat, ties_ovf;
+    int fmt, nosat, ties_ovf, sr;
     float fmax, bound;
+    uint64_t key;
 } cast_format;
 
 /* What the quantisation loop counted, and the amax of the tensor entering the cast. */
@@ -781,7 +962,7 @@ static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, s
     fq_cnt tot = { 0 };
     float amax = 0.0f;
     const size_t span = g->bc < C ? g->bc : C;
-    const int fast = !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
+    const int fast = !cf->sr && !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
     /* moments by groups of rows after the cast (moments_rows) where a row has one scale and no
        column smoothing; else inside the row loop */
     const int gmom = mom && fast && !col_s && nbc == 1;
@@ -815,7 +996,9 @@ static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, s
                 const size_t nn = C - c0 < span ? C - c0 : span;
                 const size_t b = (nbr * nbc) > 1 ? (c0 >> cshift) : 0;
                 const float a =
-                    fast ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
+                    cf->sr ? fq_span_sr(y + i * C + c0, x + i * C + c0, nn, rs, rsi, srow[b], sirow[b], nosat, cf->key,
+                                        (uint64_t)(i * C + c0), &k, mom ? &m2 : NULL, &m4)
+                    : fast ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
                                         col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
                                         nosat, &k, mom && !gmom ? &m2 : NULL, &m4)
                          : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
@@ -863,6 +1046,44 @@ static void cast_record_stats(fl_site *site, const cast_counts *k, size_t R, siz
     }
 }
 
+/* The clip mass of a per-tensor-scaled cast that saturated (recipe.h, fl_cast_stats.clip_mass): one
+   sequential pass in double over x, the order fixed.  xv = x * rs * cs as the cast saw it, v = xv * s;
+   beyond the largest finite value fmax the excess is |xv| - fmax / s, in x's units through the
+   smoothing; where the cast produced NaN/Inf (non-saturating) all of |x| is lost. */
+static double clip_mass(const float *x, size_t R, size_t C, float s, float fmax, int nosat, const cast_smoothing *sm)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < R; i++) {
+        const float rs = sm->row_s ? sm->row_s[i] : 1.0f, rsi = sm->row_si ? sm->row_si[i] : 1.0f;
+        for (size_t c = 0; c < C; c++) {
+            const float x0 = x[i * C + c];
+            if (!isfinite(x0))
+                continue;
+            const float cs = sm->col_s ? sm->col_s[c] : 1.0f, csi = sm->col_si ? sm->col_si[c] : 1.0f;
+            const double ax = fabs((double)x0), av = fabs((double)(x0 * rs * cs * s));
+            den += ax;
+            if (av > fmax)
+                num += nosat ? ax : (av - fmax) / s * csi * rsi;
+        }
+    }
+    return den > 0.0 ? num / den : 0.0;
+}
+
+/* max |x * rs * cs| over the non-NaN elements (the amax the cast will see). */
+static float xv_amax(const float *x, size_t R, size_t C, const cast_smoothing *sm)
+{
+    float am = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : am)
+    for (size_t i = 0; i < R; i++) {
+        const float rs = sm->row_s ? sm->row_s[i] : 1.0f;
+        float a = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            a = fl_fmax_f32(a, fabsf(x[i * C + c] * rs * (sm->col_s ? sm->col_s[c] : 1.0f)));
+        am = a > am ? a : am;
+    }
+    return am;
+}
+
 void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C,
                     int transposed, int record, fl_smooth *sm)
 {
@@ -889,8 +1110,22 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16;
     cf.fmax = (float)fl_format_max((fl_format)cf.fmt);
     cf.bound = (float)fl_format_rne_boundary((fl_format)cf.fmt, &cf.ties_ovf);
+    cf.sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf.fmt == FL_FMT_E5M2;
+    cf.key = fl_mix64(r->sr_seed ^ fl_mix64(((uint64_t)r->step << 16) ^ (uint64_t)si_ ^ 0x5352000000000000ull));
     const int mom = r->moments && !transposed;
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
+    /* The clip mass reads x before the cast (y may be x), when the cast will saturate: a per-tensor
+       scale s saturates iff amax(xv) * s > fmax; a current scale's amax is known, a delayed one's
+       takes a pass over x. */
+    if (!transposed) {
+        if (scaling == FL_SCALING_DELAYED || scaling == FL_SCALING_TENSOR) {
+            const float am = scaling == FL_SCALING_TENSOR ? site->amax_from : xv_amax(x, R, C, &smo);
+            if (am * g.one > cf.fmax)
+                site->st.clip_mass = clip_mass(x, R, C, g.one, cf.fmax, cf.nosat, &smo);
+        } else if (scaling != FL_SCALING_NONE) {
+            site->st.clip_mass = NAN;
+        }
+    }
     const cast_counts k = cast_quantize(r, y, x, R, C, &g, &smo, &cf, rm);
     cast_grid_free(&g);
     cast_record_stats(site, &k, R, C, transposed, rm);

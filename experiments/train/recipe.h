@@ -54,6 +54,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Room for the per-site overrides of a recipe (--site flags joined by ';'), terminator included. */
+#define FL_SITE_SPEC_MAX 256
+
 typedef enum {
     FL_RECIPE_FP32,
     FL_RECIPE_BF16,
@@ -82,15 +85,36 @@ typedef struct {
                               recipe, as torchao's float8 training allowed; not a TE DelayedScaling option) */
     uint32_t fp8_start;    /* FP8 recipes: steps before this one cast to bf16 instead, while the delayed
                               histories record their amaxes (a BF16 start, as when FP8 continues from a BF16 run) */
+    uint32_t grad_sr;      /* 1: the e5m2 gradient casts (dY) round stochastically (fp8-delayed, fp8-current) */
+    uint32_t pad_;
+    char sites[FL_SITE_SPEC_MAX]; /* per-site overrides "PATTERN=MODE;..." (fl_recipe_sites_check), "" none */
 } fl_recipe_cfg;
 
 void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind);
+
+/* Per-site overrides (--site PATTERN=MODE, repeatable; cfg.sites holds them joined by ';').
+ * PATTERN is a site name or an fnmatch(3) pattern over the names ("L0.down.in", "*.down.in",
+ * "L1.*.gout"); MODE is
+ *   bf16      the site casts to bf16, unscaled (e.g. the paper's "SwiGLU output in BF16" ablation)
+ *   current   per-tensor scale from the tensor itself (TE Float8CurrentScaling at this site only)
+ *   delayed   per-tensor scale from the site's amax history (TE DelayedScaling at this site only)
+ * Overrides apply in order (a later one wins).  A pattern that names no site, a bad mode, an
+ * override under a recipe without per-tensor FP8 scales (fp32, bf16, fp8-block, mxfp8) and an
+ * override of the head's sites (bf16 under every FP8 recipe) are errors.
+ * Returns NULL, or what is wrong (in err, at most errlen bytes). */
+const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const char *const *names,
+                                  const uint8_t *hp_mask, char *err, size_t errlen);
+/* Append "PATTERN=MODE" to cfg->sites: 0, or -1 when it does not fit or has no '='. */
+int fl_recipe_sites_add(fl_recipe_cfg *cfg, const char *spec);
 
 typedef enum { FL_ROLE_IN, FL_ROLE_W, FL_ROLE_GOUT, FL_ROLE_COUNT } fl_site_role;
 
 /* Counters of one cast, or of all casts of a site in one step (summed). */
 typedef struct {
     uint64_t n, sat, clip, nan_out, inf_out, nan_in, ftz;
+    double clip_mass;  /* per-tensor scales, a cast with saturated elements: sum of |x| beyond the largest
+                          finite value (in x's units; all of |x| where the cast gave NaN/Inf) over sum |x|,
+                          finite x only; 0 without saturation; NaN for block / MX scales */
     float amax;        /* max |x| over non-NaN elements */
     double sum2, sum4; /* sum x^2, x^4 (telemetry steps only, else 0) */
     uint64_t nmom;     /* elements in sum2/sum4 */
@@ -117,6 +141,8 @@ typedef struct {
     int moments;   /* 1: this step is a telemetry step; casts accumulate sum2/sum4 */
     int slow_cast; /* 1: always the table-driven reference loop (tests compare the two) */
     int hp_phase;  /* 1: this step casts every FP8 site to bf16 (cfg.fp8_start); delayed sites record amax */
+    uint64_t step;    /* the step being computed (the stochastic-rounding streams are functions of it) */
+    uint64_t sr_seed; /* the seed of the stochastic-rounding streams (the run's seed) */
 } fl_recipe;
 
 /* Allocate `nsites` sites named by names[i] with roles roles[i]; `hp_mask[i]` set marks a site

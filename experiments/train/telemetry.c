@@ -136,3 +136,23 @@ void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m)
     }
     fputs("]}\n", f);
 }
+
+void fl_tele_sites_header(FILE *f) { fputs("step,site,amax,amax_from,staleness,saturated,clip_mass,underflow\n", f); }
+
+void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
+{
+    for (int i = 0; i < r->nsites; i++) {
+        const fl_site *s = &r->sites[i];
+        if (s->scaling != FL_SCALING_DELAYED && s->scaling != FL_SCALING_TENSOR)
+            continue;
+        const fl_cast_stats *st = &s->st;
+        fprintf(f, "%llu,%s", (unsigned long long)step, s->name); /* put_csv writes each field's comma */
+        put_csv(f, st->amax);
+        put_csv(f, s->amax_from);
+        put_csv(f, s->amax_from > 0.0f ? (double)st->amax / s->amax_from : 0.0);
+        fprintf(f, ",%llu", (unsigned long long)st->sat);
+        put_csv(f, st->clip_mass);
+        put_csv(f, st->n ? (double)st->ftz / (double)st->n : 0.0);
+        fputc('\n', f);
+    }
+}

@@ -21,6 +21,11 @@
  *    "ffn": [{"layer", "in_amax", "in_rms", "act_amax", "act_rms", "cos_median", "cos_p99",
  *     "cos_max", "norm_corr"}]}
  *   kurtosis = mean x^4 / (mean x^2)^2 (3 for a Gaussian); non-finite numbers are written null.
+ * sites.csv (every step), one row per cast site with a per-tensor FP8 scale (delayed or current):
+ *   step, site, amax (entering the cast), amax_from (the amax its scale came from; 0 when none, as
+ *   in a BF16 start), staleness (amax / amax_from; 0 when amax_from is 0), saturated (elements),
+ *   clip_mass (recipe.h: sum of |x| beyond the largest finite value / sum |x|), underflow (fraction
+ *   of nonzero inputs flushed to zero).
  * Numbers are printed with %.9g: the files are byte-identical for bit-identical runs.
  */
 #ifndef FL_TELEMETRY_H
@@ -42,6 +47,9 @@ void fl_tele_summarize(fl_step_summary *s, const fl_model *m);
 void fl_tele_metrics_header(FILE *f);
 void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, float lr, float gnorm,
                          const fl_step_summary *s);
+void fl_tele_sites_header(FILE *f);
+/* The sites.csv rows of a step (after forward and backward). */
+void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r);
 void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m);
 
 #endif /* FL_TELEMETRY_H */

@@ -35,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(fl_train_cfg) == 696, "fl_train_cfg layout (stored in checkpoints)");
-_Static_assert(sizeof(fl_train_state) == 160, "fl_train_state layout (stored in checkpoints)");
+_Static_assert(sizeof(fl_train_cfg) == 960, "fl_train_cfg layout (stored in checkpoints)");
+_Static_assert(sizeof(fl_train_state) == 168, "fl_train_state layout (stored in checkpoints)");
 
 volatile int fl_train_stop_flag;
 
@@ -106,7 +106,25 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--log-every and --ckpt-every must be >= 1";
     if (!(c->div_margin > 0) || !(c->div_ema > 0 && c->div_ema <= 1) || c->div_window < 1)
         return "need --div-margin > 0, 0 < --div-ema <= 1, --div-window >= 1";
-    return NULL;
+    if (!memchr(c->recipe.sites, 0, sizeof c->recipe.sites))
+        return "the site overrides are not a terminated string";
+    /* the overrides against this model's site names */
+    static _Thread_local char err[FL_SITE_SPEC_MAX + 200];
+    const int ns = fl_model_nsites(&c->model);
+    char *store = calloc((size_t)ns, 40);
+    const char **names = calloc((size_t)ns, sizeof *names);
+    uint32_t *roles = calloc((size_t)ns, sizeof *roles);
+    uint8_t *hp = calloc((size_t)ns, 1);
+    const char *why_sites = "out of memory";
+    if (store && names && roles && hp) {
+        fl_model_site_names(&c->model, store, names, roles, hp);
+        why_sites = fl_recipe_sites_check(&c->recipe, ns, names, hp, err, sizeof err);
+    }
+    free(store);
+    free(names);
+    free(roles);
+    free(hp);
+    return why_sites;
 }
 
 void fl_train_cfg_json(FILE *f, const fl_train_cfg *c)
@@ -120,6 +138,7 @@ void fl_train_cfg_json(FILE *f, const fl_train_cfg *c)
             r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin, r->pow2 ? "true" : "false",
             r->nosat ? "nan" : "saturate", r->fast_accum ? "true" : "false", r->fp8_adam ? "true" : "false",
             r->grad_current ? "current" : "delayed", r->fp8_start);
+    fprintf(f, "  \"grad_sr\": %s, \"sites\": \"%s\",\n", r->grad_sr ? "true" : "false", r->sites);
     fprintf(f, "  \"steps\": %llu, \"seed\": %llu, \"lr\": %.9g, \"lr_min_frac\": %.9g, \"wd\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"adam_eps\": %.9g, \"clip\": %.9g, \"warmup\": %u, \"schedule\": \"%s\",\n",
             (unsigned long long)c->steps, (unsigned long long)c->seed, c->lr, c->lr_min_frac, c->wd, c->beta1,
             c->beta2, c->adam_eps, c->clip, c->warmup, c->schedule == FL_SCHED_COSINE ? "cosine" : "constant");
@@ -339,7 +358,7 @@ typedef struct {
     fl_model m;
     float *am, *av;        /* AdamW moments, laid out as m.params */
     uint16_t *batch;
-    FILE *fm, *ft;         /* metrics.csv, telemetry.jsonl */
+    FILE *fm, *ft, *fs;    /* metrics.csv, telemetry.jsonl, sites.csv */
     fl_train_state st;
     double t0, tlast;      /* progress: start of this invocation, last progress line */
     uint64_t step0;        /* st.step at the start of this invocation */
@@ -383,6 +402,7 @@ static int run_build(train_run *r)
     if (fl_recipe_init(&r->rec, &cfg->recipe, nsites, r->names, r->roles, r->hp))
         return FL_EXIT_USAGE;
     r->rec_ready = 1;
+    r->rec.sr_seed = cfg->seed;
     if (fl_model_init(&r->m, &cfg->model, &r->rec, cfg->seed)) {
         fprintf(stderr, "fp8lab train: out of memory for the model\n");
         return FL_EXIT_FAIL;
@@ -427,23 +447,29 @@ static int run_open_files(train_run *r)
         fprintf(stderr, "fp8lab train: %s\n", err);
         return FL_EXIT_FAIL;
     }
-    char pm[4096], pt[4096];
+    char pm[4096], pt[4096], ps[4096];
     path_join(pm, sizeof pm, opts->dir, "metrics.csv");
     path_join(pt, sizeof pt, opts->dir, "telemetry.jsonl");
+    path_join(ps, sizeof ps, opts->dir, "sites.csv");
     if (opts->resume) {
-        if (truncate(pm, (off_t)r->st.metrics_off) || truncate(pt, (off_t)r->st.tele_off)) {
+        if (truncate(pm, (off_t)r->st.metrics_off) || truncate(pt, (off_t)r->st.tele_off) ||
+            truncate(ps, (off_t)r->st.sites_off)) {
             fprintf(stderr, "fp8lab train: %s: cannot truncate the run's logs to the checkpoint: %s\n", opts->dir, strerror(errno));
             return FL_EXIT_FAIL;
         }
         r->fm = fopen(pm, "a");
         r->ft = fopen(pt, "a");
+        r->fs = fopen(ps, "a");
     } else {
         r->fm = fopen(pm, "w");
         r->ft = fopen(pt, "w");
+        r->fs = fopen(ps, "w");
         if (r->fm)
             fl_tele_metrics_header(r->fm);
+        if (r->fs)
+            fl_tele_sites_header(r->fs);
     }
-    if (!r->fm || !r->ft) {
+    if (!r->fm || !r->ft || !r->fs) {
         fprintf(stderr, "fp8lab train: %s: cannot open the run's logs\n", opts->dir);
         return FL_EXIT_FAIL;
     }
@@ -472,6 +498,8 @@ static void run_free(train_run *r)
         fclose(r->fm);
     if (r->ft)
         fclose(r->ft);
+    if (r->fs)
+        fclose(r->fs);
     free(r->am);
     free(r->av);
     free(r->batch);
@@ -495,6 +523,7 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
     fl_data_batch(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T);
     fl_recipe_step_begin(&r->rec, tele);
     r->rec.hp_phase = step < cfg->recipe.fp8_start;
+    r->rec.step = step;
     fl_model_zero_grad(&r->m);
     const float loss = fl_model_forward(&r->m, r->batch);
     fl_model_backward(&r->m);
@@ -515,6 +544,7 @@ static void record_step(train_run *r, uint64_t step, int tele, float loss, float
     fl_tele_summarize(&sum, &r->m);
     st->ema = step == 0 ? loss : (1.0 - cfg->div_ema) * st->ema + cfg->div_ema * loss;
     fl_tele_metrics_row(r->fm, step, loss, st->ema, lr, gnorm, &sum);
+    fl_tele_sites_rows(r->fs, step, &r->rec);
     if (tele)
         fl_tele_jsonl(r->ft, step, loss, &r->m);
     st->last_loss = loss;
@@ -563,8 +593,10 @@ static int checkpoint_now(train_run *r)
 {
     fflush(r->fm);
     fflush(r->ft);
+    fflush(r->fs);
     r->st.metrics_off = (uint64_t)ftell(r->fm);
     r->st.tele_off = (uint64_t)ftell(r->ft);
+    r->st.sites_off = (uint64_t)ftell(r->fs);
     return save_checkpoint(r->opts->dir, &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec);
 }
 

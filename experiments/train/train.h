@@ -4,6 +4,8 @@
  *   config.json      the configuration, for people (the checkpoint carries the binary one)
  *   metrics.csv      one row per step (columns: see telemetry.h)
  *   telemetry.jsonl  per-cast-site and per-FFN statistics every --log-every steps
+ *   sites.csv        per step, each cast site with a per-tensor FP8 scale: amax, staleness,
+ *                    saturation, clip mass, underflow (telemetry.h)
  *   checkpoint.bin   the latest checkpoint (checkpoint.h), every --ckpt-every steps, at the end,
  *                    and on SIGINT / SIGTERM
  *   summary.json     the outcome (divergence, final loss, alignment, amax, saturation, steps/s)
@@ -30,7 +32,7 @@ enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS };
 /* Every field fixed-width, no padding holes (the struct is stored in checkpoints and compared). */
 typedef struct {
     fl_model_cfg model;    /* 7 u32 + act (2 u32) + float = 40 bytes */
-    fl_recipe_cfg recipe;  /* 8 u32 */
+    fl_recipe_cfg recipe;  /* 12 u32 + the site overrides (256 bytes) */
     uint64_t steps, seed;
     float lr, lr_min_frac, wd, beta1, beta2, adam_eps, clip;
     uint32_t warmup, schedule;
@@ -68,6 +70,7 @@ typedef struct {
     uint64_t metrics_off, tele_off;                /* file lengths at this checkpoint */
     float act_amax_max, in_amax_max, align_start, align_end, last_loss, pad_;
     uint64_t adam_sat, adam_ftz;
+    uint64_t sites_off;                            /* sites.csv's length at this checkpoint */
 } fl_train_state;
 
 /* Run (or resume) a training run in opts->dir.  Returns a CLI exit status (cli.h). */
@@ -85,6 +88,11 @@ void fl_train_cfg_json(FILE *f, const fl_train_cfg *c);
 /* Apply one CLI flag (cmd_train.c) to c: 0 done (*used = 1 when val was consumed), 1 not a
    training flag, 2 bad value (message printed). */
 int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, const char *val, int *used);
+
+/* The `fp8lab train` flags that give configuration c (every flag explicit; --out, --threads and
+   --quiet not included), space-separated, quoted for a POSIX shell where needed, into buf (size n).
+   0, or -1 when it did not fit (buf truncated).  A text --data path is quoted as given. */
+int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c);
 
 /* Set up OpenBLAS's environment and re-execute this program when something had to change (argv:
    main's full argv, NULL-terminated); returns when nothing was done (or exec failed).

@@ -1,0 +1,132 @@
+/* verdict.c — the demo's failure measure and verdict (see verdict.h). */
+#include "verdict.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *fl_fail_reason_name(int reason)
+{
+    static const char *const names[] = { "none", "non-finite loss", "diverged (train.h)", "loss gap", "stopped early" };
+    return reason >= 0 && reason <= FL_FAIL_STOPPED ? names[reason] : "?";
+}
+
+void fl_arm_judge(fl_arm_failure *f, const double *loss, long n, long planned, int diverged, long div_step,
+                  const double *ref, long nref, double ema, double threshold, long window)
+{
+    f->failed = 0;
+    f->reason = FL_FAIL_NONE;
+    f->step = -1;
+    f->gap_final = f->gap_max = NAN;
+    for (long t = 0; t < n; t++)
+        if (!isfinite(loss[t])) {
+            f->failed = 1;
+            f->reason = FL_FAIL_NONFINITE;
+            f->step = t;
+            n = t; /* the gap runs over the finite steps before it */
+            break;
+        }
+    if (ref) {
+        const long m = n < nref ? n : nref;
+        double ea = 0.0, er = 0.0;
+        long above = 0;
+        for (long t = 0; t < m; t++) {
+            if (!isfinite(ref[t]))
+                break; /* the reference's own failure: nothing to compare to from here */
+            ea = t ? (1.0 - ema) * ea + ema * loss[t] : loss[t];
+            er = t ? (1.0 - ema) * er + ema * ref[t] : ref[t];
+            const double g = (ea - er) / er;
+            f->gap_final = g;
+            if (!(g <= f->gap_max))
+                f->gap_max = g;
+            above = g > threshold ? above + 1 : 0;
+            if (above >= window && !f->failed) {
+                f->failed = 1;
+                f->reason = FL_FAIL_GAP;
+                f->step = t + 1 - window;
+            }
+        }
+    }
+    if (f->failed)
+        return;
+    if (diverged) {
+        f->failed = 1;
+        f->reason = FL_FAIL_DIVERGED;
+        f->step = div_step;
+    } else if (n < planned) {
+        f->failed = 1;
+        f->reason = FL_FAIL_STOPPED;
+        f->step = n;
+    }
+}
+
+__attribute__((format(printf, 3, 4))) static void addf(char *buf, size_t cap, const char *fmt, ...)
+{
+    const size_t w = strlen(buf);
+    if (w + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + w, cap - w, fmt, ap);
+    va_end(ap);
+}
+
+/* One arm's tally: runs, failures and the failing seeds (text). */
+typedef struct {
+    int runs, fails;
+    char seeds[256];
+} tally;
+
+static void arm_tally(tally *t, const fl_arm_outcome *a, int n, const char *arm)
+{
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(a[i].arm, arm))
+            continue;
+        t->runs++;
+        if (a[i].failed) {
+            addf(t->seeds, sizeof t->seeds, "%s%llu", t->fails ? ", " : "", (unsigned long long)a[i].seed);
+            t->fails++;
+        }
+    }
+}
+
+void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n)
+{
+    char bad[1024] = "", good[1024] = "";
+    int subjects = 0, subject_ok = 0, controls_ok = 1;
+    for (int i = 0; i < n; i++) {
+        int first = 1; /* the first result of its arm: the arm is judged once */
+        for (int j = 0; j < i; j++)
+            first &= strcmp(a[j].arm, a[i].arm) != 0;
+        if (!first || a[i].role == FL_ARM_INFO)
+            continue;
+        tally t;
+        arm_tally(&t, a, n, a[i].arm);
+        const int majority = 2 * t.fails > t.runs;
+        if (a[i].role == FL_ARM_SUBJECT) {
+            subjects++;
+            subject_ok = majority;
+            if (majority)
+                addf(good, sizeof good, "%s failed in %d of %d seeds (%s)", a[i].arm, t.fails, t.runs, t.seeds);
+            else
+                addf(bad, sizeof bad, "%s%s failed in %d of %d seeds%s%s%s, not a majority", bad[0] ? "; " : "", a[i].arm,
+                     t.fails, t.runs, t.fails ? " (" : "", t.seeds, t.fails ? ")" : "");
+        } else if (majority) {
+            controls_ok = 0;
+            addf(bad, sizeof bad, "%scontrol %s failed in %d of %d seeds (%s)", bad[0] ? "; " : "", a[i].arm, t.fails,
+                 t.runs, t.seeds);
+        }
+    }
+    if (subjects != 1) {
+        v->reproduced = 0;
+        snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %d subject arms (need exactly one)", subjects);
+        return;
+    }
+    v->reproduced = subject_ok && controls_ok;
+    if (v->reproduced)
+        snprintf(v->text, sizeof v->text, "REPRODUCED: %s; no control failed in a majority of seeds", good);
+    else
+        snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %s", bad);
+}

@@ -1,0 +1,63 @@
+/* verdict.h — the demo's failure measure and verdict, as pure functions of measured data (tested
+ * by tests/test_demo_verdict.c on synthetic arm results).
+ *
+ * Failure of an arm (stated before any run; experiments/train/TRAINING.md, "The demo's verdict"):
+ *   (a) a non-finite loss at any step, or the run's own divergence (train.h's criterion, which ends
+ *       the run: the summary says diverged);
+ *   (b) an FP8 arm only: the loss gap against its BF16 reference arm (same activation, seed, data
+ *       and batches) stays above FL_GAP_THRESHOLD for FL_GAP_WINDOW consecutive steps.  The gap of
+ *       step t is (E_arm(t) - E_ref(t)) / E_ref(t), E the exponential moving average of the loss
+ *       with weight FL_GAP_EMA per step (E(0) = loss(0));
+ *   (c) the run stopped before its planned steps without (a) (it cannot be compared to the end).
+ * The failure step is the non-finite step, the first step of the window, or the step where the
+ * run stopped.
+ *
+ * Verdict: "REPRODUCED" when the subject arm (SwiGLU/FP8) fails in a majority of its seeds and no
+ * control arm fails in a majority of its seeds; otherwise "NOT REPRODUCED" with every condition
+ * that failed and the seeds where it did.  Informational arms (current scaling at the down
+ * projection's input) are reported, not judged.
+ */
+#ifndef FL_VERDICT_H
+#define FL_VERDICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FL_GAP_EMA 0.02       /* ~ a 50-step window, as the divergence EMA of train.h */
+#define FL_GAP_THRESHOLD 0.05 /* 5% above the BF16 reference's loss */
+#define FL_GAP_WINDOW 100     /* consecutive steps */
+
+enum { FL_FAIL_NONE, FL_FAIL_NONFINITE, FL_FAIL_DIVERGED, FL_FAIL_GAP, FL_FAIL_STOPPED };
+const char *fl_fail_reason_name(int reason); /* "none", "non-finite loss", ... */
+
+typedef struct {
+    int failed, reason; /* FL_FAIL_* */
+    long step;          /* the failure step, -1 when none */
+    double gap_final;   /* the gap at the last step both runs have (NaN when there is none) */
+    double gap_max;     /* the largest gap over those steps */
+} fl_arm_failure;
+
+/* Judge one arm.  loss: its per-step losses (n of them, steps 0..n-1), planned: the steps it was
+   to run, diverged/div_step: its summary's divergence (train.h); ref: the BF16 reference's losses
+   (nref of them), NULL for a BF16 arm (then only (a) and (c) apply). */
+void fl_arm_judge(fl_arm_failure *f, const double *loss, long n, long planned, int diverged, long div_step,
+                  const double *ref, long nref, double ema, double threshold, long window);
+
+enum { FL_ARM_SUBJECT, FL_ARM_CONTROL, FL_ARM_INFO };
+
+typedef struct {
+    const char *arm; /* "swiglu/fp8" ...: results with the same name are one arm's seeds */
+    int role;        /* FL_ARM_* */
+    uint64_t seed;
+    int failed;
+} fl_arm_outcome;
+
+typedef struct {
+    int reproduced;
+    char text[1024]; /* "REPRODUCED: ..." or "NOT REPRODUCED: <conditions, seeds>" */
+} fl_verdict;
+
+/* The verdict over n results (any order). */
+void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n);
+
+#endif /* FL_VERDICT_H */
