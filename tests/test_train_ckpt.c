@@ -1,12 +1,16 @@
 /* test_train_ckpt.c — checkpoints and resume of `fp8lab train`, through the CLI binary.
  *
  *  1. A run killed with SIGKILL mid-way (after its first checkpoint) and resumed with --resume ends
- *     with metrics.csv, telemetry.jsonl and checkpoint.bin byte-identical to an uninterrupted run.
+ *     with metrics.csv, telemetry.jsonl, sites.csv and checkpoint.bin byte-identical to an
+ *     uninterrupted run (the paper's recipe: --grad-sr stochastic rounding, --pow2, history 1, and a
+ *     --site override).
  *  2. The same after SIGTERM (the run checkpoints at the step it was in and exits 1).
  *  3. A corrupt checkpoint (one byte flipped) and a truncated one are refused: exit 1, the message
  *     names the file.
  *  4. A mismatched resume (--act differs from the checkpoint's) is refused: exit 1.
- *  5. Bad flags exit 2; a malformed text data file (a NUL byte) exits 1 naming the file.
+ *  5. Bad flags exit 2 (train and demo: a --site naming no site, a bad mode, --grad-sr or --site
+ *     under a recipe without per-tensor scales, --act for the demo) before creating the run folder;
+ *     a malformed text data file (a NUL byte) exits 1 naming the file.
  * Needs the CLI: $FP8LAB (tests/run.sh sets it), default build/fp8lab.  A tiny model keeps it fast.
  */
 #include "check.h"
@@ -23,6 +27,8 @@
 static const char *cli;
 static char tmpdir[256];
 
+/* the paper's recipe with a per-site override: stochastic rounding and sites.csv resume too */
+#define RECIPE "--recipe", "fp8-delayed", "--pow2", "--amax-history", "1", "--grad-sr", "--site", "L0.down.in=current"
 #define TINY "--width", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--seq", "16", "--batch", "4", \
              "--data-len", "20000", "--log-every", "7", "--threads", "1", "--quiet"
 
@@ -119,7 +125,7 @@ static void kill_and_resume(const char *ref, const char *name, int sig, const ch
     path(err, tmpdir, "err.txt");
     path(ck, dir, "checkpoint.bin");
     path(mc, dir, "metrics.csv");
-    const char *args[] = { "train", "--act", act, "--recipe", "fp8-delayed", "--steps", "600", "--seed", "3",
+    const char *args[] = { "train", "--act", act, RECIPE, "--steps", "600", "--seed", "3",
                            "--ckpt-every", "50", "--out", dir, TINY, NULL };
     const pid_t p = spawn(err, args);
     struct timespec ts = { 0, 1000000 };
@@ -145,8 +151,8 @@ static void kill_and_resume(const char *ref, const char *name, int sig, const ch
     const char *res[] = { "train", "--resume", dir, "--quiet", NULL };
     CHECK(run(err, res) == 0, "%s: resume failed", name);
     char a[1024], b[1024];
-    static const char *const files[] = { "metrics.csv", "telemetry.jsonl", "checkpoint.bin" };
-    for (int k = 0; k < 3; k++) {
+    static const char *const files[] = { "metrics.csv", "telemetry.jsonl", "sites.csv", "checkpoint.bin" };
+    for (int k = 0; k < 4; k++) {
         path(a, ref, files[k]);
         path(b, dir, files[k]);
         same_file(a, b);
@@ -168,7 +174,7 @@ int main(void)
     path(err, tmpdir, "err.txt");
 
     /* 1, 2: reference run, then interrupted + resumed runs */
-    const char *args[] = { "train", "--act", "swiglu", "--recipe", "fp8-delayed", "--steps", "600", "--seed", "3",
+    const char *args[] = { "train", "--act", "swiglu", RECIPE, "--steps", "600", "--seed", "3",
                            "--ckpt-every", "50", "--out", ref, TINY, NULL };
     CHECK(run(err, args) == 0, "reference run failed");
     char mc[1024];
@@ -209,6 +215,31 @@ int main(void)
     CHECK(run(err, b2) == 2, "negative steps: exit 2");
     const char *b3[] = { "train", "--bogus", NULL };
     CHECK(run(err, b3) == 2, "unknown flag: exit 2");
+    static const struct {
+        const char *args[12], *msg;
+    } sb[] = {
+        { { "train", "--site", "L7.down.in=bf16", "--recipe", "fp8-delayed", "--out", NULL }, "no cast site" },
+        { { "train", "--site", "L0.down.in=fp4", "--recipe", "fp8-delayed", "--out", NULL }, "unknown mode" },
+        { { "train", "--site", "L0.down.in", "--recipe", "fp8-delayed", "--out", NULL }, "PATTERN=" },
+        { { "train", "--site", "L0.down.in=bf16", "--recipe", "bf16", "--out", NULL }, "need fp8-delayed or fp8-current" },
+        { { "train", "--grad-sr", "--recipe", "mxfp8", "--out", NULL }, "--grad-sr needs" },
+        { { "demo", "--site", "*.down.out=bf16", "--out", NULL }, "no cast site" },
+        { { "demo", "--act", "relu", "--out", NULL }, "fixed by the demo" },
+        { { "demo", "--recipe", "mxfp8", "--out", NULL }, "fp8-delayed or fp8-current" },
+    };
+    char fresh[1024];
+    path(fresh, tmpdir, "never");
+    for (size_t k = 0; k < sizeof sb / sizeof sb[0]; k++) {
+        const char *a[16];
+        int n = 0;
+        for (; sb[k].args[n]; n++)
+            a[n] = sb[k].args[n];
+        a[n++] = fresh;
+        a[n] = NULL;
+        CHECK(run(err, a) == 2, "%s %s %s: exit 2", a[0], a[1], a[2]);
+        CHECK(contains(err, sb[k].msg), "%s %s %s: the message must say '%s'", a[0], a[1], a[2], sb[k].msg);
+        CHECK(access(fresh, F_OK) != 0, "%s %s %s: %s was created before the flags were checked", a[0], a[1], a[2], fresh);
+    }
     char data[1024];
     path(data, tmpdir, "binary.txt");
     f = fopen(data, "wb");

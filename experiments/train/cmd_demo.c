@@ -547,15 +547,23 @@ static void demo_table(const demo_setup *d)
         "loss", "gap end", "gap max", "clip dn", "staleness dn p50/p99/max", "align |cos| p99 0 -> end");
     for (int k = 0; k < d->nruns; k++) {
         const demo_run *r = &d->runs[k];
-        char step[24] = "-", st[64] = "-";
+        char step[24] = "-", st[64] = "-", gap[2][16] = { "-", "-" };
         if (r->fail.failed)
             snprintf(step, sizeof step, "%ld", r->fail.step);
+        if (isfinite(r->fail.gap_max)) {
+            snprintf(gap[0], sizeof gap[0], "%+.4f", r->fail.gap_final);
+            snprintf(gap[1], sizeof gap[1], "%+.4f", r->fail.gap_max);
+        }
         if (isfinite(r->stale_max))
             snprintf(st, sizeof st, "%.3f/%.3f/%.3f", r->stale_p50, r->stale_p99, r->stale_max);
-        say("%-27s %-4llu %-6s %-6s %-16s %-8.4f %-+8.4f %-+8.4f %-9.3g %-24s %.3f -> %.3f\n", arms[r->arm].name,
-            (unsigned long long)r->seed, r->fail.failed ? "YES" : "no", step,
-            r->fail.failed ? fl_fail_reason_name(r->fail.reason) : "-", jnum(r->sum, "final_loss"), r->fail.gap_final,
-            r->fail.gap_max, r->clip_down_max, st, jnum(r->sum, "alignment_start"), jnum(r->sum, "alignment_end"));
+        char clip[16] = "-", align[32] = "-";
+        if (isfinite(r->clip_down_max))
+            snprintf(clip, sizeof clip, "%.3g", r->clip_down_max);
+        if (fl_act_gated(r->cfg.model.act))
+            snprintf(align, sizeof align, "%.3f -> %.3f", jnum(r->sum, "alignment_start"), jnum(r->sum, "alignment_end"));
+        say("%-27s %-4llu %-6s %-6s %-16s %-8.4f %-8s %-8s %-9s %-24s %s\n", arms[r->arm].name, (unsigned long long)r->seed,
+            r->fail.failed ? "YES" : "no", step, r->fail.failed ? fl_fail_reason_name(r->fail.reason) : "-",
+            jnum(r->sum, "final_loss"), gap[0], gap[1], clip, st, align);
     }
     say("\n");
     for (int a = 0; a < NARM; a++) {

@@ -264,6 +264,8 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         if (!strcmp(flag, "--pow2")) r->pow2 = 1;
         else if (!strcmp(flag, "--fp8-adam")) r->fp8_adam = 1;
         else if (!strcmp(flag, "--grad-sr")) r->grad_sr = 1;
+        else if (!strcmp(flag, "--no-grad-sr")) r->grad_sr = 0;
+        else if (!strcmp(flag, "--no-pow2")) r->pow2 = 0;
         else if (!strcmp(flag, "--fast-accum")) r->fast_accum = 1;
         else if (!strcmp(flag, "--no-stop-on-divergence")) c->stop_on_div = 0;
         else return 1;

@@ -633,29 +633,29 @@ static float fq_span(float *y, const float *x, size_t n, const float *cs, const 
     return am;
 }
 
-/* Stochastic rounding to e5m2 of a finite |v| (float32 bits a), before overflow handling: the
-   float32 bits of the magnitude rounded up with probability (|v| - lo) / (hi - lo), lo <= |v| < hi the
-   neighbouring e5m2 values, down otherwise; rnd: 64 uniform bits.  Normal range (>= 2^-14): add 21
-   random bits below the 2 kept mantissa bits and truncate, P(up) = the dropped bits / 2^21 exactly.
-   Subnormal grid (step 2^-16): |v| = M 2^(e-23) is q + f/2^k steps, k = 7 - e; up when the top k
-   bits of rnd are below f, P(up) = f / 2^k exactly for k <= 64; below 2^-57 (k > 64: P < 2^-40)
-   and for float32 subnormals it rounds down. */
-static inline uint32_t sr_e5m2_mag(uint32_t a, uint64_t rnd)
+/* Stochastic rounding to e5m2 of a finite |v| (float32 bits a), before overflow handling: the float32
+   bits of the rounded magnitude, fl_encode_f32_bits's FL_RND_SR (numerics/fl_round.h) written for
+   this one format -- frac32 is the discarded fraction of an e5m2 step as a 32-bit fixed-point number,
+   and the magnitude rounds up iff frac32 + rbits carries out of 32 bits, so P(up) = frac32 / 2^32.
+   Normal range (>= 2^-14): 21 discarded bits, frac32 = rem << 11 (exact).  Subnormal grid (step
+   2^-16): s = 7 - e discarded bits, exact for s <= 32, truncated below 2^-41. */
+static inline uint32_t sr_e5m2_mag(uint32_t a, uint32_t rbits)
 {
-    if (a >= 0x38800000u)
-        return (a + (uint32_t)(rnd & 0x1FFFFFu)) & ~0x1FFFFFu;
-    if (a < 0x00800000u)
-        return 0u;
-    const int e = (int)(a >> 23) - 127, k = 7 - e; /* k >= 22 */
-    const uint64_t M = (a & 0x7FFFFFu) | 0x800000u;
-    const uint64_t q = k < 24 ? M >> k : 0u, f = k < 24 ? M & ((1ull << k) - 1u) : M;
-    const uint64_t up = k <= 64 ? (uint64_t)((rnd >> (64 - k)) < f) : 0u;
-    return fl_f32_bits((float)(q + up) * 0x1p-16f);
+    if (a >= 0x38800000u) {
+        const uint32_t frac32 = (a & 0x1FFFFFu) << 11;
+        return (a & ~0x1FFFFFu) + ((uint32_t)((uint32_t)(frac32 + rbits) < frac32) << 21);
+    }
+    const uint32_t fe = a >> 23, sig = (a & 0x7FFFFFu) | (fe ? 0x800000u : 0u);
+    const int s = 7 - ((fe ? (int)fe : 1) - 127), sc = s < 25 ? s : 25; /* s >= 22 */
+    const uint32_t q = sig >> sc, rem = sig & ((1u << sc) - 1u);
+    const uint32_t frac32 = s <= 32 ? rem << (32 - s) : (s - 32 < 24 ? sig >> (s - 32) : 0u);
+    const uint32_t away = (uint32_t)(frac32 + rbits) < frac32;
+    return fl_f32_bits((float)(q + away) * 0x1p-16f);
 }
 
 /* The stochastic-rounding e5m2 cast of a span (the dY casts with cfg.grad_sr): y[c] =
-   SR(x[c] * rs * s) * si * rsi, element idx0 + c of the tensor drawing fl_mix64(key + (idx0 + c + 1) *
-   golden), so the bits depend on (seed, step, site, element) only: not on threads or timing.
+   SR(x[c] * rs * s) * si * rsi, element idx0 + c of the tensor drawing fl_sr_bits(key, idx0 + c), so
+   the bits depend on (seed, step, site, element) only: not on threads or timing.
    Overflow: saturate to 57344, or Inf (nosat).  Counts and moments as fq_span; every element above
    the largest finite value counts as saturated and clipped.  Returns the amax of x * rs. */
 static float fq_span_sr(float *y, const float *x, size_t n, float rs, float rsi, float s, float si, int nosat,
@@ -670,8 +670,7 @@ static float fq_span_sr(float *y, const float *x, size_t n, float rs, float rsi,
             k->nan_in++;
             continue;
         }
-        const uint64_t rnd = fl_mix64(key + (idx0 + c + 1) * FL_GOLDEN64);
-        uint32_t ra = a == 0x7F800000u ? a : sr_e5m2_mag(a, rnd);
+        uint32_t ra = a == 0x7F800000u ? a : sr_e5m2_mag(a, fl_sr_bits(key, idx0 + c));
         if (a > 0x47600000u) { /* above 57344, Inf inputs included */
             k->sat++;
             k->clip++;
@@ -1069,6 +1068,11 @@ static double clip_mass(const float *x, size_t R, size_t C, float s, float fmax,
     return den > 0.0 ? num / den : 0.0;
 }
 
+uint64_t fl_recipe_sr_key(const fl_recipe *r, int site)
+{
+    return fl_mix64(r->sr_seed ^ fl_mix64(((uint64_t)r->step << 16) ^ (uint64_t)site ^ 0x5352000000000000ull));
+}
+
 /* max |x * rs * cs| over the non-NaN elements (the amax the cast will see). */
 static float xv_amax(const float *x, size_t R, size_t C, const cast_smoothing *sm)
 {
@@ -1111,7 +1115,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cf.fmax = (float)fl_format_max((fl_format)cf.fmt);
     cf.bound = (float)fl_format_rne_boundary((fl_format)cf.fmt, &cf.ties_ovf);
     cf.sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf.fmt == FL_FMT_E5M2;
-    cf.key = fl_mix64(r->sr_seed ^ fl_mix64(((uint64_t)r->step << 16) ^ (uint64_t)si_ ^ 0x5352000000000000ull));
+    cf.key = fl_recipe_sr_key(r, si_);
     const int mom = r->moments && !transposed;
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
     /* The clip mass reads x before the cast (y may be x), when the cast will saturate: a per-tensor

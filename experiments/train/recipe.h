@@ -170,6 +170,10 @@ typedef struct {
 void fl_recipe_cast(fl_recipe *r, int site, float *y, const float *x, size_t R, size_t C,
                     int transposed, int record, fl_smooth *sm);
 
+/* The stochastic-rounding stream of a site's dY cast this step (cfg.grad_sr): element i of the cast
+   (row-major index) rounds with fl_sr_bits(key, i) as fl_encode_f32_bits's FL_RND_SR does. */
+uint64_t fl_recipe_sr_key(const fl_recipe *r, int site);
+
 /* Whether site `site` needs separate column-wise copies for the wgrad GEMM (block and MX). */
 int fl_recipe_needs_colwise(const fl_recipe *r, int site);
 
