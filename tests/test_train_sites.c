@@ -13,8 +13,9 @@
  *     one value, in the normal range (v = 1.1 * 2^15: neighbours 32768 and 40960, P(up) = 0.4) and on
  *     the subnormal grid (v = 0.6432 * 2^-16), |mean - x| <= 5 standard errors
  *     (sqrt(p(1-p)/N) grid steps), while round-to-nearest misses it by more than 500 of them.
- *  3. Clip mass: a delayed site whose tensor grows x4 after its scale was set reports
- *     sum(|x| - 448/s) / sum |x| over the saturated elements, computed here in double.
+ *  3. Clip mass: a delayed site whose tensor grows x1.02 and x4 after its scale was set reports
+ *     sum(|x| - 448/s) / sum |x| over the saturated elements, computed here in double; with
+ *     non-saturating casts the elements beyond 464 (NaN) lose all of |x|.
  */
 #include "check.h"
 #include "train/model.h"
@@ -158,18 +159,25 @@ static void check_overrides(void)
     printf("  --site overrides change exactly the named sites (3 override sets, %d sites); 7 refusals\n", ms.n);
 }
 
-/* One e5m2 dY site under fp8-current with power-of-two scales and --grad-sr. */
-static void sr_cast(float *y, const float *x, size_t n, uint64_t seed, uint64_t step, int sr, int threads)
+/* A recipe of one e5m2 dY site with power-of-two scales, stochastic rounding (sr) or not. */
+static void gout_recipe(fl_recipe *r, fl_recipe_kind kind, int sr, int nosat, uint64_t seed)
 {
     fl_recipe_cfg c;
-    fl_recipe_cfg_default(&c, FL_RECIPE_FP8_CURRENT);
+    fl_recipe_cfg_default(&c, kind);
     c.pow2 = 1;
     c.grad_sr = (uint32_t)sr;
+    c.nosat = (uint32_t)nosat;
     const char *names[1] = { "a.gout" };
     const uint32_t roles[1] = { FL_ROLE_GOUT };
+    CHECK(!fl_recipe_init(r, &c, 1, names, roles, NULL), "init");
+    r->sr_seed = seed;
+}
+
+/* One cast at that site under fp8-current (the scale from the tensor's amax) at `step`. */
+static void sr_cast(float *y, const float *x, size_t n, uint64_t seed, uint64_t step, int sr, int threads)
+{
     fl_recipe r;
-    CHECK(!fl_recipe_init(&r, &c, 1, names, roles, NULL), "init");
-    r.sr_seed = seed;
+    gout_recipe(&r, FL_RECIPE_FP8_CURRENT, sr, 0, seed);
     omp_set_num_threads(threads);
     fl_recipe_step_begin(&r, 0);
     r.step = step;
@@ -193,16 +201,8 @@ static void check_sr_matches_encoder(void)
             x[i] = 0.0f;
     }
     for (int nosat = 0; nosat < 2; nosat++) {
-        fl_recipe_cfg c;
-        fl_recipe_cfg_default(&c, FL_RECIPE_FP8_DELAYED); /* a delayed scale: the tensor can outgrow it */
-        c.pow2 = 1;
-        c.grad_sr = 1;
-        c.nosat = (uint32_t)nosat;
-        const char *names[1] = { "a.gout" };
-        const uint32_t roles[1] = { FL_ROLE_GOUT };
         fl_recipe r;
-        CHECK(!fl_recipe_init(&r, &c, 1, names, roles, NULL), "init");
-        r.sr_seed = 99;
+        gout_recipe(&r, FL_RECIPE_FP8_DELAYED, 1, nosat, 99); /* a delayed scale: the tensor can outgrow it */
         fl_recipe_step_begin(&r, 0);
         fl_recipe_cast(&r, 0, y, x, 1, 1, 0, 1, NULL); /* step 0 records amax 1: scale 2^15 from step 1 */
         fl_recipe_step_end(&r);
@@ -280,32 +280,48 @@ static void check_clip_mass(void)
     float x0[N], x1[N], y[N];
     for (int i = 0; i < N; i++) {
         x0[i] = (float)(i % 64 - 32) / 4.0f; /* amax 8 */
-        x1[i] = x0[i] * (i % 3 ? 1.0f : 4.0f);
+        x1[i] = x0[i] * (i % 3 ? 1.0f : i % 2 ? 4.0f : 1.02f); /* x4: beyond 464; x1.02: in (448, 464] */
     }
-    fl_recipe_cfg c;
-    fl_recipe_cfg_default(&c, FL_RECIPE_FP8_DELAYED);
-    const char *names[1] = { "a.in" };
-    const uint32_t roles[1] = { FL_ROLE_IN };
-    fl_recipe r;
-    CHECK(!fl_recipe_init(&r, &c, 1, names, roles, NULL), "init");
-    for (int step = 0; step < 3; step++) {
-        fl_recipe_step_begin(&r, 0);
-        fl_recipe_cast(&r, 0, y, step < 2 ? x0 : x1, 16, N / 16, 0, 1, NULL);
-        if (step < 2)
-            CHECK(r.sites[0].st.clip_mass == 0.0, "step %d: clip mass %g without saturation", step, r.sites[0].st.clip_mass);
-        fl_recipe_step_end(&r);
+    for (int nosat = 0; nosat < 2; nosat++) {
+        fl_recipe_cfg c;
+        fl_recipe_cfg_default(&c, FL_RECIPE_FP8_DELAYED);
+        c.nosat = (uint32_t)nosat;
+        const char *names[1] = { "a.in" };
+        const uint32_t roles[1] = { FL_ROLE_IN };
+        fl_recipe r;
+        CHECK(!fl_recipe_init(&r, &c, 1, names, roles, NULL), "init");
+        for (int step = 0; step < 3; step++) {
+            fl_recipe_step_begin(&r, 0);
+            fl_recipe_cast(&r, 0, y, step < 2 ? x0 : x1, 16, N / 16, 0, 1, NULL);
+            if (step < 2)
+                CHECK(r.sites[0].st.clip_mass == 0.0, "step %d: clip mass %g without saturation", step, r.sites[0].st.clip_mass);
+            fl_recipe_step_end(&r);
+        }
+        /* the expectation in double: beyond 448 the excess is lost (rounded or saturated to 448); a
+           non-saturating cast turns |v| > 464 into NaN, which loses all of |x| */
+        const double s = r.sites[0].scale;
+        double num = 0, den = 0;
+        int band = 0, nan = 0;
+        for (int i = 0; i < N; i++) {
+            const double v = fabs(x1[i]) * s;
+            den += fabs(x1[i]);
+            if (nosat && v > 464.0) {
+                num += fabs(x1[i]);
+                nan++;
+            } else if (v > 448.0) {
+                num += fabs(x1[i]) - 448.0 / s;
+                band += v <= 464.0;
+            }
+        }
+        CHECK(band > 0 && num > 0, "the x1.02 and x4 elements must saturate (premise)");
+        CHECK(!nosat || (uint64_t)nan == r.sites[0].st.nan_out, "NaN produced %llu, expected %d",
+              (unsigned long long)r.sites[0].st.nan_out, nan);
+        CHECK(fabs(r.sites[0].st.clip_mass - num / den) <= 1e-12, "nosat %d: clip mass %.17g, want %.17g", nosat,
+              r.sites[0].st.clip_mass, num / den);
+        fl_recipe_free(&r);
+        printf("  clip mass of a saturating delayed cast (%s): %.6f (sum of excess / sum |x|)\n",
+               nosat ? "non-saturating: NaN loses all of |x|" : "saturating", num / den);
     }
-    const double s = r.sites[0].scale;
-    double num = 0, den = 0;
-    for (int i = 0; i < N; i++) {
-        den += fabs(x1[i]);
-        if (fabs(x1[i]) * s > 448.0)
-            num += fabs(x1[i]) - 448.0 / s;
-    }
-    CHECK(num > 0, "the x4 step must saturate (premise)");
-    CHECK(fabs(r.sites[0].st.clip_mass - num / den) <= 1e-12, "clip mass %.17g, want %.17g", r.sites[0].st.clip_mass, num / den);
-    fl_recipe_free(&r);
-    printf("  clip mass of a saturating delayed cast: %.6f (sum of excess / sum |x|)\n", num / den);
 }
 
 int main(void)

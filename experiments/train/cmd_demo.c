@@ -401,18 +401,28 @@ static double field(char **s)
     return v;
 }
 
+/* Open the run's CSV file `name` (path into p) past its header line; NULL (message printed) when it
+   cannot be read. */
+static FILE *open_csv(const demo_run *r, const char *name, char *p, size_t pn, char *line, size_t ln)
+{
+    snprintf(p, pn, "%s/%s", r->dir, name);
+    FILE *f = fopen(p, "r");
+    if (!f || !fgets(line, (int)ln, f)) {
+        fprintf(stderr, "fp8lab demo: %s: cannot read\n", p);
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
 /* metrics.csv: the loss of every step.  0, or -1 (message printed). */
 static int read_losses(demo_run *r)
 {
     char p[DIR_MAX + 32], line[4096];
-    snprintf(p, sizeof p, "%s/metrics.csv", r->dir);
-    FILE *f = fopen(p, "r");
-    if (!f || !fgets(line, sizeof line, f)) {
-        fprintf(stderr, "fp8lab demo: %s: cannot read\n", p);
-        if (f)
-            fclose(f);
+    FILE *f = open_csv(r, "metrics.csv", p, sizeof p, line, sizeof line);
+    if (!f)
         return -1;
-    }
     r->loss = malloc(((size_t)r->cfg.steps + 1) * sizeof *r->loss);
     r->nloss = 0;
     while (r->loss && fgets(line, sizeof line, f) && r->nloss < (long)r->cfg.steps) {
@@ -434,16 +444,11 @@ static int read_losses(demo_run *r)
 static int read_sites(demo_run *r)
 {
     char p[DIR_MAX + 32], line[512];
-    snprintf(p, sizeof p, "%s/sites.csv", r->dir);
     r->stale_p50 = r->stale_p99 = r->stale_max = r->stale_all_max = NAN;
     r->clip_down_max = r->clip_down_mean = r->clip_all_max = r->underflow_mean = NAN;
-    FILE *f = fopen(p, "r");
-    if (!f || !fgets(line, sizeof line, f)) {
-        fprintf(stderr, "fp8lab demo: %s: cannot read\n", p);
-        if (f)
-            fclose(f);
+    FILE *f = open_csv(r, "sites.csv", p, sizeof p, line, sizeof line);
+    if (!f)
         return -1;
-    }
     long cap = 4096, ns = 0, nd = 0, nall = 0;
     double *st = malloc((size_t)cap * sizeof *st), clip_sum = 0.0, uf_sum = 0.0;
     double smax = 0.0, sall = 0.0, cmax = 0.0, call = 0.0;
@@ -618,8 +623,9 @@ static json_t *demo_run_json(const demo_run *r)
     json_object_set_new(o, "saturated_down_in", json_integer((json_int_t)r->sat_down));
     json_object_set_new(o, "saturated_all", json_integer((json_int_t)r->sat_all));
     json_object_set_new(o, "underflow_mean", jnum_or_null(r->underflow_mean));
-    json_object_set_new(o, "alignment_start", jnum_or_null(jnum(r->sum, "alignment_start")));
-    json_object_set_new(o, "alignment_end", jnum_or_null(jnum(r->sum, "alignment_end")));
+    const int gated = fl_act_gated(r->cfg.model.act); /* gate/up alignment exists for the gated FFNs only */
+    json_object_set_new(o, "alignment_start", gated ? jnum_or_null(jnum(r->sum, "alignment_start")) : json_null());
+    json_object_set_new(o, "alignment_end", gated ? jnum_or_null(jnum(r->sum, "alignment_end")) : json_null());
     return o;
 }
 

@@ -1048,9 +1048,11 @@ static void cast_record_stats(fl_site *site, const cast_counts *k, size_t R, siz
 /* The clip mass of a per-tensor-scaled cast that saturated (recipe.h, fl_cast_stats.clip_mass): one
    sequential pass in double over x, the order fixed.  xv = x * rs * cs as the cast saw it, v = xv * s;
    beyond the largest finite value fmax the excess is |xv| - fmax / s, in x's units through the
-   smoothing; where the cast produced NaN/Inf (non-saturating) all of |x| is lost. */
-static double clip_mass(const float *x, size_t R, size_t C, float s, float fmax, int nosat, const cast_smoothing *sm)
+   smoothing (the value rounds or saturates to fmax); where a non-saturating cast produced NaN/Inf
+   (|v| beyond the RNE overflow boundary cf->bound, or at it when ties overflow) all of |x| is lost. */
+static double clip_mass(const float *x, size_t R, size_t C, float s, const cast_format *cf, const cast_smoothing *sm)
 {
+    const double fmax = cf->fmax, bound = cf->bound;
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < R; i++) {
         const float rs = sm->row_s ? sm->row_s[i] : 1.0f, rsi = sm->row_si ? sm->row_si[i] : 1.0f;
@@ -1061,8 +1063,10 @@ static double clip_mass(const float *x, size_t R, size_t C, float s, float fmax,
             const float cs = sm->col_s ? sm->col_s[c] : 1.0f, csi = sm->col_si ? sm->col_si[c] : 1.0f;
             const double ax = fabs((double)x0), av = fabs((double)(x0 * rs * cs * s));
             den += ax;
-            if (av > fmax)
-                num += nosat ? ax : (av - fmax) / s * csi * rsi;
+            if (cf->nosat && (av > bound || (cf->ties_ovf && av == bound)))
+                num += ax;
+            else if (av > fmax)
+                num += (av - fmax) / s * csi * rsi;
         }
     }
     return den > 0.0 ? num / den : 0.0;
@@ -1125,7 +1129,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
         if (scaling == FL_SCALING_DELAYED || scaling == FL_SCALING_TENSOR) {
             const float am = scaling == FL_SCALING_TENSOR ? site->amax_from : xv_amax(x, R, C, &smo);
             if (am * g.one > cf.fmax)
-                site->st.clip_mass = clip_mass(x, R, C, g.one, cf.fmax, cf.nosat, &smo);
+                site->st.clip_mass = clip_mass(x, R, C, g.one, &cf, &smo);
         } else if (scaling != FL_SCALING_NONE) {
             site->st.clip_mass = NAN;
         }
