@@ -1080,6 +1080,33 @@ uint64_t fl_recipe_sr_key(const fl_recipe *r, int site)
 /* max |x * rs * cs| over the non-NaN elements (the amax the cast will see). */
 static float xv_amax(const float *x, size_t R, size_t C, const cast_smoothing *sm)
 {
+    if (!sm->row_s && !sm->col_s) { /* the common case: the maximum of the magnitudes' bit patterns
+                                       (ordered like the values; NaN patterns excluded), vectorised */
+        const size_t n = R * C;
+        const int nt = omp_get_max_threads();
+        uint32_t mb = 0;
+#pragma omp parallel for schedule(static) reduction(max : mb)
+        for (int ch = 0; ch < nt; ch++) {
+            size_t i = n * (size_t)ch / (size_t)nt;
+            const size_t i1 = n * (size_t)(ch + 1) / (size_t)nt;
+            uint32_t m = 0;
+#if defined(__AVX512F__)
+            const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+            __m512i vm = _mm512_setzero_si512();
+            for (; i + 16 <= i1; i += 16) {
+                const __m512i b = _mm512_and_si512(_mm512_loadu_si512(x + i), absm);
+                vm = _mm512_mask_max_epu32(vm, _mm512_cmple_epu32_mask(b, inf), vm, b);
+            }
+            m = (uint32_t)_mm512_reduce_max_epu32(vm);
+#endif
+            for (; i < i1; i++) {
+                const uint32_t b = fl_f32_bits(x[i]) & 0x7FFFFFFFu, v = b <= 0x7F800000u ? b : 0u;
+                m = v > m ? v : m;
+            }
+            mb = m > mb ? m : mb;
+        }
+        return fl_f32_from_bits(mb);
+    }
     float am = 0.0f;
 #pragma omp parallel for schedule(static) reduction(max : am)
     for (size_t i = 0; i < R; i++) {
