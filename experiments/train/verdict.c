@@ -94,7 +94,7 @@ static void arm_tally(tally *t, const fl_arm_outcome *a, int n, const char *arm)
 
 void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n)
 {
-    char bad[1024] = "", good[1024] = "";
+    char bad[900] = "", good[900] = ""; /* room in v->text for the prefixes */
     int subjects = 0, subject_ok = 0, controls_ok = 1;
     for (int i = 0; i < n; i++) {
         int first = 1; /* the first result of its arm: the arm is judged once */
