@@ -1,7 +1,8 @@
 /* test_demo_verdict.c — the demo's failure measure and verdict (verdict.h) on synthetic arm
  * results, and the train_args it records.
  *
- *  1. fl_arm_judge: a run matching its reference does not fail; a non-finite loss fails at its
+ *  1. fl_loss_gap_series equals the EMA recurrence recomputed here, bit for bit, and stops at a
+ *     non-finite loss or the end of the reference.  fl_arm_judge: a run matching its reference does not fail; a non-finite loss fails at its
  *     step; a gap of 6% fails at the first step of a 100-step window (found by an independent
  *     recomputation), a 4% gap does not; an excursion above 5% for L steps fails a window of L, not of L + 1; a diverged run fails at its
  *     divergence step; a run that stopped early fails where it stopped; a BF16 arm (no reference)
@@ -68,6 +69,24 @@ static void check_judge(void)
     const long want = first_window(a, ref, T, 0.05);
     CHECK(want > 500 && f.failed && f.reason == FL_FAIL_GAP && f.step == want, "6%% gap: step %ld, want %ld", f.step, want);
     CHECK(fabs(f.gap_final - 0.06) < 1e-3, "final gap %g", f.gap_final);
+    {
+        static double gap[T];
+        CHECK(fl_loss_gap_series(gap, a, T, ref, T, FL_GAP_EMA) == T, "series length");
+        double ea = a[0], er = ref[0];
+        for (int t = 0; t < T; t++) { /* the same recurrence, written here again */
+            if (t) {
+                ea = 0.98 * ea + 0.02 * a[t];
+                er = 0.98 * er + 0.02 * ref[t];
+            }
+            CHECK(gap[t] == (ea - er) / er, "gap series step %d: %a, want %a", t, gap[t], (ea - er) / er);
+        }
+        a[700] = NAN;
+        CHECK(fl_loss_gap_series(gap, a, T, ref, 650, FL_GAP_EMA) == 650 && isnan(gap[650]) && isnan(gap[T - 1]),
+              "series cut by the shorter reference");
+        CHECK(fl_loss_gap_series(gap, a, T, ref, T, FL_GAP_EMA) == 700 && isnan(gap[700]) && !isnan(gap[699]),
+              "series cut at the non-finite loss");
+        a[700] = ref[700] * 1.06;
+    }
 
     for (int t = 0; t < T; t++) /* 4%: below the threshold */
         a[t] = ref[t] * (t >= 500 ? 1.04 : 1.0);

@@ -52,7 +52,8 @@ static const char *const help =
     "An FP8 arm fails on a non-finite loss, on its own divergence (train.h), or when its loss EMA\n"
     "stays more than 5% above its BF16 reference's for 100 consecutive steps (verdict.h).\n"
     "REPRODUCED: swiglu/fp8 fails in a majority of seeds and no control does.\n"
-    "  --out DIR      run folders (ARM-sSEED), summary.txt, demo.json and plots (default demo-out)\n"
+    "  --out DIR      run folders (ARM-sSEED), summary.txt, demo.json, loss_gap.csv (the failure\n"
+    "                 measure per step, a column per FP8 run) and plots (default demo-out)\n"
     "  --json FILE    also write demo.json to FILE: every arm x seed (act, seed, recipe, overflow,\n"
     "                 site overrides, train_args, failed, failed_step, final_loss, loss_gap,\n"
     "                 clip_mass, staleness quantiles, alignment start/end) and the verdict\n"
@@ -667,6 +668,45 @@ static int fill_doc(FILE *f, void *ctx)
     return rc;
 }
 
+/* OUT/loss_gap.csv: step, then the loss-gap series of every FP8 run (verdict.h: the relative gap of
+   its loss EMA to its BF16 reference's), a column "ARM-sSEED" each; nan where a run has no gap. */
+static int fill_gap_csv(FILE *f, void *ctx)
+{
+    const demo_setup *d = ctx;
+    const long steps = (long)d->base.steps;
+    double *g = calloc((size_t)d->nruns * (size_t)steps, sizeof *g);
+    if (!g)
+        return -1;
+    fputs("step", f);
+    for (int k = 0; k < d->nruns; k++) {
+        const demo_run *r = &d->runs[k];
+        const int ref = arms[r->arm].ref;
+        if (ref < 0)
+            continue;
+        const demo_run *rr = &d->runs[k - r->arm + ref];
+        double *gk = g + (size_t)k * (size_t)steps;
+        for (long t = 0; t < steps; t++)
+            gk[t] = NAN;
+        fl_loss_gap_series(gk, r->loss, r->nloss, rr->loss, rr->nloss, FL_GAP_EMA);
+        fprintf(f, ",%s-s%llu", arms[r->arm].dir, (unsigned long long)r->seed);
+    }
+    fputc('\n', f);
+    for (long t = 0; t < steps; t++) {
+        fprintf(f, "%ld", t);
+        for (int k = 0; k < d->nruns; k++)
+            if (arms[d->runs[k].arm].ref >= 0) {
+                const double v = g[(size_t)k * (size_t)steps + (size_t)t];
+                if (isfinite(v))
+                    fprintf(f, ",%.9g", v);
+                else
+                    fputs(",nan", f);
+            }
+        fputc('\n', f);
+    }
+    free(g);
+    return ferror(f) ? -1 : 0;
+}
+
 static void demo_free(demo_setup *d)
 {
     for (int k = 0; k < d->nruns; k++) {
@@ -738,6 +778,10 @@ int fl_cmd_demo(int argc, char **argv)
     int jerr = fl_write_atomic(jp, fill_doc, &doc, err, sizeof err);
     if (!jerr && d.json_path)
         jerr = fl_write_atomic(d.json_path, fill_doc, &doc, err, sizeof err);
+    if (!jerr) {
+        snprintf(jp, sizeof jp, "%s/loss_gap.csv", d.out);
+        jerr = fl_write_atomic(jp, fill_gap_csv, &d, err, sizeof err);
+    }
     if (jerr)
         fprintf(stderr, "fp8lab demo: %s\n", err);
     demo_free(&d);

@@ -4,12 +4,27 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *fl_fail_reason_name(int reason)
 {
     static const char *const names[] = { "none", "non-finite loss", "diverged (train.h)", "loss gap", "stopped early" };
     return reason >= 0 && reason <= FL_FAIL_STOPPED ? names[reason] : "?";
+}
+
+long fl_loss_gap_series(double *gap, const double *loss, long n, const double *ref, long nref, double ema)
+{
+    double ea = 0.0, er = 0.0;
+    long t = 0;
+    for (; t < n && t < nref && isfinite(loss[t]) && isfinite(ref[t]); t++) {
+        ea = t ? (1.0 - ema) * ea + ema * loss[t] : loss[t];
+        er = t ? (1.0 - ema) * er + ema * ref[t] : ref[t];
+        gap[t] = (ea - er) / er;
+    }
+    for (long k = t; k < n; k++)
+        gap[k] = NAN;
+    return t;
 }
 
 void fl_arm_judge(fl_arm_failure *f, const double *loss, long n, long planned, int diverged, long div_step,
@@ -24,19 +39,14 @@ void fl_arm_judge(fl_arm_failure *f, const double *loss, long n, long planned, i
             f->failed = 1;
             f->reason = FL_FAIL_NONFINITE;
             f->step = t;
-            n = t; /* the gap runs over the finite steps before it */
             break;
         }
-    if (ref) {
-        const long m = n < nref ? n : nref;
-        double ea = 0.0, er = 0.0;
+    if (ref && n > 0) {
+        double *gap = malloc((size_t)n * sizeof *gap);
+        const long m = gap ? fl_loss_gap_series(gap, loss, n, ref, nref, ema) : 0;
         long above = 0;
         for (long t = 0; t < m; t++) {
-            if (!isfinite(ref[t]))
-                break; /* the reference's own failure: nothing to compare to from here */
-            ea = t ? (1.0 - ema) * ea + ema * loss[t] : loss[t];
-            er = t ? (1.0 - ema) * er + ema * ref[t] : ref[t];
-            const double g = (ea - er) / er;
+            const double g = gap[t];
             f->gap_final = g;
             if (!(g <= f->gap_max))
                 f->gap_max = g;
@@ -47,6 +57,7 @@ void fl_arm_judge(fl_arm_failure *f, const double *loss, long n, long planned, i
                 f->step = t + 1 - window;
             }
         }
+        free(gap);
     }
     if (f->failed)
         return;

@@ -37,6 +37,11 @@ typedef struct {
     double gap_max;     /* the largest gap over those steps */
 } fl_arm_failure;
 
+/* The gap series of an FP8 arm against its reference: gap[t] = (E_arm(t) - E_ref(t)) / E_ref(t) for
+   t = 0 .. m-1, m the number of leading steps where both losses are finite (at most min(n, nref)),
+   NaN from m to n-1 (gap has room for n values).  Returns m. */
+long fl_loss_gap_series(double *gap, const double *loss, long n, const double *ref, long nref, double ema);
+
 /* Judge one arm.  loss: its per-step losses (n of them, steps 0..n-1), planned: the steps it was
    to run, diverged/div_step: its summary's divergence (train.h); ref: the BF16 reference's losses
    (nref of them), NULL for a BF16 arm (then only (a) and (c) apply). */
