@@ -633,49 +633,29 @@ static float fq_span(float *y, const float *x, size_t n, const float *cs, const 
     return am;
 }
 
-/* Stochastic rounding to e5m2 of a finite |v| (float32 bits a), before overflow handling: the float32
-   bits of the rounded magnitude, fl_encode_f32_bits's FL_RND_SR (numerics/fl_round.h) written for
-   this one format -- frac32 is the discarded fraction of an e5m2 step as a 32-bit fixed-point number,
-   and the magnitude rounds up iff frac32 + rbits carries out of 32 bits, so P(up) = frac32 / 2^32.
-   Normal range (>= 2^-14): 21 discarded bits, frac32 = rem << 11 (exact).  Subnormal grid (step
-   2^-16): s = 7 - e discarded bits, exact for s <= 32, truncated below 2^-41. */
-static inline uint32_t sr_e5m2_mag(uint32_t a, uint32_t rbits)
-{
-    if (a >= 0x38800000u) {
-        const uint32_t frac32 = (a & 0x1FFFFFu) << 11;
-        return (a & ~0x1FFFFFu) + ((uint32_t)((uint32_t)(frac32 + rbits) < frac32) << 21);
-    }
-    const uint32_t fe = a >> 23, sig = (a & 0x7FFFFFu) | (fe ? 0x800000u : 0u);
-    const int s = 7 - ((fe ? (int)fe : 1) - 127), sc = s < 25 ? s : 25; /* s >= 22 */
-    const uint32_t q = sig >> sc, rem = sig & ((1u << sc) - 1u);
-    const uint32_t frac32 = s <= 32 ? rem << (32 - s) : (s - 32 < 24 ? sig >> (s - 32) : 0u);
-    const uint32_t away = (uint32_t)(frac32 + rbits) < frac32;
-    return fl_f32_bits((float)(q + away) * 0x1p-16f);
-}
-
-/* One element of fq_span_sr (index c). */
+/* One element of fq_span_sr (index c): the project's one rounding routine, fl_encode_f32_bits with
+   FL_RND_SR and the random bits fl_sr_bits(key, idx0 + c) (numerics/fl_round.h; the format's descriptor
+   a constant, as in numerics/convert.c's SR loops), decoded through the e5m2 table. */
 static inline void fq_elem_sr(float *y, const float *x, size_t c, float rs, float rsi, float s, float si, int nosat,
                               uint64_t key, uint64_t idx0, fq_cnt *k, float *am)
 {
+    static const fl_format_desc e5m2 = FL_DESC_E5M2;
     const float xv = x[c] * rs, v = xv * s;
     const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu;
+    const uint32_t code = fl_encode_f32_bits(&e5m2, u, FL_RND_SR, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE,
+                                             fl_sr_bits(key, idx0 + c));
+    const float q = dec_e5m2[code];
+    y[c] = q * si * rsi;
     if (a > 0x7F800000u) {
-        y[c] = fl_f32_from_bits(0x7FC00000u);
         k->nan_in++;
         return;
     }
-    uint32_t ra = a == 0x7F800000u ? a : sr_e5m2_mag(a, fl_sr_bits(key, idx0 + c));
     if (a > 0x47600000u) { /* above 57344, Inf inputs included */
         k->sat++;
         k->clip++;
     }
-    if (ra > 0x47600000u) {
-        ra = nosat ? 0x7F800000u : 0x47600000u;
-        k->inf_out += (uint64_t)(nosat && a != 0x7F800000u);
-    }
-    if (ra == 0 && a != 0)
-        k->ftz++;
-    y[c] = fl_f32_from_bits(ra | (u & 0x80000000u)) * si * rsi;
+    k->inf_out += (uint64_t)(isinf(q) && a != 0x7F800000u);
+    k->ftz += (uint64_t)(q == 0.0f && a != 0);
     const float ax = fabsf(xv);
     if (ax > *am)
         *am = ax;
@@ -710,7 +690,8 @@ static inline __m512i sr_bits16(uint64_t key, uint64_t i0)
    the largest finite value counts as saturated and clipped.  Returns the amax of x * rs.  Sixteen
    elements at a time where AVX-512 DQ is available: a block whose lanes are all zero or in e5m2's
    normal range up to 57344 (the common case: no subnormal, overflow or NaN) rounds in the vector
-   lanes, the same operations; any other block goes through fq_elem_sr. */
+   lanes -- FL_RND_SR for 21 discarded bits: frac32 = the dropped bits << 11, up iff frac32 + rbits
+   carries out of 32 bits -- and any other block goes through fq_elem_sr. */
 static float fq_span_sr(float *y, const float *x, size_t n, float rs, float rsi, float s, float si, int nosat,
                         uint64_t key, uint64_t idx0, fq_cnt *k, double *m2, double *m4)
 {
