@@ -4,7 +4,7 @@
 # Usage: .ci/deps.sh            (the Makefile calls it before building)
 set -eu
 
-PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin"
+PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes"
 
 missing=""
 for p in $PKGS; do

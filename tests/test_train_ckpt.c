@@ -14,6 +14,7 @@
  * Needs the CLI: $FP8LAB (tests/run.sh sets it), default build/fp8lab.  A tiny model keeps it fast.
  */
 #include "check.h"
+#include "cli_test.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -24,7 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *cli;
 static char tmpdir[256];
 
 /* the paper's recipe with a per-site override: stochastic rounding and sites.csv resume too */
@@ -32,71 +32,6 @@ static char tmpdir[256];
 #define TINY "--width", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--seq", "16", "--batch", "4", \
              "--data-len", "20000", "--log-every", "7", "--threads", "1", "--quiet"
 
-/* Start cli with args (NULL-terminated); stderr to errfile. */
-static pid_t spawn(const char *errfile, const char *const *args)
-{
-    const pid_t p = fork();
-    CHECK(p >= 0, "fork");
-    if (p == 0) {
-        const int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            dup2(fd, 1);
-        }
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = cli;
-        for (int i = 0; args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(cli, (char *const *)argv);
-        _exit(127);
-    }
-    return p;
-}
-
-static int run(const char *errfile, const char *const *args)
-{
-    int st;
-    const pid_t p = spawn(errfile, args);
-    CHECK(waitpid(p, &st, 0) == p, "waitpid");
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    const long k = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)k + 1);
-    CHECK(b && fread(b, 1, (size_t)k, f) == (size_t)k, "read %s", path);
-    b[k] = 0;
-    fclose(f);
-    *n = (size_t)k;
-    return b;
-}
-
-static void same_file(const char *a, const char *b)
-{
-    size_t na, nb;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
-    CHECK(x && y, "missing %s or %s", a, b);
-    CHECK(na == nb && !memcmp(x, y, na), "%s (%zu bytes) and %s (%zu bytes) differ", a, na, b, nb);
-    free(x);
-    free(y);
-}
-
-static int contains(const char *file, const char *needle)
-{
-    size_t n;
-    char *t = slurp(file, &n);
-    const int r = t && strstr(t, needle) != NULL;
-    free(t);
-    return r;
-}
 
 static long rows(const char *path)
 {

@@ -18,6 +18,8 @@ int fl_cmd_quant(int argc, char **argv);
 int fl_cmd_train(int argc, char **argv);
 int fl_cmd_plot(int argc, char **argv);
 int fl_cmd_demo(int argc, char **argv);
+int fl_cmd_attribute(int argc, char **argv);
+int fl_cmd_mechanism(int argc, char **argv);
 /* Plot runs (cmd_plot.c), used by plot and demo: writes PNGs into out. */
 int fl_plot_runs(const char *out, const char *title, int nrun, char **runs);
 int fl_cmd_ref(int argc, char **argv);

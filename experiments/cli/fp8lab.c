@@ -14,6 +14,8 @@ static const struct {
     { "train", fl_cmd_train, "train a small transformer under a precision recipe (telemetry, checkpoints)" },
     { "plot", fl_cmd_plot, "PNG plots of training runs (loss, amax, alignment, saturation), overlaid" },
     { "demo", fl_cmd_demo, "the FP8 SwiGLU instability reproduction (bf16 / fp8 SwiGLU / fp8 Smooth-SwiGLU)" },
+    { "attribute", fl_cmd_attribute, "per-channel attribution of a run's down-projection outliers (alignment, records, lead/lag, slope)" },
+    { "mechanism", fl_cmd_mechanism, "the SwiGLU outlier chain link by link: late FP8 forks, interventions, weight-decay dose-response" },
     { "quant", fl_cmd_quant, "saturation / flush-to-zero / error of a tensor under each format and scaling" },
     { "ref", fl_cmd_ref, "MPFR reference: activations and derivatives, correctly rounded into a format" },
     { "order", fl_cmd_order, "safe polynomial order of PolyReLU / PolyNorm per format, scaling and strategy" },

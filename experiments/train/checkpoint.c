@@ -115,6 +115,7 @@ int fl_ckpt_read(fl_ckpt *ck, const char *path, char *err, size_t errlen)
         why = "too many sections";
     else if (fl_crc32(0, ck->buf + 32, (size_t)payload) != crc)
         why = "checksum mismatch (the file is corrupt)";
+    ck->crc = crc;
     size_t off = 32;
     for (uint32_t i = 0; !why && i < ns; i++) {
         uint32_t sh[4];

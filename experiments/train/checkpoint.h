@@ -16,8 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FL_CKPT_VERSION 4u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current;
-                              4: recipe grad_sr and site overrides, state sites_off */
+#define FL_CKPT_VERSION 5u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current;
+                              4: recipe grad_sr and site overrides, state sites_off;
+                              5: per-channel telemetry, BOS, kept checkpoints, forks (cfg), the
+                                 channel logs' lengths and record maxima (state) */
 
 typedef struct {
     uint32_t id;
@@ -35,6 +37,7 @@ typedef struct {
     unsigned char *buf;
     size_t size;
     int nsec;
+    uint32_t crc; /* the header's CRC-32 of the payload */
     fl_ckpt_section secs[32];
 } fl_ckpt;
 

@@ -1,4 +1,5 @@
 /* cmd_train.c — `fp8lab train`: parse the flags into a configuration and run it (train.c). */
+#include "channels.h"
 #include "cli/cli.h"
 #include "train.h"
 
@@ -10,6 +11,7 @@
 static const char *const help_head =
     "usage: fp8lab train --act ACT --recipe RECIPE --steps N --seed S --out DIR [options]\n"
     "       fp8lab train --resume DIR [--threads N] [--quiet]\n"
+    "       fp8lab train --fork CHECKPOINT --out DIR [options changing the recipe, --act, --wd, ...]\n"
     "\n"
     "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
     "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
@@ -41,9 +43,18 @@ static const char *const help_tail =
     "         current tensor / the site's amax history.  Sites: L<l>.<lin>.<role>, l = 0..layers-1,\n"
     "         lin = qkv proj fc down, role = in (X) w (W) gout (dY); head.* stays bf16.\n"
     "         E.g. --site L0.down.in=bf16, or --site '*.down.in=current' for every FFN's down input\n"
-    "data:    --data synthetic|triggers|FILE (a text file; bytes are tokens) --data-len N (generated length, 2^20)\n"
+    "data:    --data synthetic|triggers|fortunes|FILE (a text file; bytes are tokens) --data-len N (generated\n"
+    "         length, 2^20); fortunes: the English text of Debian's package fortunes, pinned by checksum\n"
+    "         --bos: token 256 opens every sequence (a place for an attention sink)\n"
     "         --trigger-rate P (0.002) --trigger-len N (8): rare trigger events of --data triggers (data.h)\n"
-    "logs:    --log-every K (10) --ckpt-every K (500)\n"
+    "logs:    --log-every K (10) --ckpt-every K (500) --keep-ckpt S1,S2,.. (keep checkpoint-S.bin, <= 16)\n"
+    "         --chan-every K: per-channel telemetry of every FFN's down-projection input: channels.csv\n"
+    "         every K steps, records.csv at every amax record (which channel, its alignment, ...)\n"
+    "fork:    --fork FILE: start from another run's checkpoint (checkpoint.bin or checkpoint-S.bin) at its\n"
+    "         step, with its configuration, the flags given on top (not the shapes, seed or data): the\n"
+    "         same batches and streams from there.  --decorrelate top:K|random:K replaces w_up of the K\n"
+    "         most aligned (or K random) channels per layer by a random vector of the same norm\n"
+    "         orthogonal to w_gate before the first step (intervention.csv)\n"
     "diverge: --div-margin NATS (1.0) --div-window STEPS (100) --div-ema W (0.02) --no-stop-on-divergence\n"
     "run:     --threads N (default: all cores; stored in the checkpoint) --quiet\n"
     "Divergence: a non-finite loss, or the loss EMA above its running minimum by more than --div-margin\n"
@@ -229,9 +240,46 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         if (!strcmp(val, "saturate")) r->nosat = 0;
         else if (!strcmp(val, "nan")) r->nosat = 1;
         else BAD();
+    } else if (!strcmp(flag, "--chan-every")) {
+        NEED();
+        if (pu32(&c->chan_every, val, 0, 100000000)) BAD();
+    } else if (!strcmp(flag, "--keep-ckpt")) {
+        NEED();
+        c->keep_n = 0;
+        for (const char *p = val; *p;) {
+            char num[32];
+            const size_t k = strcspn(p, ",");
+            unsigned long long x;
+            if (k == 0 || k >= sizeof num || c->keep_n == FL_KEEP_MAX)
+                BAD();
+            memcpy(num, p, k);
+            num[k] = 0;
+            if (fl_cli_parse_u64(&x, num) || x < 1)
+                BAD();
+            c->keep[c->keep_n++] = x;
+            p += k + (p[k] == ',');
+        }
+        if (!c->keep_n) BAD();
+    } else if (!strcmp(flag, "--fork")) {
+        NEED();
+        if (strlen(val) >= sizeof c->fork_from || !*val) BAD();
+        memset(c->fork_from, 0, sizeof c->fork_from);
+        memcpy(c->fork_from, val, strlen(val));
+    } else if (!strcmp(flag, "--decorrelate")) {
+        NEED();
+        const char *colon = strchr(val, ':');
+        unsigned long long x;
+        if (!colon || fl_cli_parse_u64(&x, colon + 1) || x < 1 || x > 65536) BAD();
+        if (colon - val == 3 && !strncmp(val, "top", 3)) c->decor_mode = FL_DECOR_TOP;
+        else if (colon - val == 6 && !strncmp(val, "random", 6)) c->decor_mode = FL_DECOR_RANDOM;
+        else BAD();
+        c->decor_k = (uint32_t)x;
     } else if (!strcmp(flag, "--data")) {
         NEED();
-        if (!strcmp(val, "synthetic") || !strcmp(val, "triggers")) {
+        if (!strcmp(val, "fortunes")) {
+            c->data_kind = FL_DATA_FORTUNES;
+            memset(c->data_path, 0, sizeof c->data_path);
+        } else if (!strcmp(val, "synthetic") || !strcmp(val, "triggers")) {
             c->data_kind = !strcmp(val, "synthetic") ? FL_DATA_SYNTHETIC : FL_DATA_TRIGGERS;
             memset(c->data_path, 0, sizeof c->data_path);
         } else {
@@ -276,6 +324,7 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         else if (!strcmp(flag, "--no-pow2")) r->pow2 = 0;
         else if (!strcmp(flag, "--fast-accum")) r->fast_accum = 1;
         else if (!strcmp(flag, "--no-stop-on-divergence")) c->stop_on_div = 0;
+        else if (!strcmp(flag, "--bos")) c->bos = 1, m->V = 257;
         else return 1;
     }
 #undef NEED
@@ -322,6 +371,8 @@ int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)
     }
     if (c->data_kind == FL_DATA_TEXT)
         addf(buf, n, &w, " --data '%s'", c->data_path);
+    else if (c->data_kind == FL_DATA_FORTUNES)
+        addf(buf, n, &w, " --data fortunes");
     else
         addf(buf, n, &w, " --data %s --data-len %llu", c->data_kind == FL_DATA_TRIGGERS ? "triggers" : "synthetic",
              (unsigned long long)c->data_len);
@@ -330,6 +381,12 @@ int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)
     addf(buf, n, &w, " --log-every %u --ckpt-every %u --div-margin %.9g --div-window %u --div-ema %.9g", c->log_every,
          c->ckpt_every, c->div_margin, c->div_window, c->div_ema);
     if (!c->stop_on_div) addf(buf, n, &w, " --no-stop-on-divergence");
+    if (c->bos) addf(buf, n, &w, " --bos");
+    if (c->chan_every) addf(buf, n, &w, " --chan-every %u", c->chan_every);
+    for (uint32_t k = 0; k < c->keep_n; k++)
+        addf(buf, n, &w, "%s%llu", k ? "," : " --keep-ckpt ", (unsigned long long)c->keep[k]);
+    if (c->fork_from[0]) addf(buf, n, &w, " --fork '%s'", c->fork_from);
+    if (c->decor_k) addf(buf, n, &w, " --decorrelate %s:%u", fl_decor_name((int)c->decor_mode), c->decor_k);
     return w < n ? 0 : -1;
 }
 
@@ -354,17 +411,42 @@ int fl_cmd_train(int argc, char **argv)
     fl_train_cfg cfg;
     fl_train_cfg_default(&cfg);
     fl_train_opts opts = { 0 };
-    const char *resume = NULL;
+    const char *resume = NULL, *fork = NULL;
+    fl_train_cfg parent;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             print_help(stdout);
             return FL_EXIT_OK;
         }
-        if (!strcmp(argv[i], "--resume")) {
+        if (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--fork")) {
             if (i + 1 >= argc)
-                return fl_cli_usage_error(cmd, "--resume needs a run folder");
-            resume = argv[++i];
+                return fl_cli_usage_error(cmd, "%s needs a %s", argv[i], argv[i][2] == 'r' ? "run folder" : "checkpoint file");
+            if (argv[i][2] == 'r')
+                resume = argv[++i];
+            else
+                fork = argv[++i];
         }
+    }
+    if (resume && fork)
+        return fl_cli_usage_error(cmd, "--resume and --fork exclude each other (a fork resumes with --resume DIR)");
+    if (fork) { /* the parent's configuration, the flags on top of it */
+        fl_train_state st;
+        uint32_t crc;
+        char err[4600];
+        if (strlen(fork) >= sizeof cfg.fork_from)
+            return fl_cli_usage_error(cmd, "--fork: path too long");
+        if (fl_train_read_ckpt_cfg(&cfg, &st, &crc, fork, err, sizeof err)) {
+            fprintf(stderr, "fp8lab train: %s\n", err);
+            return FL_EXIT_FAIL;
+        }
+        parent = cfg;
+        cfg.keep_n = 0;
+        memset(cfg.keep, 0, sizeof cfg.keep);
+        cfg.decor_mode = cfg.decor_k = 0;
+        memset(cfg.fork_from, 0, sizeof cfg.fork_from);
+        memcpy(cfg.fork_from, fork, strlen(fork));
+        cfg.fork_step = st.step;
+        cfg.fork_crc = crc;
     }
     fl_train_cfg ck;
     if (resume) {
@@ -380,7 +462,7 @@ int fl_cmd_train(int argc, char **argv)
     }
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--resume")) {
+        if (!strcmp(f, "--resume") || !strcmp(f, "--fork")) {
             i++;
             continue;
         }
@@ -422,7 +504,9 @@ int fl_cmd_train(int argc, char **argv)
         return FL_EXIT_FAIL;
     }
     const char *why = fl_train_cfg_check(&cfg);
+    if (!why && fork)
+        why = fl_train_fork_mismatch(&parent, &cfg);
     if (why)
-        return fl_cli_usage_error(cmd, "%s", why);
+        return fl_cli_usage_error(cmd, "%s%s", fork && !strncmp(why, "--", 2) ? "a fork cannot change " : "", why);
     return fl_train_run(&cfg, &opts);
 }

@@ -175,18 +175,90 @@ int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, s
     return 0;
 }
 
+static const char *const fortunes_files[] = {
+    "art", "ascii-art", "computers", "cookie", "debian", "definitions", "disclaimer", "drugs", "education",
+    "ethnic", "food", "fortunes", "goedel", "humorists", "kids", "knghtbrd", "law", "linux", "linuxcookie",
+    "literature", "love", "magic", "medicine", "men-women", "miscellaneous", "news", "paradoxum", "people",
+    "perl", "pets", "platitudes", "politics", "pratchett", "riddles", "science", "songs-poems", "sports",
+    "startrek", "tao", "translate-me", "wisdom", "work", "zippy",
+};
+#define FORTUNES_HASH 0x3416035945014e6dull /* FNV-1a of the concatenation (fnv1a over 16-bit tokens) */
+
+int fl_data_fortunes(fl_data *d, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    unsigned char *buf = malloc(FL_FORTUNES_LEN);
+    size_t n = 0;
+    if (!buf) {
+        snprintf(err, errlen, "fortunes: out of memory");
+        return -1;
+    }
+    for (size_t k = 0; k < FL_ARRAY_LEN(fortunes_files); k++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", FL_FORTUNES_DIR, fortunes_files[k]);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            snprintf(err, errlen, "%s: cannot open: %s (the text of --data fortunes comes from the Debian package "
+                                  "'fortunes': apt-get install fortunes, or run .ci/deps.sh as root)", path, strerror(errno));
+            free(buf);
+            return -1;
+        }
+        size_t got;
+        while (n < FL_FORTUNES_LEN && (got = fread(buf + n, 1, FL_FORTUNES_LEN - n, f)) > 0)
+            n += got;
+        const int more = fgetc(f) != EOF && n == FL_FORTUNES_LEN;
+        fclose(f);
+        if (more) {
+            n = FL_FORTUNES_LEN + 1;
+            break;
+        }
+    }
+    d->tok = malloc((n ? n : 1) * sizeof *d->tok);
+    if (!d->tok) {
+        free(buf);
+        snprintf(err, errlen, "fortunes: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n && i < FL_FORTUNES_LEN; i++)
+        d->tok[i] = buf[i];
+    free(buf);
+    d->n = n;
+    d->V = 256;
+    d->hash = n == FL_FORTUNES_LEN ? fnv1a(d->tok, n) : 0;
+    if (n != FL_FORTUNES_LEN || d->hash != FORTUNES_HASH) {
+        snprintf(err, errlen, "%s: the fortune files are not the pinned text (%s%zu bytes, FNV-1a %016llx; expected %u bytes, "
+                              "%016llx: Debian 12's fortunes 1:1.99.1-7.3)", FL_FORTUNES_DIR,
+                 n > FL_FORTUNES_LEN ? "more than " : "", n > FL_FORTUNES_LEN ? (size_t)FL_FORTUNES_LEN : n,
+                 (unsigned long long)d->hash, FL_FORTUNES_LEN, (unsigned long long)FORTUNES_HASH);
+        fl_data_free(d);
+        return -1;
+    }
+    return 0;
+}
+
 void fl_data_free(fl_data *d)
 {
     free(d->tok);
     memset(d, 0, sizeof *d);
 }
 
+/* The offset of row b of step `step` in a corpus of n tokens, for rows of len tokens. */
+static size_t batch_offset(size_t n, size_t len, uint64_t seed, uint64_t step, size_t b)
+{
+    const uint64_t u = fl_mix64(fl_mix64(seed ^ 0xBA7C4ull) + step * 0x9E3779B97F4A7C15ull + b * 0xD1B54A32D192ED03ull);
+    return (size_t)(u % (n - len + 1));
+}
+
+void fl_data_batch_bos(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step, size_t B, size_t T, uint16_t bos)
+{
+    for (size_t b = 0; b < B; b++) {
+        out[b * (T + 1)] = bos;
+        memcpy(out + b * (T + 1) + 1, d->tok + batch_offset(d->n, T, seed, step, b), T * sizeof *out);
+    }
+}
+
 void fl_data_batch(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step, size_t B, size_t T)
 {
-    const size_t span = d->n - (T + 1) + 1; /* valid start offsets */
-    for (size_t b = 0; b < B; b++) {
-        const uint64_t u = fl_mix64(fl_mix64(seed ^ 0xBA7C4ull) + step * 0x9E3779B97F4A7C15ull + b * 0xD1B54A32D192ED03ull);
-        const size_t off = (size_t)(u % span);
-        memcpy(out + b * (T + 1), d->tok + off, (T + 1) * sizeof *out);
-    }
+    for (size_t b = 0; b < B; b++)
+        memcpy(out + b * (T + 1), d->tok + batch_offset(d->n, T + 1, seed, step, b), (T + 1) * sizeof *out);
 }

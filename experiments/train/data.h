@@ -39,7 +39,18 @@ int fl_data_synthetic_ex(fl_data *d, uint64_t seed, size_t n, float trigger_rate
 /* A text file as bytes.  Returns 0, or -1 with a message in err naming the file: unreadable,
    shorter than min_len bytes, or binary (contains a NUL byte). */
 int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, size_t errlen);
+/* Real English text from a Debian package: the fortune cookie files of `fortunes` (fortune-mod,
+   Debian 12's 1:1.99.1-7.3, installed by .ci/deps.sh), FL_FORTUNES_FILES in that order from
+   FL_FORTUNES_DIR, concatenated as bytes (2,576,674 of them).  The concatenation is pinned by its
+   FNV-1a hash FL_FORTUNES_HASH: another version of the package is refused, not silently used.
+   Returns 0, or -1 with a message in err (the package missing, a file unreadable, the hash). */
+#define FL_FORTUNES_DIR "/usr/share/games/fortunes"
+#define FL_FORTUNES_LEN 2576674u
+int fl_data_fortunes(fl_data *d, char *err, size_t errlen);
 void fl_data_free(fl_data *d);
+/* The batch with a BOS token: every row (T+1 tokens) is bos followed by T corpus tokens, drawn as
+   fl_data_batch draws them (one offset per row from (seed, step, b)). */
+void fl_data_batch_bos(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step, size_t B, size_t T, uint16_t bos);
 /* out (B, T+1): the token windows of step `step`. */
 void fl_data_batch(uint16_t *out, const fl_data *d, uint64_t seed, uint64_t step, size_t B, size_t T);
 

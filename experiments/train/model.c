@@ -142,6 +142,9 @@ int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t
     m->rstd2 = xcalloc(L * N, sizeof(float), &fail);
     m->pre = xcalloc(L * N * G * F, sizeof(float), &fail);
     m->h = xcalloc(L * N * F, sizeof(float), &fail);
+    m->chan_amax = xcalloc(L * F, sizeof(float), &fail);
+    m->chan_gmax = xcalloc(L * F, sizeof(float), &fail);
+    m->chan_umax = xcalloc(L * F, sizeof(float), &fail);
     m->lnf = xcalloc(N * C, sizeof(float), &fail);
     m->rstdf = xcalloc(N, sizeof(float), &fail);
     m->logits = xcalloc(N * V, sizeof(float), &fail);
@@ -179,7 +182,7 @@ int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t
 void fl_model_free(fl_model *m)
 {
     void *bufs[] = { m->params, m->grads, m->tok, m->tgt, m->resid, m->r2, m->ln1, m->rstd1, m->qkv,
-                     m->att, m->atty, m->ln2, m->rstd2, m->pre, m->h, m->lnf, m->rstdf,
+                     m->att, m->atty, m->ln2, m->rstd2, m->pre, m->h, m->chan_amax, m->chan_gmax, m->chan_umax, m->lnf, m->rstdf,
                      m->logits, m->tokloss, m->smooth_s, m->smooth_si, m->dres, m->dln, m->datty,
                      m->dqkv, m->dpre, m->dh, m->gq, m->gqt };
     for (size_t i = 0; i < FL_ARRAY_LEN(bufs); i++)
@@ -193,6 +196,38 @@ void fl_model_free(fl_model *m)
 }
 
 void fl_model_zero_grad(fl_model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+
+/* Per-channel maxima of layer l's activation output h (N, F) and its FC output pre (G, N, F) when
+   the layer is wanted this step or sets an amax record (model.h, chan_on).  Per channel, a max over
+   tokens in token order; the first NaN sticks, so a channel with a NaN reports NaN. */
+static void chan_capture(fl_model *m, size_t l, const float *h, const float *pre)
+{
+    const size_t N = (size_t)m->cfg.B * m->cfg.T, F = m->cfg.F, G = gdim(&m->cfg);
+    const float amax = m->ffn[l].act_amax;
+    m->chan_record[l] = amax > m->chan_rec_max[l];
+    if (m->chan_record[l]) {
+        m->chan_prev_max[l] = m->chan_rec_max[l];
+        m->chan_rec_max[l] = amax;
+    }
+    m->chan_have[l] = m->chan_record[l] || m->chan_on == 2;
+    if (!m->chan_have[l])
+        return;
+    float *am = m->chan_amax + l * F, *gm = m->chan_gmax + l * F, *um = m->chan_umax + l * F;
+    const float *g = pre, *u = G == 2 ? pre + N * F : NULL;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < F; i++) {
+        float a = 0.0f, b = 0.0f, c = 0.0f;
+        for (size_t n = 0; n < N; n++) {
+            const float x = fabsf(h[n * F + i]), y = fabsf(g[n * F + i]), z = u ? fabsf(u[n * F + i]) : 0.0f;
+            a = (x > a || x != x) && a == a ? x : a;
+            b = (y > b || y != y) && b == b ? y : b;
+            c = (z > c || z != z) && c == c ? z : c;
+        }
+        am[i] = a;
+        gm[i] = b;
+        um[i] = c;
+    }
+}
 
 /* ---- Linear: Y (N, M) = X (N, K) . W (M, K)^T through the recipe's casts ------------------------- */
 
@@ -1033,6 +1068,8 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
         lin_forward(m, lin_index(m, (int)l, FL_LIN_FC), pre, ln2, m->p[FL_P_WFC] + l * G * F * C, C, G * F, NULL, G);
         fl_act_forward(h, pre, N, F, c->act, m->p[FL_P_ACOEF] + l * FL_ACT_NCOEF);
         amax_rms(&fs->act_amax, &fs->act_rms, h, N, F);
+        if (m->chan_on)
+            chan_capture(m, l, h, pre);
         fl_smooth sm = { 0, m->smooth_s, m->smooth_si }, *smp = NULL;
         if (c->act.kind == FL_ACT_SMOOTH_SWIGLU || c->act.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN) {
             sm.axis = c->act.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN;

@@ -102,6 +102,17 @@ typedef struct {
     fl_lin_q lq[64 * FL_LIN_COUNT + 1]; /* per Linear; [L * FL_LIN_COUNT] is the head */
     float *smooth_s, *smooth_si;        /* (max(N, F)) Smooth-SwiGLU scales */
     fl_ffn_fwd_stats ffn[64];
+    /* Per-channel statistics of every FFN's down-projection input (channels.h), captured by the
+       forward before the down projection's cast (which may overwrite h):
+         chan_on 0: never (the default); 1: for the layers whose act_amax sets a record (exceeds
+         chan_rec_max[l], which the forward then raises); 2: as 1, and every layer this step.
+       chan_have[l] says layer l was captured this step, chan_record[l] that it set a record. */
+    float *chan_amax;            /* (L, F) max over tokens |h_i| */
+    float *chan_gmax, *chan_umax; /* (L, F) max over tokens |gate_i| (the FC output of non-gated
+                                    activations) and |up_i| (0 for them) */
+    int chan_on;
+    float chan_rec_max[64], chan_prev_max[64]; /* the running maxima; the one a record beat */
+    uint8_t chan_have[64], chan_record[64];
 
     /* backward scratch */
     float *dres;  /* (N, C) */

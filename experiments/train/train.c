@@ -16,6 +16,7 @@
  */
 #include "train.h"
 
+#include "channels.h"
 #include "checkpoint.h"
 #include "cli/cli.h"
 #include "data.h"
@@ -35,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(fl_train_cfg) == 960, "fl_train_cfg layout (stored in checkpoints)");
-_Static_assert(sizeof(fl_train_state) == 168, "fl_train_state layout (stored in checkpoints)");
+_Static_assert(sizeof(fl_train_cfg) == 1640, "fl_train_cfg layout (stored in checkpoints)");
+_Static_assert(sizeof(fl_train_state) == 440, "fl_train_state layout (stored in checkpoints)");
 
 volatile int fl_train_stop_flag;
 
@@ -76,8 +77,8 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
     const char *why = fl_model_cfg_check(&c->model);
     if (why)
         return why;
-    if (c->model.V != 256)
-        return "the vocabulary is byte-level: 256";
+    if (c->bos > 1 || c->model.V != 256 + c->bos)
+        return "the vocabulary is byte-level: 256 tokens, 257 with --bos";
     if (c->recipe.kind >= FL_RECIPE_COUNT)
         return "unknown recipe";
     if (c->recipe.history < 1 || c->recipe.history > (1u << 20))
@@ -106,6 +107,23 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--log-every and --ckpt-every must be >= 1";
     if (!(c->div_margin > 0) || !(c->div_ema > 0 && c->div_ema <= 1) || c->div_window < 1)
         return "need --div-margin > 0, 0 < --div-ema <= 1, --div-window >= 1";
+    if (c->keep_n > FL_KEEP_MAX)
+        return "--keep-ckpt takes at most 16 steps";
+    for (uint32_t k = 0; k < c->keep_n; k++)
+        if (c->keep[k] < 1 || c->keep[k] > c->steps)
+            return "--keep-ckpt steps must be in 1..--steps";
+    if (!memchr(c->fork_from, 0, sizeof c->fork_from))
+        return "the fork's parent path is not a terminated string";
+    if (c->fork_from[0] && c->fork_step >= c->steps)
+        return "a fork must run past its parent's step: --steps must exceed the checkpoint's step";
+    if (c->decor_mode > FL_DECOR_RANDOM || (c->decor_mode != FL_DECOR_NONE) != (c->decor_k > 0))
+        return "--decorrelate needs top:K or random:K with K >= 1";
+    if (c->decor_k && !c->fork_from[0])
+        return "--decorrelate is an intervention at a fork: it needs --fork";
+    if (c->decor_k && !fl_act_gated(c->model.act))
+        return "--decorrelate changes w_up: it needs a gated activation (swiglu family)";
+    if (c->decor_k > c->model.F)
+        return "--decorrelate K must not exceed --ffn";
     if (!memchr(c->recipe.sites, 0, sizeof c->recipe.sites))
         return "the site overrides are not a terminated string";
     /* the overrides against this model's site names */
@@ -142,12 +160,42 @@ void fl_train_cfg_json(FILE *f, const fl_train_cfg *c)
     fprintf(f, "  \"steps\": %llu, \"seed\": %llu, \"lr\": %.9g, \"lr_min_frac\": %.9g, \"wd\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"adam_eps\": %.9g, \"clip\": %.9g, \"warmup\": %u, \"schedule\": \"%s\",\n",
             (unsigned long long)c->steps, (unsigned long long)c->seed, c->lr, c->lr_min_frac, c->wd, c->beta1,
             c->beta2, c->adam_eps, c->clip, c->warmup, c->schedule == FL_SCHED_COSINE ? "cosine" : "constant");
+    fprintf(f, "  \"bos\": %s, \"chan_every\": %u, \"keep_ckpt\": [", c->bos ? "true" : "false", c->chan_every);
+    for (uint32_t k = 0; k < c->keep_n; k++)
+        fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)c->keep[k]);
+    fprintf(f, "],\n  \"fork_from\": ");
+    if (c->fork_from[0])
+        fprintf(f, "\"%s\", \"fork_step\": %llu, \"fork_crc\": \"%08x\", \"decorrelate\": \"%s\", \"decorrelate_k\": %u,\n",
+                c->fork_from, (unsigned long long)c->fork_step, c->fork_crc, fl_decor_name((int)c->decor_mode), c->decor_k);
+    else
+        fprintf(f, "null,\n");
     fprintf(f, "  \"data\": \"%s\", \"data_len\": %llu, \"data_hash\": \"%016llx\",\n",
-            c->data_kind == FL_DATA_TEXT ? c->data_path : c->data_kind == FL_DATA_TRIGGERS ? "triggers" : "synthetic",
+            c->data_kind == FL_DATA_TEXT ? c->data_path : c->data_kind == FL_DATA_TRIGGERS ? "triggers"
+            : c->data_kind == FL_DATA_FORTUNES ? "fortunes" : "synthetic",
             (unsigned long long)c->data_len,
             (unsigned long long)c->data_hash);
     fprintf(f, "  \"log_every\": %u, \"ckpt_every\": %u, \"div_margin\": %.9g, \"div_ema\": %.9g, \"div_window\": %u, \"stop_on_divergence\": %s\n}\n",
             c->log_every, c->ckpt_every, c->div_margin, c->div_ema, c->div_window, c->stop_on_div ? "true" : "false");
+}
+
+double fl_train_tau_at(const fl_train_cfg *cfg, uint64_t step)
+{
+    double t = 0.0;
+    for (uint64_t s = 0; s < step; s++)
+        t += (double)fl_lr_at(cfg, s) * (double)cfg->wd;
+    return t;
+}
+
+uint64_t fl_train_tau_step(const fl_train_cfg *cfg, double x)
+{
+    double t = 0.0;
+    for (uint64_t s = 0; s <= cfg->steps; s++) {
+        if (t >= x)
+            return s;
+        if (s < cfg->steps)
+            t += (double)fl_lr_at(cfg, s) * (double)cfg->wd;
+    }
+    return cfg->steps + 1;
 }
 
 void fl_blas_setup(char **argv)
@@ -245,11 +293,11 @@ static int summary_fill(FILE *f, void *a_)
 
 /* ---- checkpoint ---------------------------------------------------------------------------------- */
 
-static int save_checkpoint(const char *dir, const fl_train_cfg *cfg, const fl_train_state *st,
+static int save_checkpoint(const char *dir, const char *name, const fl_train_cfg *cfg, const fl_train_state *st,
                            const fl_model *m, const float *am, const float *av, const fl_recipe *rec)
 {
     char path[4096], err[4400];
-    path_join(path, sizeof path, dir, "checkpoint.bin");
+    path_join(path, sizeof path, dir, name);
     const size_t rs = fl_recipe_state_size(rec);
     unsigned char *rb = malloc(rs ? rs : 1);
     if (!rb)
@@ -274,6 +322,12 @@ int fl_train_read_cfg(fl_train_cfg *cfg, fl_train_state *st, const char *dir, ch
 {
     char path[4096];
     path_join(path, sizeof path, dir, "checkpoint.bin");
+    uint32_t crc;
+    return fl_train_read_ckpt_cfg(cfg, st, &crc, path, err, errlen);
+}
+
+int fl_train_read_ckpt_cfg(fl_train_cfg *cfg, fl_train_state *st, uint32_t *crc, const char *path, char *err, size_t errlen)
+{
     fl_ckpt ck;
     if (fl_ckpt_read(&ck, path, err, errlen))
         return -1;
@@ -285,16 +339,35 @@ int fl_train_read_cfg(fl_train_cfg *cfg, fl_train_state *st, const char *dir, ch
     }
     memcpy(cfg, c->data, sizeof *cfg);
     memcpy(st, s->data, sizeof *st);
+    *crc = ck.crc;
     fl_ckpt_free(&ck);
     return 0;
 }
 
-/* Restore everything from the checkpoint into the already-built model / recipe / optimizer. */
-static int load_checkpoint(const char *dir, const fl_train_cfg *cfg, fl_train_state *st, fl_model *m,
+const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c)
+{
+    fl_model_cfg a = p->model, b = c->model;
+    if (fl_act_gated(a.act) != fl_act_gated(b.act))
+        return "--act (the fork's activation must have the parent's weight shapes: gated for gated)";
+    a.act = b.act;
+    if (memcmp(&a, &b, sizeof a) || p->bos != c->bos)
+        return "a model flag (--width/--layers/--heads/--ffn/--seq/--batch/--init-std/--bos)";
+    if (p->seed != c->seed)
+        return "--seed (a fork continues its parent's batches and streams)";
+    if (p->data_kind != c->data_kind || memcmp(p->data_path, c->data_path, sizeof p->data_path) ||
+        p->data_len != c->data_len || p->data_hash != c->data_hash || p->trigger_rate != c->trigger_rate ||
+        p->trigger_len != c->trigger_len)
+        return "--data (a fork continues its parent's data stream)";
+    return NULL;
+}
+
+/* Restore everything from the checkpoint at path into the already-built model / recipe / optimizer:
+   a resume (fork == 0: the configuration must be the run's) or a fork (fork_mismatch; the recipe's
+   state only when the recipe is the parent's). */
+static int load_checkpoint(const char *path, int fork, const fl_train_cfg *cfg, fl_train_state *st, fl_model *m,
                            float *am, float *av, fl_recipe *rec)
 {
-    char path[4096], err[4400];
-    path_join(path, sizeof path, dir, "checkpoint.bin");
+    char err[4400];
     fl_ckpt ck;
     if (fl_ckpt_read(&ck, path, err, sizeof err)) {
         fprintf(stderr, "fp8lab train: %s\n", err);
@@ -307,11 +380,15 @@ static int load_checkpoint(const char *dir, const fl_train_cfg *cfg, fl_train_st
     const char *why = NULL;
     if (!sc || !ss || !sp || !sm || !sv || !sr)
         why = "a section is missing";
-    else if (sc->size != sizeof *cfg || memcmp(sc->data, cfg, sizeof *cfg))
+    else if (sc->size != sizeof *cfg || (!fork && memcmp(sc->data, cfg, sizeof *cfg)))
         why = "its configuration does not match this run's";
     else if (ss->size != sizeof *st || sp->size != pb || sm->size != pb || sv->size != pb)
         why = "its tensors have the wrong sizes for this model";
-    else
+    else if (fork && (why = fl_train_fork_mismatch((const fl_train_cfg *)sc->data, cfg)) != NULL)
+        ;
+    else if (fork && ck.crc != cfg->fork_crc)
+        why = "it changed since the fork's configuration was made (CRC)";
+    else if (!fork || !memcmp(&((const fl_train_cfg *)sc->data)->recipe, &cfg->recipe, sizeof cfg->recipe))
         why = fl_recipe_state_load(rec, sr->data, sr->size);
     if (why) {
         fprintf(stderr, "fp8lab train: %s: checkpoint refused: %s\n", path, why);
@@ -319,6 +396,13 @@ static int load_checkpoint(const char *dir, const fl_train_cfg *cfg, fl_train_st
         return -1;
     }
     memcpy(st, ss->data, sizeof *st);
+    if (fork && st->step != cfg->fork_step)
+        why = "its step is not the fork's step";
+    if (why) {
+        fprintf(stderr, "fp8lab train: %s: checkpoint refused: %s\n", path, why);
+        fl_ckpt_free(&ck);
+        return -1;
+    }
     memcpy(m->params, sp->data, pb);
     memcpy(am, sm->data, pb);
     memcpy(av, sv->data, pb);
@@ -359,6 +443,7 @@ typedef struct {
     float *am, *av;        /* AdamW moments, laid out as m.params */
     uint16_t *batch;
     FILE *fm, *ft, *fs;    /* metrics.csv, telemetry.jsonl, sites.csv */
+    FILE *fc, *fr;         /* channels.csv, records.csv (with --chan-every) */
     fl_train_state st;
     double t0, tlast;      /* progress: start of this invocation, last progress line */
     uint64_t step0;        /* st.step at the start of this invocation */
@@ -369,8 +454,9 @@ static int run_open_data(train_run *r)
 {
     fl_train_cfg *cfg = &r->cfg;
     char err[4400];
-    if (cfg->data_kind == FL_DATA_TEXT) {
-        if (fl_data_load_text(&r->data, cfg->data_path, (size_t)cfg->model.T + 2, err, sizeof err)) {
+    if (cfg->data_kind == FL_DATA_TEXT || cfg->data_kind == FL_DATA_FORTUNES) {
+        if (cfg->data_kind == FL_DATA_TEXT ? fl_data_load_text(&r->data, cfg->data_path, (size_t)cfg->model.T + 2, err, sizeof err)
+                                           : fl_data_fortunes(&r->data, err, sizeof err)) {
             fprintf(stderr, "fp8lab train: %s\n", err);
             return FL_EXIT_FAIL;
         }
@@ -379,7 +465,7 @@ static int run_open_data(train_run *r)
         fprintf(stderr, "fp8lab train: out of memory generating the corpus\n");
         return FL_EXIT_FAIL;
     }
-    if (r->opts->resume && cfg->data_hash != r->data.hash) {
+    if ((r->opts->resume || cfg->fork_from[0]) && cfg->data_hash != r->data.hash) {
         fprintf(stderr, "fp8lab train: %s: the data differs from the data this run was trained on (hash %016llx, now %016llx)\n",
                 cfg->data_kind == FL_DATA_TEXT ? cfg->data_path : "synthetic corpus",
                 (unsigned long long)cfg->data_hash, (unsigned long long)r->data.hash);
@@ -413,6 +499,46 @@ static int run_build(train_run *r)
     return r->am && r->av && r->batch ? FL_EXIT_OK : FL_EXIT_FAIL;
 }
 
+/* The fork's intervention: decorrelate decor_k channels of every layer (channels.h), written to
+   intervention.csv. */
+static int run_decorrelate(train_run *r)
+{
+    const fl_train_cfg *cfg = &r->cfg;
+    const uint32_t F = cfg->model.F, k = cfg->decor_k;
+    const uint64_t seed = cfg->seed ^ 0xDEC0DE11ull ^ cfg->fork_step;
+    char path[4096];
+    path_join(path, sizeof path, r->opts->dir, "intervention.csv");
+    FILE *f = fopen(path, "w");
+    uint32_t *idx = malloc(k * sizeof *idx);
+    float *align = malloc(F * sizeof *align), *wnorm = malloc(F * sizeof *wnorm);
+    int rc = f && idx && align && wnorm ? 0 : -1;
+    if (!rc)
+        fprintf(f, "layer,channel,mode,align_before,align_after,wnorm_before,wnorm_after\n");
+    float *a0 = malloc(k * sizeof *a0), *n0 = malloc(k * sizeof *n0);
+    if (!a0 || !n0)
+        rc = -1;
+    for (uint32_t l = 0; !rc && l < cfg->model.L; l++) {
+        fl_chan_weights(align, wnorm, &r->m, l);
+        fl_chan_pick(idx, &r->m, l, k, (int)cfg->decor_mode, seed);
+        for (uint32_t j = 0; j < k; j++) {
+            a0[j] = align[idx[j]];
+            n0[j] = wnorm[idx[j]];
+            fl_chan_decorrelate(&r->m, r->am, r->av, l, idx[j], seed);
+        }
+        fl_chan_weights(align, wnorm, &r->m, l);
+        for (uint32_t j = 0; j < k; j++)
+            fprintf(f, "%u,%u,%s,%.9g,%.9g,%.9g,%.9g\n", l, idx[j], fl_decor_name((int)cfg->decor_mode), a0[j],
+                    align[idx[j]], n0[j], wnorm[idx[j]]);
+    }
+    free(a0), free(n0);
+    free(idx), free(align), free(wnorm);
+    if (f && fclose(f))
+        rc = -1;
+    if (rc)
+        fprintf(stderr, "fp8lab train: %s: cannot write the intervention's record\n", path);
+    return rc;
+}
+
 /* The run state: fresh (and the folder's old checkpoint removed), or the checkpoint's on resume;
    the thread count is the checkpoint's unless --threads overrides it. */
 static int run_restore(train_run *r)
@@ -422,16 +548,27 @@ static int run_restore(train_run *r)
     memset(st, 0, sizeof *st);
     st->first_sat_step = st->first_down_sat_step = UINT64_MAX;
     st->threads = (uint32_t)(opts->threads > 0 ? opts->threads : omp_get_num_procs());
+    char path[4096];
+    path_join(path, sizeof path, opts->dir, "checkpoint.bin");
     if (opts->resume) {
-        if (load_checkpoint(opts->dir, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
+        if (load_checkpoint(path, 0, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
             return FL_EXIT_FAIL;
         if (opts->threads > 0)
             st->threads = (uint32_t)opts->threads;
     } else {
-        char path[4096];
-        path_join(path, sizeof path, opts->dir, "checkpoint.bin");
         unlink(path); /* a fresh run replaces what the folder held */
+        if (r->cfg.fork_from[0]) {
+            const uint32_t threads = st->threads;
+            if (load_checkpoint(r->cfg.fork_from, 1, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
+                return FL_EXIT_FAIL;
+            st->threads = threads;
+            st->metrics_off = st->tele_off = st->sites_off = st->chan_off = st->rec_off = 0;
+            if (r->cfg.decor_k && run_decorrelate(r))
+                return FL_EXIT_FAIL;
+        }
     }
+    memcpy(r->m.chan_rec_max, st->rec_max, sizeof st->rec_max);
+    r->m.chan_on = r->cfg.chan_every ? 1 : 0;
     omp_set_num_threads((int)st->threads);
     openblas_set_num_threads((int)st->threads);
     return FL_EXIT_OK;
@@ -447,19 +584,27 @@ static int run_open_files(train_run *r)
         fprintf(stderr, "fp8lab train: %s\n", err);
         return FL_EXIT_FAIL;
     }
-    char pm[4096], pt[4096], ps[4096];
+    char pm[4096], pt[4096], ps[4096], pc[4096], pr[4096];
     path_join(pm, sizeof pm, opts->dir, "metrics.csv");
     path_join(pt, sizeof pt, opts->dir, "telemetry.jsonl");
     path_join(ps, sizeof ps, opts->dir, "sites.csv");
+    path_join(pc, sizeof pc, opts->dir, "channels.csv");
+    path_join(pr, sizeof pr, opts->dir, "records.csv");
+    const int chan = r->cfg.chan_every > 0;
     if (opts->resume) {
         if (truncate(pm, (off_t)r->st.metrics_off) || truncate(pt, (off_t)r->st.tele_off) ||
-            truncate(ps, (off_t)r->st.sites_off)) {
+            truncate(ps, (off_t)r->st.sites_off) ||
+            (chan && (truncate(pc, (off_t)r->st.chan_off) || truncate(pr, (off_t)r->st.rec_off)))) {
             fprintf(stderr, "fp8lab train: %s: cannot truncate the run's logs to the checkpoint: %s\n", opts->dir, strerror(errno));
             return FL_EXIT_FAIL;
         }
         r->fm = fopen(pm, "a");
         r->ft = fopen(pt, "a");
         r->fs = fopen(ps, "a");
+        if (chan) {
+            r->fc = fopen(pc, "a");
+            r->fr = fopen(pr, "a");
+        }
     } else {
         r->fm = fopen(pm, "w");
         r->ft = fopen(pt, "w");
@@ -468,8 +613,16 @@ static int run_open_files(train_run *r)
             fl_tele_metrics_header(r->fm);
         if (r->fs)
             fl_tele_sites_header(r->fs);
+        if (chan) {
+            r->fc = fopen(pc, "w");
+            r->fr = fopen(pr, "w");
+            fl_chan_headers(r->fc, r->fr);
+        } else {
+            unlink(pc);
+            unlink(pr);
+        }
     }
-    if (!r->fm || !r->ft || !r->fs) {
+    if (!r->fm || !r->ft || !r->fs || (chan && (!r->fc || !r->fr))) {
         fprintf(stderr, "fp8lab train: %s: cannot open the run's logs\n", opts->dir);
         return FL_EXIT_FAIL;
     }
@@ -500,6 +653,10 @@ static void run_free(train_run *r)
         fclose(r->ft);
     if (r->fs)
         fclose(r->fs);
+    if (r->fc)
+        fclose(r->fc);
+    if (r->fr)
+        fclose(r->fr);
     free(r->am);
     free(r->av);
     free(r->batch);
@@ -520,13 +677,21 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
 {
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
-    fl_data_batch(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T);
+    if (cfg->bos)
+        fl_data_batch_bos(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T, 256);
+    else
+        fl_data_batch(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T);
+    const int chan_rows = cfg->chan_every && step % cfg->chan_every == 0;
+    if (cfg->chan_every)
+        r->m.chan_on = chan_rows ? 2 : 1;
     fl_recipe_step_begin(&r->rec, tele);
     r->rec.hp_phase = step < cfg->recipe.fp8_start;
     r->rec.step = step;
     fl_model_zero_grad(&r->m);
     const float loss = fl_model_forward(&r->m, r->batch);
     fl_model_backward(&r->m);
+    if (cfg->chan_every) /* the weights the forward used: before the update */
+        fl_chan_rows(r->fc, r->fr, step, &r->m, chan_rows);
     *gnorm = fl_grad_norm(&r->m);
     const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
     *lr = fl_lr_at(cfg, step);
@@ -597,7 +762,22 @@ static int checkpoint_now(train_run *r)
     r->st.metrics_off = (uint64_t)ftell(r->fm);
     r->st.tele_off = (uint64_t)ftell(r->ft);
     r->st.sites_off = (uint64_t)ftell(r->fs);
-    return save_checkpoint(r->opts->dir, &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec);
+    if (r->fc) {
+        fflush(r->fc);
+        fflush(r->fr);
+        r->st.chan_off = (uint64_t)ftell(r->fc);
+        r->st.rec_off = (uint64_t)ftell(r->fr);
+    }
+    memcpy(r->st.rec_max, r->m.chan_rec_max, sizeof r->st.rec_max);
+    if (save_checkpoint(r->opts->dir, "checkpoint.bin", &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec))
+        return -1;
+    for (uint32_t k = 0; k < r->cfg.keep_n; k++)
+        if (r->cfg.keep[k] == r->st.step) {
+            char name[64];
+            snprintf(name, sizeof name, "checkpoint-%llu.bin", (unsigned long long)r->st.step);
+            return save_checkpoint(r->opts->dir, name, &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec);
+        }
+    return 0;
 }
 
 /* The steps.  Returns 0 when the run ended (all steps, or divergence with stop_on_div), 1 when a
@@ -617,7 +797,10 @@ static int run_loop(train_run *r)
         st->step = step + 1;
 
         const int last = st->step == cfg->steps || (st->diverged && cfg->stop_on_div);
-        if (fl_train_stop_flag || last || st->step % cfg->ckpt_every == 0) {
+        int keep = 0;
+        for (uint32_t k = 0; k < cfg->keep_n; k++)
+            keep |= cfg->keep[k] == st->step;
+        if (fl_train_stop_flag || last || keep || st->step % cfg->ckpt_every == 0) {
             if (checkpoint_now(r))
                 return -1;
             if (fl_train_stop_flag)

@@ -9,6 +9,19 @@
  *   checkpoint.bin   the latest checkpoint (checkpoint.h), every --ckpt-every steps, at the end,
  *                    and on SIGINT / SIGTERM
  *   summary.json     the outcome (divergence, final loss, alignment, amax, saturation, steps/s)
+ *   channels.csv, records.csv   with --chan-every: per-channel telemetry of every FFN's down
+ *                    projection input (channels.h)
+ *   checkpoint-STEP.bin   with --keep-ckpt: the checkpoint after STEP steps, kept
+ *   intervention.csv a fork with --decorrelate: the channels changed (layer, channel, align before
+ *                    and after, the norm kept)
+ *
+ * A fork (--fork FILE) starts from another run's checkpoint FILE at its step k: the parameters, the
+ * AdamW moments, the run counters and the record maxima are the parent's; the recipe's amax
+ * histories too when the recipe is the parent's, else they start empty.  Its configuration is the
+ * parent's with the flags given applied on top (the model's shapes, the seed and the data must stay:
+ * the fork reads the batches k, k+1, ... the parent would have read, and --grad-sr's streams are
+ * keyed by the same seed and step), and records fork_from, fork_step and the parent's CRC.  Its
+ * logs start at step k.
  *
  * Divergence criterion (written once here, used by train and demo):
  *   the run has diverged at step t when
@@ -27,7 +40,8 @@
 #include <stdint.h>
 
 enum { FL_SCHED_CONSTANT, FL_SCHED_COSINE };
-enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS };
+enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS, FL_DATA_FORTUNES };
+#define FL_KEEP_MAX 16
 
 /* Every field fixed-width, no padding holes (the struct is stored in checkpoints and compared). */
 typedef struct {
@@ -45,6 +59,17 @@ typedef struct {
     uint32_t div_window, stop_on_div;
     float trigger_rate;    /* FL_DATA_TRIGGERS: probability of a trigger event per sentence (data.h) */
     uint32_t trigger_len;  /* FL_DATA_TRIGGERS: payload tokens after the trigger token */
+    /* the mechanism experiments (channels.h; TRAINING.md, "The mechanism") */
+    uint32_t chan_every;   /* channels.csv every K steps, records.csv every record; 0: neither */
+    uint32_t bos;          /* 1: token 256 (V = 257) opens every sequence (data.h) */
+    uint32_t decor_mode;   /* a fork: FL_DECOR_* applied to the parent's weights before the first step */
+    uint32_t decor_k;      /* a fork: channels per layer decorrelated */
+    uint32_t keep_n, pad2_;
+    uint64_t keep[FL_KEEP_MAX]; /* after these steps, checkpoint-STEP.bin is kept beside checkpoint.bin */
+    uint64_t fork_step;    /* a fork: the step of the parent's checkpoint it starts from; else 0 */
+    uint32_t fork_crc;     /* a fork: CRC-32 of the parent checkpoint's payload (checkpoint.h) */
+    uint32_t pad3_;
+    char fork_from[512];   /* a fork: the parent checkpoint's path as given; "" otherwise */
 } fl_train_cfg;
 
 void fl_train_cfg_default(fl_train_cfg *c);
@@ -56,6 +81,13 @@ typedef struct {
     int quiet;        /* no progress bar / summary line */
     int resume;
 } fl_train_opts;
+
+/* The step at which the weight-decay clock t/tau = sum_{s < step} lr_s * wd first reaches x (the
+   decay of AdamW multiplies a weight by prod (1 - lr_s wd) ~ exp(-t/tau)); cfg->steps + 1 when it
+   does not within the run, 0 for x <= 0. */
+uint64_t fl_train_tau_step(const fl_train_cfg *cfg, double x);
+/* t/tau after `step` steps. */
+double fl_train_tau_at(const fl_train_cfg *cfg, uint64_t step);
 
 /* The persistent counters of a run (checkpointed). */
 typedef struct {
@@ -71,7 +103,18 @@ typedef struct {
     float act_amax_max, in_amax_max, align_start, align_end, last_loss, pad_;
     uint64_t adam_sat, adam_ftz;
     uint64_t sites_off;                            /* sites.csv's length at this checkpoint */
+    uint64_t chan_off, rec_off;                    /* channels.csv's and records.csv's lengths */
+    float rec_max[64];                             /* per layer, the running max of the down
+                                                      projection input's amax (records.csv) */
 } fl_train_state;
+
+/* Read the configuration and run state stored in a checkpoint file (for --fork): 0, or -1 with a
+   message naming the file. */
+int fl_train_read_ckpt_cfg(fl_train_cfg *cfg, fl_train_state *st, uint32_t *crc, const char *path, char *err, size_t errlen);
+
+/* What a fork (configuration c) may not change from its parent p: the model's shapes (an activation
+   with the same weight shapes may replace the parent's), the seed, the data.  NULL, or what differs. */
+const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c);
 
 /* Run (or resume) a training run in opts->dir.  Returns a CLI exit status (cli.h). */
 int fl_train_run(const fl_train_cfg *cfg, const fl_train_opts *opts);
