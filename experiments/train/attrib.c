@@ -311,9 +311,13 @@ static int csv_int(csv_t *c, int j, long lo, long hi, long *v)
     char *end;
     errno = 0;
     *v = strtol(s, &end, 10);
-    if (end == s || *end || errno || *v < lo || *v > hi)
+    if (end == s || *end || errno || *v < lo || *v > hi) {
+        if (hi == LONG_MAX)
+            return fail(c->err, c->errn, "%s:%ld: column '%s': '%s' is not an integer >= %ld", c->path, c->lineno,
+                        c->name[j], s, lo);
         return fail(c->err, c->errn, "%s:%ld: column '%s': '%s' is not an integer in [%ld, %ld]", c->path, c->lineno,
                     c->name[j], s, lo, hi);
+    }
     return 0;
 }
 
@@ -342,6 +346,8 @@ static int load_config(fl_attrib_run *r, const char *dir, char *err, size_t errn
         rc = fail(err, errn, "%s: \"ffn\" is not an integer in [1, 2^20]", p);
     else if (!json_is_integer(layers) || json_integer_value(layers) < 1 || json_integer_value(layers) > 4096)
         rc = fail(err, errn, "%s: \"layers\" is not an integer in [1, 4096]", p);
+    else if (json_integer_value(ffn) * json_integer_value(layers) > (1 << 24))
+        rc = fail(err, errn, "%s: layers x ffn is above 2^24 channels", p);
     else {
         snprintf(r->act, sizeof r->act, "%s", fl_act_name(a));
         r->gated = fl_act_gated(a);
