@@ -72,10 +72,9 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double fl_pearson(const double *x, const double *y, size_t n)
+/* Sums of squared and crossed deviations from the means, in index order. */
+static void comoments(double *sxx, double *syy, double *sxy, const double *x, const double *y, size_t n)
 {
-    if (n < 2 || !all_finite(x, n) || !all_finite(y, n) || constant(x, n) || constant(y, n))
-        return NAN;
     double mx = 0.0, my = 0.0;
     for (size_t i = 0; i < n; i++) {
         mx += x[i];
@@ -83,13 +82,24 @@ double fl_pearson(const double *x, const double *y, size_t n)
     }
     mx /= (double)n;
     my /= (double)n;
-    double sxx = 0.0, syy = 0.0, sxy = 0.0;
+    double xx = 0.0, yy = 0.0, xy = 0.0;
     for (size_t i = 0; i < n; i++) {
         const double dx = x[i] - mx, dy = y[i] - my;
-        sxx += dx * dx;
-        syy += dy * dy;
-        sxy += dx * dy;
+        xx += dx * dx;
+        yy += dy * dy;
+        xy += dx * dy;
     }
+    *sxx = xx;
+    *syy = yy;
+    *sxy = xy;
+}
+
+double fl_pearson(const double *x, const double *y, size_t n)
+{
+    if (n < 2 || !all_finite(x, n) || !all_finite(y, n) || constant(x, n) || constant(y, n))
+        return NAN;
+    double sxx, syy, sxy;
+    comoments(&sxx, &syy, &sxy, x, y, n);
     if (!(sxx > 0.0) || !(syy > 0.0))
         return NAN;
     const double r = sxy / sqrt(sxx * syy);
@@ -136,20 +146,8 @@ double fl_ols_slope(double *r2, const double *x, const double *y, size_t n)
         *r2 = NAN;
     if (n < 3 || !all_finite(x, n) || !all_finite(y, n) || constant(x, n))
         return NAN;
-    double mx = 0.0, my = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        mx += x[i];
-        my += y[i];
-    }
-    mx /= (double)n;
-    my /= (double)n;
-    double sxx = 0.0, syy = 0.0, sxy = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double dx = x[i] - mx, dy = y[i] - my;
-        sxx += dx * dx;
-        syy += dy * dy;
-        sxy += dx * dy;
-    }
+    double sxx, syy, sxy;
+    comoments(&sxx, &syy, &sxy, x, y, n);
     if (!(sxx > 0.0))
         return NAN;
     if (r2 && syy > 0.0)

@@ -68,27 +68,9 @@ static const char *const help =
 /* The demo's model and optimiser (TRAINING.md: why each choice) and the paper's recipe. */
 static void demo_preset(fl_train_cfg *c, int lng)
 {
-    fl_train_cfg_default(c);
-    c->model.C = 64;
-    c->model.L = 2;
-    c->model.H = 4;
-    c->model.F = 256;
-    c->model.T = 64;
-    c->model.B = 16;
-    c->lr = 3e-3f;
-    c->wd = 1.0f;
-    c->schedule = FL_SCHED_CONSTANT;
-    c->warmup = 100;
+    fl_train_demo_preset(c);
     c->steps = lng ? 6000 : 1500;
-    c->seed = 1;
-    c->recipe.kind = FL_RECIPE_FP8_DELAYED;
-    c->recipe.history = 1;
-    c->recipe.algo = FL_AMAX_MAX;
-    c->recipe.margin = 0;
-    c->recipe.pow2 = 1;
-    c->recipe.nosat = 0;
-    c->recipe.grad_sr = 1;
-    c->recipe.fp8_start = 0;
+    fl_recipe_paper(&c->recipe, 0);
     c->log_every = 50;
     c->ckpt_every = lng ? 2000 : 1000000;
 }

@@ -112,40 +112,13 @@ __attribute__((format(printf, 2, 3))) static void say(mech *m, const char *fmt, 
     }
 }
 
-/* The demo's model and optimiser (cmd_demo.c; TRAINING.md), in BF16 with per-channel telemetry. */
+/* The demo's model and optimiser in BF16, with per-channel telemetry. */
 static void mech_preset(fl_train_cfg *c)
 {
-    fl_train_cfg_default(c);
-    c->model.C = 64;
-    c->model.L = 2;
-    c->model.H = 4;
-    c->model.F = 256;
-    c->model.T = 64;
-    c->model.B = 16;
-    c->lr = 3e-3f;
-    c->wd = 1.0f;
-    c->schedule = FL_SCHED_CONSTANT;
-    c->warmup = 100;
-    c->seed = 1;
-    c->recipe.kind = FL_RECIPE_BF16;
+    fl_train_demo_preset(c);
     c->log_every = 100;
     c->ckpt_every = 500;
     c->chan_every = 50;
-}
-
-/* The paper's recipe (cmd_demo.c's preset), FP8 from the step after `from`. */
-static void paper_recipe(fl_recipe_cfg *r, uint64_t from)
-{
-    const fl_recipe_cfg keep_sites = *r;
-    fl_recipe_cfg_default(r, FL_RECIPE_FP8_DELAYED);
-    memcpy(r->sites, keep_sites.sites, sizeof r->sites);
-    r->history = 1;
-    r->algo = FL_AMAX_MAX;
-    r->margin = 0;
-    r->pow2 = 1;
-    r->nosat = 0;
-    r->grad_sr = 1;
-    r->fp8_start = (uint32_t)(from + 1);
 }
 
 static int add_run(mech *m, const char *name, int gelu, float wd, int fp8, int parent, int fork, int decor, int keep)
@@ -243,7 +216,7 @@ static int run_config(mech *m, mrun *r)
     c->decor_mode = (uint32_t)r->decor;
     c->decor_k = r->decor ? m->decor_k : 0;
     if (r->fp8)
-        paper_recipe(&c->recipe, st.step);
+        fl_recipe_paper(&c->recipe, (uint32_t)st.step + 1);
     return 0;
 }
 

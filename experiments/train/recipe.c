@@ -48,6 +48,18 @@ void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind)
     c->margin = 0;
 }
 
+void fl_recipe_paper(fl_recipe_cfg *c, uint32_t fp8_start)
+{
+    c->kind = FL_RECIPE_FP8_DELAYED;
+    c->history = 1;
+    c->algo = FL_AMAX_MAX;
+    c->margin = 0;
+    c->pow2 = 1;
+    c->nosat = 0;
+    c->grad_sr = 1;
+    c->fp8_start = fp8_start;
+}
+
 /* ---- per-site overrides (recipe.h) -------------------------------------------------------------- */
 
 enum { SITE_BF16, SITE_CURRENT, SITE_DELAYED };

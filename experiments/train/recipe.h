@@ -91,6 +91,11 @@ typedef struct {
 } fl_recipe_cfg;
 
 void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind);
+/* The paper's stack (Fishman et al., ICLR 2025, and their released code; TRAINING.md): fp8-delayed,
+   the amax of the previous step (history 1, "max"), margin 0, power-of-two scales, saturating
+   casts, e5m2 dY with stochastic rounding, FP8 from step fp8_start.  The other fields (site
+   overrides, fp8_adam, fast_accum, grad_current) are left as they are. */
+void fl_recipe_paper(fl_recipe_cfg *c, uint32_t fp8_start);
 
 /* Per-site overrides (--site PATTERN=MODE, repeatable; cfg.sites holds them joined by ';').
  * PATTERN is a site name or an fnmatch(3) pattern over the names ("L0.down.in", "*.down.in",

@@ -72,6 +72,22 @@ void fl_train_cfg_default(fl_train_cfg *c)
     c->trigger_len = 8;
 }
 
+void fl_train_demo_preset(fl_train_cfg *c)
+{
+    fl_train_cfg_default(c);
+    c->model.C = 64;
+    c->model.L = 2;
+    c->model.H = 4;
+    c->model.F = 256;
+    c->model.T = 64;
+    c->model.B = 16;
+    c->lr = 3e-3f;
+    c->wd = 1.0f;
+    c->schedule = FL_SCHED_CONSTANT;
+    c->warmup = 100;
+    c->seed = 1;
+}
+
 const char *fl_train_cfg_check(const fl_train_cfg *c)
 {
     const char *why = fl_model_cfg_check(&c->model);

@@ -73,6 +73,10 @@ typedef struct {
 } fl_train_cfg;
 
 void fl_train_cfg_default(fl_train_cfg *c);
+/* The demo's model and optimiser (TRAINING.md: why each choice), shared by demo and mechanism: the
+   defaults with C 64, L 2, H 4, F 256, T 64, B 16; lr 3e-3 constant after 100 warm-up steps, wd 1
+   (tau = 333 steps); seed 1; the recipe bf16. */
+void fl_train_demo_preset(fl_train_cfg *c);
 
 /* Options of one invocation (not part of the run's identity). */
 typedef struct {
