@@ -54,7 +54,7 @@ static const char *const help =
     "  train options     change every run alike: the levers of the late-regime search, e.g. --bos\n"
     "                    --data fortunes --width 128 --layers 4 --ffn 512 (SwiGLU's F) --seed S\n"
     "  --judge-search DIR  the late-regime criterion (P0) over mechanism_search.sh's folders\n"
-    "Outputs: OUT/mechanism.json, summary.txt, dose.csv, *.png.  Exit status 0 when every prediction\n"
+    "Outputs: OUT/mechanism.json, summary.txt, dose.csv, staleness.csv, *.png.  Exit status 0 when every prediction\n"
     "held, 3 when one failed (the numbers are printed either way), 2 bad flags, 1 a run failed.\n";
 
 enum { MAX_RUNS = 32, DIR_MAX = PATH_MAX + 64 };
@@ -85,6 +85,8 @@ typedef struct {
     fl_late late;
     /* sites.csv: the down projections' inputs, per step the max over layers */
     double stale_p50, stale_p99, stale_max, clip_max;
+    double *stale;  /* per step from the first sites.csv row */
+    long nstale;
 } mrun;
 
 typedef struct {
@@ -451,7 +453,8 @@ static int read_sites(mrun *r)
             free(w);
         }
     }
-    free(st);
+    r->stale = st;
+    r->nstale = n;
     return 0;
 }
 
@@ -490,7 +493,7 @@ static void mech_free(mech *m)
 {
     for (int i = 0; i < m->nruns; i++) {
         mrun *r = &m->runs[i];
-        free(r->step), free(r->loss), free(r->lr), free(r->amax), free(r->align), free(r->tau1);
+        free(r->step), free(r->loss), free(r->lr), free(r->amax), free(r->align), free(r->tau1), free(r->stale);
     }
     if (m->summary)
         fclose(m->summary);
@@ -760,6 +763,43 @@ static int fill_dose(FILE *f, void *ctx)
     return 0;
 }
 
+/* staleness.csv: per FP8 fork (arm = its index among them, 1-based, in mechanism.gp's order) and
+   window of STALE_WIN steps, the quantiles over the window's steps of the down projections' input
+   staleness (per step the max over layers). */
+enum { STALE_WIN = 100 };
+static int cmp_dbl(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int fill_stale(FILE *f, void *ctx)
+{
+    const mech *m = ctx;
+    fputs("arm,name,step,p50,p90,p99,max\n", f);
+    int arm = 0;
+    double w[STALE_WIN];
+    for (int i = 0; i < m->nruns; i++) {
+        const mrun *r = &m->runs[i];
+        if (!r->fp8 || r->decor || r->wd != 1.0f)
+            continue;
+        arm++;
+        for (long a = 0; a < r->nstale; a += STALE_WIN) {
+            long n = 0;
+            for (long t = a; t < a + STALE_WIN && t < r->nstale; t++)
+                if (r->stale[t] > 0)
+                    w[n++] = r->stale[t];
+            if (!n)
+                continue;
+            qsort(w, (size_t)n, sizeof *w, cmp_dbl);
+            const double fm = (double)(n - 1);
+            fprintf(f, "%d,%s,%llu,%.9g,%.9g,%.9g,%.9g\n", arm, r->name, (unsigned long long)r->cfg.fork_step + (unsigned long long)a,
+                    w[(long)floor(0.5 * fm)], w[(long)floor(0.9 * fm)], w[(long)floor(0.99 * fm)], w[n - 1]);
+        }
+    }
+    return 0;
+}
+
 static int fill_json(FILE *f, void *ctx)
 {
     char *s = json_dumps((json_t *)ctx, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
@@ -802,16 +842,19 @@ static int mech_plots(const mech *m)
             fprintf(f, ", '%s/swiglu-%s-at2tau-%s/metrics.csv' every ::1 using 1:7 with lines %s lc %d title '%s %s'", o,
                     fp8 ? "fp8" : "bf16", iv[j], fp8 ? "dt 2" : "lw 1.5", j + 1, iv[j], fp8 ? "FP8" : "BF16");
     fprintf(f, "\nunset logscale y\n");
-    fprintf(f, "set output '%s/staleness.png'\nset logscale y\nset title 'FP8 forks: down-projection input amax / its delayed amax (staleness)'\n"
-               "set ylabel 'staleness'\nplot ", o);
-    int first = 1, c = 1;
+    fprintf(f, "set output '%s/staleness.png'\nset logscale y\nset key top right\n"
+               "set title \"FP8 forks: down-projection input staleness (amax / the amax of its scale)\\nper %d steps: p99 (solid), median (dashed), max (points)\"\n"
+               "set ylabel 'staleness'\nplot ", o, (int)STALE_WIN);
+    int c = 0;
     for (int i = 0; i < m->nruns; i++) {
         const mrun *r = &m->runs[i];
         if (!r->fp8 || r->decor || r->wd != 1.0f)
             continue;
-        fprintf(f, "%s'%s/sites.csv' every ::1 using ($4 > 0 && strstrt(strcol(2), 'down.in') > 0 ? $1 : 1/0):5 with points pt 7 ps 0.2 lc %d title '%s'",
-                first ? "" : ", ", r->dir, c++, r->name);
-        first = 0;
+        c++;
+        fprintf(f, "%s'%s/staleness.csv' every ::1 using ($1 == %d ? $3 : 1/0):6 with lines lw 1.5 lc %d title '%s', "
+                   "'' every ::1 using ($1 == %d ? $3 : 1/0):4 with lines dt 2 lc %d notitle, "
+                   "'' every ::1 using ($1 == %d ? $3 : 1/0):7 with points pt 7 ps 0.4 lc %d notitle",
+                c > 1 ? ", " : "", o, c, c, r->name, c, c, c, c);
     }
     fprintf(f, "\n");
     fclose(f);
@@ -1038,6 +1081,10 @@ int fl_cmd_mechanism(int argc, char **argv)
     if (!werr) {
         snprintf(p, sizeof p, "%s/dose.csv", m.out);
         werr = fl_write_atomic(p, fill_dose, &m, err, sizeof err);
+    }
+    if (!werr) {
+        snprintf(p, sizeof p, "%s/staleness.csv", m.out);
+        werr = fl_write_atomic(p, fill_stale, &m, err, sizeof err);
     }
     if (werr)
         fprintf(stderr, "fp8lab mechanism: %s\n", err);
