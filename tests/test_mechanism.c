@@ -287,6 +287,28 @@ static void check_clock(void)
     CHECK(!fl_late_any(&l) && fabs(l.jump - 2.0 / 1.199) < 1e-12, "no late regime without the spike (jump %.9g)", l.jump);
     CHECK(fl_tau_row(tau, N, 2.0) == 200 && fl_tau_row(tau, N, 9.0) == N, "tau rows");
     CHECK(fl_median_range(amax, 0, 3) == 1.001 && isnan(fl_median_range(amax, 250, 251)), "median");
+
+    /* the decision rules, at their boundaries and with NaN */
+    CHECK(fl_p1_alignment(0.6, 0.7, 0.7, 0.69) && !fl_p1_alignment(0.7, 0.7, 0.7, 0.6) && !fl_p1_alignment(0.6, 0.7, 0.6, 0.6) &&
+          !fl_p1_alignment(NAN, 0.7, 0.7, 0.6), "P1");
+    int p2[4];
+    CHECK(fl_p2_attribution(p2, 0.1, 0.02, 0.31, 2.0, 1.0, 1), "P2 held");
+    CHECK(!fl_p2_attribution(p2, 0.099, 0.02, 0.31, 2.0, 1.0, 1) && !p2[0] && p2[1] && p2[2] && p2[3], "P2 records at 4.95x chance");
+    CHECK(!fl_p2_attribution(p2, 0.1, 0.02, 0.3, 2.0, 1.0, 1) && !p2[1], "P2 rho 0.3 is not > 0.3");
+    CHECK(fl_p2_attribution(p2, 0.1, 0.02, 0.5, 2.5, 0.5, 1) && !fl_p2_attribution(p2, 0.1, 0.02, 0.5, 2.51, 1.0, 1) &&
+          !fl_p2_attribution(p2, 0.1, 0.02, 0.5, 2.0, 1.51, 1) && !fl_p2_attribution(p2, 0.1, 0.02, 0.5, 2.0, 1.0, 0) &&
+          !fl_p2_attribution(p2, NAN, 0.02, 0.5, 2.0, 1.0, 1) && !p2[0], "P2 slope bounds, lag 0, NaN");
+    const int ge[4] = { 0, 1, 0, 1 }, f1[4] = { 0, 0, 1, 0 }, f2[4] = { 1, 0, 0, 0 }, f3[4] = { 0, 1, 1, 0 };
+    const double ta[4] = { 2, 2, 4, 4 };
+    CHECK(fl_p3_forks(ge, ta, f1, 4) && !fl_p3_forks(ge, ta, f2, 4) && !fl_p3_forks(ge, ta, f3, 4), "P3: late SwiGLU only; early; GeLU too");
+    int p4[3];
+    CHECK(fl_p4_interventions(p4, 0.5, 0, 0.8, 0.05, 0.1, 1.0, 2.0), "P4 at its boundaries");
+    CHECK(!fl_p4_interventions(p4, 0.5, 1, 0.8, 0.05, 0.1, 1.0, 2.0) && !p4[0] && p4[1] && p4[2], "P4 the FP8 top arm failed");
+    CHECK(!fl_p4_interventions(p4, 0.4, 0, 0.79, 0.05, 0.1, 1.0, 2.0) && !p4[1], "P4 random below 0.8");
+    CHECK(!fl_p4_interventions(p4, 0.4, 0, 0.9, 0.051, 0.1, 1.0, 2.0) && !p4[2] &&
+          !fl_p4_interventions(p4, 0.4, 0, 0.9, 0.05, 0.1, 1.01, 2.0) && !p4[2], "P4 wd off not halving");
+    const double d1[4] = { 1, 2, 3, 4 }, d2[4] = { 2.1, 3, 3.5, 4 }, d3[4] = { 1, 3, 2, 4 };
+    CHECK(fl_p5_dose(d1) && !fl_p5_dose(d2) && !fl_p5_dose(d3), "P5");
 }
 
 /* ---- 4. forks through the CLI ------------------------------------------------------------------ */

@@ -549,7 +549,7 @@ static void judge_p1(mech *m, mech_verdict *v, const mrun *sw, const mrun *w0)
 {
     const double a1 = at_tau(sw, sw->align, 1), a8 = at_tau(sw, sw->align, 8);
     const double e1 = final_value(sw, sw->align), e0 = final_value(w0, w0->align);
-    v->ok[1] = a8 > a1 && e1 > e0;
+    v->ok[1] = fl_p1_alignment(a1, a8, e1, e0);
     say(m, "  P1 alignment p99 rises 1 -> 8 tau and ends above wd 0's: %s (%.3f -> %.3f; end %.3f vs wd 0 %.3f)\n",
         held(v->ok[1]), a1, a8, e1, e0);
     json_t *o = json_object();
@@ -594,11 +594,9 @@ static void judge_p2(mech *m, mech_verdict *v, const mrun *sw, const mrun *ge)
         return;
     }
     const fl_attrib_stats *s = &rs.pooled, *g = &rg.pooled;
-    const int rec = isfinite(s->frac_top2) && s->frac_top2 >= 5.0 * rs.chance2;
-    const int rho = s->rho_align.median > 0.3;
-    const int slope = s->slope_top >= 1.5 && s->slope_top <= 2.5 && g->slope_all >= 0.5 && g->slope_all <= 1.5;
-    const int lead = s->best_lag > 0;
-    v->ok[2] = rec && rho && slope && lead;
+    int part[4];
+    v->ok[2] = fl_p2_attribution(part, s->frac_top2, rs.chance2, s->rho_align.median, s->slope_top, g->slope_all, s->best_lag);
+    const int rec = part[0], rho = part[1], slope = part[2], lead = part[3];
     say(m, "  P2 attribution over t/tau >= 2: %s\n", held(v->ok[2]));
     say(m, "     records by the top 2%% aligned: %ld of %ld = %.3f (chance %.3f, needed >= %.3f): %s\n", s->nrec_top2, s->nrec,
         s->frac_top2, rs.chance2, 5.0 * rs.chance2, held(rec));
@@ -641,7 +639,8 @@ static json_t *fork_json(const mrun *r)
 
 static void judge_p3(mech *m, mech_verdict *v)
 {
-    int sw_late_fail = 0, ge_fail = 0;
+    int sw_late_fail = 0, ge_fail = 0, gelu[MAX_RUNS], failed[MAX_RUNS], n = 0;
+    double tau[MAX_RUNS];
     json_t *arr = json_array();
     say(m, "  P3 FP8 forks (paper's recipe) against the BF16 continuation:\n");
     say(m, "     %-22s %6s %-8s %9s %9s %9s %10s\n", "fork", "step", "failed", "gap max", "stale p99", "stale max", "clip max");
@@ -656,9 +655,12 @@ static void judge_p3(mech *m, mech_verdict *v)
             sw_late_fail = 1;
         if (r->fail.failed && r->gelu)
             ge_fail = 1;
+        gelu[n] = r->gelu;
+        tau[n] = fork_taus[r->fork];
+        failed[n++] = r->fail.failed;
         json_array_append_new(arr, fork_json(r));
     }
-    v->ok[3] = sw_late_fail && !ge_fail;
+    v->ok[3] = fl_p3_forks(gelu, tau, failed, n);
     say(m, "     a SwiGLU fork at 4 or 8 tau failed: %s; a GeLU fork failed: %s -> %s\n", sw_late_fail ? "yes" : "no",
         ge_fail ? "yes" : "no", held(v->ok[3]));
     json_t *o = json_object();
@@ -688,9 +690,9 @@ static void judge_p4(mech *m, mech_verdict *v)
     const double a_fork = pk >= 0 ? p->align[pk] : NAN, amax_fork = pk >= 0 ? p->amax[pk] : NAN;
     const double g_align_p = final_value(p, p->align) - a_fork, g_align_w = final_value(wd0, wd0->align) - a_fork;
     const double g_amax_p = final_value(p, p->amax) / amax_fork - 1, g_amax_w = final_value(wd0, wd0->amax) / amax_fork - 1;
-    const int h_top = r_top <= 0.5 && !ftop->fail.failed, h_rnd = r_rnd >= 0.8;
-    const int h_wd = g_align_w <= 0.5 * g_align_p && g_amax_w <= 0.5 * g_amax_p;
-    v->ok[4] = h_top && h_rnd && h_wd;
+    int part[3];
+    v->ok[4] = fl_p4_interventions(part, r_top, ftop->fail.failed, r_rnd, g_align_w, g_align_p, g_amax_w, g_amax_p);
+    const int h_top = part[0], h_rnd = part[1], h_wd = part[2];
     say(m, "  P4 interventions at the 2-tau fork (step %.0f; K = %u channels per layer): %s\n", k, m->decor_k, held(v->ok[4]));
     say(m, "     decorrelate the top-K aligned: max amax over steps %.0f.. %.3gx the unchanged run's (needed <= 0.5), FP8 arm %s: %s\n",
         late, r_top, ftop->fail.failed ? "failed" : "did not fail", held(h_top));
@@ -732,7 +734,7 @@ static void judge_p5(mech *m, mech_verdict *v)
         json_object_set_new(o, "t_over_tau_end", json_real(r->n ? (r->tau1[r->n - 1] + r->lr[r->n - 1]) * wds[k] : 0));
         json_array_append_new(arr, o);
     }
-    v->ok[5] = fin[0] < fin[1] && fin[1] < fin[2] && fin[2] < fin[3] && fin[0] <= 0.5 * fin[3];
+    v->ok[5] = fl_p5_dose(fin);
     say(m, "  P5 dose-response, final act_amax (median of the last 10%% of steps) at wd 0 / 0.1 / 0.3 / 1: "
            "%.3g / %.3g / %.3g / %.3g: %s\n", fin[0], fin[1], fin[2], fin[3], held(v->ok[5]));
     json_t *o = json_object();

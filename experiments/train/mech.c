@@ -79,3 +79,44 @@ int fl_late_regime(const fl_late *swiglu, const fl_late *gelu)
 {
     return fl_late_any(swiglu) && !fl_late_any(gelu);
 }
+
+int fl_p1_alignment(double a1, double a8, double end_wd1, double end_wd0)
+{
+    return a8 > a1 && end_wd1 > end_wd0;
+}
+
+int fl_p2_attribution(int out[4], double frac_top2, double chance2, double rho_median, double slope_top,
+                      double gelu_slope_all, int best_lag)
+{
+    out[0] = frac_top2 >= 5.0 * chance2;
+    out[1] = rho_median > 0.3;
+    out[2] = slope_top >= 1.5 && slope_top <= 2.5 && gelu_slope_all >= 0.5 && gelu_slope_all <= 1.5;
+    out[3] = best_lag > 0;
+    return out[0] && out[1] && out[2] && out[3];
+}
+
+int fl_p3_forks(const int *gelu, const double *tau, const int *failed, int n)
+{
+    int sw_late = 0, ge = 0;
+    for (int i = 0; i < n; i++) {
+        if (failed[i] && !gelu[i] && tau[i] >= 4.0)
+            sw_late = 1;
+        if (failed[i] && gelu[i])
+            ge = 1;
+    }
+    return sw_late && !ge;
+}
+
+int fl_p4_interventions(int out[3], double top_ratio, int top_fp8_failed, double random_ratio, double align_growth_wd0,
+                        double align_growth_wd1, double amax_growth_wd0, double amax_growth_wd1)
+{
+    out[0] = top_ratio <= 0.5 && !top_fp8_failed;
+    out[1] = random_ratio >= 0.8;
+    out[2] = align_growth_wd0 <= 0.5 * align_growth_wd1 && amax_growth_wd0 <= 0.5 * amax_growth_wd1;
+    return out[0] && out[1] && out[2];
+}
+
+int fl_p5_dose(const double fin[4])
+{
+    return fin[0] < fin[1] && fin[1] < fin[2] && fin[2] < fin[3] && fin[0] <= 0.5 * fin[3];
+}

@@ -35,4 +35,28 @@ double fl_max_range(const double *v, long a, long b);
 /* The median of v over rows [a, b) ignoring non-finite values; NaN when none. */
 double fl_median_range(const double *v, long a, long b);
 
+/* The decision rules of the predictions (TRAINING.md, "Predictions, written before the runs"), on
+   the measured numbers; NaN inputs make a rule fail.
+   P1: alignment p99 at 8 tau above 1 tau's, and wd 1's final above wd 0's. */
+int fl_p1_alignment(double a1, double a8, double end_wd1, double end_wd0);
+
+/* P2, the four parts (flags out[0..3]: records, rho, slope, lead); returns all four held.
+   records: frac_top2 >= 5 x chance2; rho: median rho(align, amax) > 0.3; slope: SwiGLU's top-2%
+   median in [1.5, 2.5] and GeLU's all-channel median in [0.5, 1.5]; lead: best lag > 0. */
+int fl_p2_attribution(int out[4], double frac_top2, double chance2, double rho_median, double slope_top,
+                      double gelu_slope_all, int best_lag);
+
+/* P3 over n FP8 forks without intervention: gelu[i] (else SwiGLU), tau[i] (the fork's t/tau),
+   failed[i].  Held when a SwiGLU fork at tau >= 4 failed and no GeLU fork did. */
+int fl_p3_forks(const int *gelu, const double *tau, const int *failed, int n);
+
+/* P4 (flags out[0..2]: top, random, wd); returns all three held.  top: top_ratio <= 0.5 and its FP8
+   arm did not fail; random: random_ratio >= 0.8; wd: the wd-0 growths of alignment and amax at most
+   half of the wd-1 ones. */
+int fl_p4_interventions(int out[3], double top_ratio, int top_fp8_failed, double random_ratio, double align_growth_wd0,
+                        double align_growth_wd1, double amax_growth_wd0, double amax_growth_wd1);
+
+/* P5: final amax strictly increasing over wd 0, 0.1, 0.3, 1 (fin[0..3]) and fin[0] <= 0.5 fin[3]. */
+int fl_p5_dose(const double fin[4]);
+
 #endif /* FL_MECH_H */
