@@ -252,9 +252,6 @@ static int mech_train(mech *m, double *wall)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int done = 0, running = 0, failed = 0;
     const int tty = isatty(2);
-    uint64_t total = 0;
-    for (int i = 0; i < m->nruns; i++)
-        total += m->base.steps;
     while (done < m->nruns && !failed) {
         for (int i = 0; i < m->nruns && running < m->jobs && !failed; i++) {
             mrun *r = &m->runs[i];
@@ -327,7 +324,6 @@ static int mech_train(mech *m, double *wall)
         fputc('\n', stderr);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    (void)total;
     return failed ? -1 : 0;
 }
 
