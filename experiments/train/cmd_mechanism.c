@@ -825,6 +825,10 @@ static int mech_plots(const mech *m)
                "set xlabel 'sum of lr over steps (t/tau at wd 1; multiply by wd for the run own t/tau)'\nset ylabel 'act amax'\n"
                "plot for [k=0:3] '%s/dose.csv' every ::1 using 2:(column(3+k)) with lines lw 1.5 title "
                "word('wd=0 wd=0.1 wd=0.3 wd=1', k+1)\nunset logscale y\n", o, o);
+    fprintf(f, "set output '%s/dose_tau.png'\nset logscale xy\nset format x '%%g'\nset title 'weight-decay dose-response against each run''s own t/tau (wd > 0)'\n"
+               "set xlabel 't/tau = wd x sum of lr'\nset ylabel 'act amax'\n"
+               "plot for [k=1:3] '%s/dose.csv' every ::1 using ($2 * word('0.1 0.3 1', k)):(column(3+k)) with lines lw 1.5 lc k+1 title "
+               "word('wd=0.1 wd=0.3 wd=1', k)\nunset logscale\nset format x\n", o, o);
     fprintf(f, "set output '%s/dose_align.png'\nset title 'weight-decay dose-response: alignment p99'\nset ylabel '|cos| p99'\n"
                "plot for [k=0:3] '%s/dose.csv' every ::1 using 2:(column(7+k)) with lines lw 1.5 title "
                "word('wd=0 wd=0.1 wd=0.3 wd=1', k+1)\n", o, o);
@@ -1089,7 +1093,7 @@ int fl_cmd_mechanism(int argc, char **argv)
     json_decref(v.doc);
     const int prc = werr ? -1 : mech_plots(&m);
     if (!prc)
-        say(&m, "  plots: %s/{dose,dose_align,interventions,staleness}.png, %s/attribution-{swiglu,gelu}/\n", m.out, m.out);
+        say(&m, "  plots: %s/{dose,dose_tau,dose_align,interventions,staleness}.png, %s/attribution-{swiglu,gelu}/\n", m.out, m.out);
     mech_free(&m);
     if (werr || prc)
         return FL_EXIT_FAIL;
