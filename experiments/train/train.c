@@ -785,15 +785,17 @@ static int checkpoint_now(train_run *r)
         r->st.rec_off = (uint64_t)ftell(r->fr);
     }
     memcpy(r->st.rec_max, r->m.chan_rec_max, sizeof r->st.rec_max);
-    if (save_checkpoint(r->opts->dir, "checkpoint.bin", &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec))
-        return -1;
+    /* a kept copy first: a run killed between the two writes resumes from the older checkpoint.bin
+       and writes the kept one again (the same bytes), never past a kept step without its copy */
     for (uint32_t k = 0; k < r->cfg.keep_n; k++)
         if (r->cfg.keep[k] == r->st.step) {
             char name[64];
             snprintf(name, sizeof name, "checkpoint-%llu.bin", (unsigned long long)r->st.step);
-            return save_checkpoint(r->opts->dir, name, &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec);
+            if (save_checkpoint(r->opts->dir, name, &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec))
+                return -1;
+            break;
         }
-    return 0;
+    return save_checkpoint(r->opts->dir, "checkpoint.bin", &r->cfg, &r->st, &r->m, r->am, r->av, &r->rec);
 }
 
 /* The steps.  Returns 0 when the run ended (all steps, or divergence with stop_on_div), 1 when a
