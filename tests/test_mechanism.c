@@ -300,7 +300,10 @@ static void check_clock(void)
           !fl_p2_attribution(p2, NAN, 0.02, 0.5, 2.0, 1.0, 1) && !p2[0], "P2 slope bounds, lag 0, NaN");
     const int ge[4] = { 0, 1, 0, 1 }, f1[4] = { 0, 0, 1, 0 }, f2[4] = { 1, 0, 0, 0 }, f3[4] = { 0, 1, 1, 0 };
     const double ta[4] = { 2, 2, 4, 4 };
-    CHECK(fl_p3_forks(ge, ta, f1, 4) && !fl_p3_forks(ge, ta, f2, 4) && !fl_p3_forks(ge, ta, f3, 4), "P3: late SwiGLU only; early; GeLU too");
+    int p3[2];
+    CHECK(fl_p3_forks(p3, ge, ta, f1, 4) && p3[0] && !p3[1], "P3: a late SwiGLU fork fails, no GeLU fork");
+    CHECK(!fl_p3_forks(p3, ge, ta, f2, 4) && !p3[0] && !p3[1], "P3: only an early SwiGLU fork fails");
+    CHECK(!fl_p3_forks(p3, ge, ta, f3, 4) && p3[0] && p3[1], "P3: a GeLU fork fails too");
     int p4[3];
     CHECK(fl_p4_interventions(p4, 0.5, 0, 0.8, 0.05, 0.1, 1.0, 2.0), "P4 at its boundaries");
     CHECK(!fl_p4_interventions(p4, 0.5, 1, 0.8, 0.05, 0.1, 1.0, 2.0) && !p4[0] && p4[1] && p4[2], "P4 the FP8 top arm failed");

@@ -177,17 +177,46 @@ static int find_run(const mech *m, const char *name)
     return -1;
 }
 
+/* An FP8 fork without intervention (the runs of P3 and of the staleness plot). */
+static int plain_fork(const mrun *r) { return r->fp8 && !r->decor && r->wd == 1.0f; }
+
+/* The dose-response runs, in the order of wd. */
+static const char *const dose_runs[4] = { "swiglu-bf16-wd0", "swiglu-bf16-wd0.1", "swiglu-bf16-wd0.3", "swiglu-bf16" };
+static const double dose_wd[4] = { 0, 0.1, 0.3, 1 };
+
+/* The parameter-matched GeLU of a SwiGLU configuration: F x 1.5. */
+static void gelu_of(fl_train_cfg *c, const fl_train_cfg *swiglu)
+{
+    *c = *swiglu;
+    c->model.act = (fl_act){ FL_ACT_GELU, 0 };
+    c->model.F = swiglu->model.F * 3 / 2;
+}
+
+static void mrun_free(mrun *r)
+{
+    free(r->step), free(r->loss), free(r->lr), free(r->amax), free(r->align), free(r->tau1), free(r->stale);
+    r->step = r->loss = r->lr = r->amax = r->align = r->tau1 = r->stale = NULL;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of w[0..n-1], sorted ascending: element floor(q (n - 1)). */
+static double quantile_sorted(const double *w, long n, double q) { return w[(long)floor(q * (double)(n - 1))]; }
+
 /* The configuration of a trajectory (from the base), or of a fork (from its parent's kept
    checkpoint, as `train --fork` makes it).  0, or -1 with a message. */
 static int run_config(mech *m, mrun *r)
 {
     fl_train_cfg *c = &r->cfg;
     if (r->parent < 0) {
-        *c = m->base;
-        if (r->gelu) {
-            c->model.act = (fl_act){ FL_ACT_GELU, 0 };
-            c->model.F = m->base.model.F * 3 / 2;
-        }
+        if (r->gelu)
+            gelu_of(c, &m->base);
+        else
+            *c = m->base;
         c->wd = r->wd;
         if (r->keep) {
             c->keep_n = NFORK;
@@ -198,27 +227,15 @@ static int run_config(mech *m, mrun *r)
     const mrun *p = &m->runs[r->parent];
     char path[DIR_MAX + 64], err[4600];
     snprintf(path, sizeof path, "%s/checkpoint-%llu.bin", p->dir, (unsigned long long)m->keep[r->fork]);
-    fl_train_state st;
-    uint32_t crc;
-    if (fl_train_read_ckpt_cfg(c, &st, &crc, path, err, sizeof err)) {
+    if (fl_train_fork_cfg(c, NULL, path, err, sizeof err)) {
         fprintf(stderr, "fp8lab mechanism: %s\n", err);
         return -1;
     }
-    c->keep_n = 0;
-    memset(c->keep, 0, sizeof c->keep);
-    memset(c->fork_from, 0, sizeof c->fork_from);
-    if (strlen(path) >= sizeof c->fork_from) {
-        fprintf(stderr, "fp8lab mechanism: %s: path too long for a fork's record\n", path);
-        return -1;
-    }
-    memcpy(c->fork_from, path, strlen(path));
-    c->fork_step = st.step;
-    c->fork_crc = crc;
     c->wd = r->wd;
     c->decor_mode = (uint32_t)r->decor;
     c->decor_k = r->decor ? m->decor_k : 0;
     if (r->fp8)
-        fl_recipe_paper(&c->recipe, (uint32_t)st.step + 1);
+        fl_recipe_paper(&c->recipe, (uint32_t)c->fork_step + 1);
     return 0;
 }
 
@@ -281,7 +298,6 @@ static int mech_train(mech *m, double *wall)
                 break;
             }
             if (p == 0) {
-                mkdir(r->dir, 0755);
                 fl_train_opts o = { r->dir, 1, 1, disk == 1 };
                 _exit(fl_train_run(&r->cfg, &o));
             }
@@ -312,14 +328,12 @@ static int mech_train(mech *m, double *wall)
         fflush(stderr);
         sleep(2);
     }
-    while (running > 0) { /* after a failure: let the running ones finish their checkpoints */
-        for (int i = 0; i < m->nruns; i++)
-            if (m->runs[i].state == 1)
-                kill(m->runs[i].pid, SIGTERM);
-        if (waitpid(-1, NULL, 0) <= 0)
-            break;
-        running--;
-    }
+    /* after a failure: the running ones checkpoint and stop (SIGTERM), and are reaped */
+    for (int i = 0; i < m->nruns; i++)
+        if (m->runs[i].state == 1)
+            kill(m->runs[i].pid, SIGTERM);
+    for (; running > 0 && waitpid(-1, NULL, 0) > 0; running--)
+        ;
     if (tty)
         fputc('\n', stderr);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -435,19 +449,12 @@ static int read_sites(mrun *r)
     r->stale_p50 = fl_median_range(st, 0, n);
     r->stale_max = fl_max_range(st, 0, n);
     r->stale_p99 = NAN;
-    if (st && n) { /* p99 by sorting a copy */
-        double *w = malloc((size_t)n * sizeof *w);
-        if (w) {
-            memcpy(w, st, (size_t)n * sizeof *w);
-            for (long i = 1; i < n; i++) /* insertion sort: n is a few thousand */
-                for (long j = i; j > 0 && w[j - 1] > w[j]; j--) {
-                    const double t = w[j];
-                    w[j] = w[j - 1];
-                    w[j - 1] = t;
-                }
-            r->stale_p99 = w[(long)floor(0.99 * (double)(n - 1))];
-            free(w);
-        }
+    double *w = st && n ? malloc((size_t)n * sizeof *w) : NULL;
+    if (w) { /* on a sorted copy */
+        memcpy(w, st, (size_t)n * sizeof *w);
+        qsort(w, (size_t)n, sizeof *w, cmp_dbl);
+        r->stale_p99 = quantile_sorted(w, n, 0.99);
+        free(w);
     }
     r->stale = st;
     r->nstale = n;
@@ -487,10 +494,8 @@ static int mech_read(mech *m)
 
 static void mech_free(mech *m)
 {
-    for (int i = 0; i < m->nruns; i++) {
-        mrun *r = &m->runs[i];
-        free(r->step), free(r->loss), free(r->lr), free(r->amax), free(r->align), free(r->tau1), free(r->stale);
-    }
+    for (int i = 0; i < m->nruns; i++)
+        mrun_free(&m->runs[i]);
     if (m->summary)
         fclose(m->summary);
 }
@@ -635,30 +640,27 @@ static json_t *fork_json(const mrun *r)
 
 static void judge_p3(mech *m, mech_verdict *v)
 {
-    int sw_late_fail = 0, ge_fail = 0, gelu[MAX_RUNS], failed[MAX_RUNS], n = 0;
+    int gelu[MAX_RUNS], failed[MAX_RUNS], n = 0;
     double tau[MAX_RUNS];
     json_t *arr = json_array();
     say(m, "  P3 FP8 forks (paper's recipe) against the BF16 continuation:\n");
     say(m, "     %-22s %6s %-8s %9s %9s %9s %10s\n", "fork", "step", "failed", "gap max", "stale p99", "stale max", "clip max");
     for (int i = 0; i < m->nruns; i++) {
         const mrun *r = &m->runs[i];
-        if (!r->fp8 || r->decor || r->wd != 1.0f)
+        if (!plain_fork(r))
             continue;
         say(m, "     %-22s %6llu %-8s %+8.2f%% %9.3f %9.3f %10.3g\n", r->name, (unsigned long long)r->cfg.fork_step,
             r->fail.failed ? fl_fail_reason_name(r->fail.reason) : "no", 100 * r->fail.gap_max, r->stale_p99, r->stale_max,
             r->clip_max);
-        if (r->fail.failed && !r->gelu && r->fork >= 2)
-            sw_late_fail = 1;
-        if (r->fail.failed && r->gelu)
-            ge_fail = 1;
         gelu[n] = r->gelu;
         tau[n] = fork_taus[r->fork];
         failed[n++] = r->fail.failed;
         json_array_append_new(arr, fork_json(r));
     }
-    v->ok[3] = fl_p3_forks(gelu, tau, failed, n);
-    say(m, "     a SwiGLU fork at 4 or 8 tau failed: %s; a GeLU fork failed: %s -> %s\n", sw_late_fail ? "yes" : "no",
-        ge_fail ? "yes" : "no", held(v->ok[3]));
+    int part[2];
+    v->ok[3] = fl_p3_forks(part, gelu, tau, failed, n);
+    say(m, "     a SwiGLU fork at 4 or 8 tau failed: %s; a GeLU fork failed: %s -> %s\n", part[0] ? "yes" : "no",
+        part[1] ? "yes" : "no", held(v->ok[3]));
     json_t *o = json_object();
     json_object_set_new(o, "held", json_boolean(v->ok[3]));
     json_object_set_new(o, "forks", arr);
@@ -708,7 +710,7 @@ static void judge_p4(mech *m, mech_verdict *v)
     json_object_set_new(o, "wd1_amax_growth", jnum(g_amax_p));
     json_t *arr = json_array();
     for (int i = 0; i < m->nruns; i++)
-        if (m->runs[i].fp8 && (m->runs[i].decor || m->runs[i].wd != 1.0f))
+        if (m->runs[i].fp8 && !plain_fork(&m->runs[i]))
             json_array_append_new(arr, fork_json(&m->runs[i]));
     json_object_set_new(o, "fp8_arms", arr);
     json_object_set_new(v->doc, "P4_interventions", o);
@@ -716,18 +718,16 @@ static void judge_p4(mech *m, mech_verdict *v)
 
 static void judge_p5(mech *m, mech_verdict *v)
 {
-    static const char *const names[4] = { "swiglu-bf16-wd0", "swiglu-bf16-wd0.1", "swiglu-bf16-wd0.3", "swiglu-bf16" };
-    static const double wds[4] = { 0, 0.1, 0.3, 1 };
     double fin[4];
     json_t *arr = json_array();
     for (int k = 0; k < 4; k++) {
-        const mrun *r = &m->runs[find_run(m, names[k])];
+        const mrun *r = &m->runs[find_run(m, dose_runs[k])];
         fin[k] = final_value(r, r->amax);
         json_t *o = json_object();
-        json_object_set_new(o, "wd", json_real(wds[k]));
+        json_object_set_new(o, "wd", json_real(dose_wd[k]));
         json_object_set_new(o, "final_act_amax", jnum(fin[k]));
         json_object_set_new(o, "final_align_p99", jnum(final_value(r, r->align)));
-        json_object_set_new(o, "t_over_tau_end", json_real(r->n ? (r->tau1[r->n - 1] + r->lr[r->n - 1]) * wds[k] : 0));
+        json_object_set_new(o, "t_over_tau_end", json_real(r->n ? (r->tau1[r->n - 1] + r->lr[r->n - 1]) * dose_wd[k] : 0));
         json_array_append_new(arr, o);
     }
     v->ok[5] = fl_p5_dose(fin);
@@ -745,10 +745,9 @@ static void judge_p5(mech *m, mech_verdict *v)
 static int fill_dose(FILE *f, void *ctx)
 {
     const mech *m = ctx;
-    static const char *const names[4] = { "swiglu-bf16-wd0", "swiglu-bf16-wd0.1", "swiglu-bf16-wd0.3", "swiglu-bf16" };
     const mrun *r[4];
     for (int k = 0; k < 4; k++)
-        r[k] = &m->runs[find_run(m, names[k])];
+        r[k] = &m->runs[find_run(m, dose_runs[k])];
     fputs("step,lr_sum,amax_wd0,amax_wd0.1,amax_wd0.3,amax_wd1,align_wd0,align_wd0.1,align_wd0.3,align_wd1\n", f);
     for (long i = 0; i < r[3]->n; i++) {
         fprintf(f, "%.0f,%.9g", r[3]->step[i], r[3]->tau1[i]);
@@ -765,11 +764,6 @@ static int fill_dose(FILE *f, void *ctx)
    window of STALE_WIN steps, the quantiles over the window's steps of the down projections' input
    staleness (per step the max over layers). */
 enum { STALE_WIN = 100 };
-static int cmp_dbl(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int fill_stale(FILE *f, void *ctx)
 {
@@ -779,7 +773,7 @@ static int fill_stale(FILE *f, void *ctx)
     double w[STALE_WIN];
     for (int i = 0; i < m->nruns; i++) {
         const mrun *r = &m->runs[i];
-        if (!r->fp8 || r->decor || r->wd != 1.0f)
+        if (!plain_fork(r))
             continue;
         arm++;
         for (long a = 0; a < r->nstale; a += STALE_WIN) {
@@ -790,9 +784,8 @@ static int fill_stale(FILE *f, void *ctx)
             if (!n)
                 continue;
             qsort(w, (size_t)n, sizeof *w, cmp_dbl);
-            const double fm = (double)(n - 1);
             fprintf(f, "%d,%s,%llu,%.9g,%.9g,%.9g,%.9g\n", arm, r->name, (unsigned long long)r->cfg.fork_step + (unsigned long long)a,
-                    w[(long)floor(0.5 * fm)], w[(long)floor(0.9 * fm)], w[(long)floor(0.99 * fm)], w[n - 1]);
+                    quantile_sorted(w, n, 0.5), quantile_sorted(w, n, 0.9), quantile_sorted(w, n, 0.99), w[n - 1]);
         }
     }
     return 0;
@@ -850,7 +843,7 @@ static int mech_plots(const mech *m)
     int c = 0;
     for (int i = 0; i < m->nruns; i++) {
         const mrun *r = &m->runs[i];
-        if (!r->fp8 || r->decor || r->wd != 1.0f)
+        if (!plain_fork(r))
             continue;
         c++;
         fprintf(f, "%s'%s/staleness.csv' every ::1 using ($1 == %d ? $3 : 1/0):6 with lines lw 1.5 lc %d title '%s', "
@@ -906,7 +899,7 @@ static int judge_search(const char *dir)
     printf("late-regime search (P0: late growth or late jump >= %g for SwiGLU, not for GeLU) in %s\n", FL_LATE_FACTOR, dir);
     printf("  %-30s %10s %10s %10s %10s  %s\n", "lever", "SwiGLU gr.", "SwiGLU jmp", "GeLU gr.", "GeLU jmp", "P0");
     int found = 0, rc = FL_EXIT_OK;
-    mrun pair[2];
+    static mrun pair[2]; /* zeroed: mrun_free is safe on it */
     int have = 0;
     while (fgets(line, sizeof line, f)) {
         char *sp = strchr(line, ' ');
@@ -914,6 +907,9 @@ static int judge_search(const char *dir)
             continue;
         *sp = 0;
         mrun *r = &pair[have];
+        if (have == 0)
+            mrun_free(&pair[1]); /* a pair cut short leaves nothing behind */
+        mrun_free(r);
         memset(r, 0, sizeof *r);
         snprintf(r->dir, sizeof r->dir, "%s", line);
         fl_train_state st;
@@ -935,13 +931,14 @@ static int judge_search(const char *dir)
             const char *b = strrchr(pair[0].dir, '/');
             printf("  %-30s %10.3g %10.3g %10.3g %10.3g  %s\n", b ? b + 1 : pair[0].dir, pair[0].late.growth, pair[0].late.jump,
                    pair[1].late.growth, pair[1].late.jump, reg ? "LATE REGIME" : "no");
-            for (int k = 0; k < 2; k++)
-                free(pair[k].step), free(pair[k].loss), free(pair[k].lr), free(pair[k].amax), free(pair[k].align),
-                    free(pair[k].tau1);
+            mrun_free(&pair[0]);
+            mrun_free(&pair[1]);
             have = 0;
         }
     }
     fclose(f);
+    mrun_free(&pair[0]);
+    mrun_free(&pair[1]);
     printf("  %s\n", found ? "a configuration in the late regime was found" : "no lever gave the late regime");
     return rc;
 }
@@ -1012,9 +1009,8 @@ static int mech_parse(mech *m, int argc, char **argv, const char **judge)
         return fl_cli_usage_error("mechanism", "--decor-k exceeds --ffn");
     if (!m->base.chan_every)
         return fl_cli_usage_error("mechanism", "--chan-every must be >= 1 here (the attribution reads channels.csv)");
-    fl_train_cfg g = m->base;
-    g.model.act = (fl_act){ FL_ACT_GELU, 0 };
-    g.model.F = m->base.model.F * 3 / 2;
+    fl_train_cfg g;
+    gelu_of(&g, &m->base);
     const char *why = fl_train_cfg_check(&m->base);
     if (!why)
         why = fl_train_cfg_check(&g);

@@ -398,8 +398,7 @@ static const char *cfg_diff(const fl_train_cfg *a, const fl_train_cfg *b)
     if (memcmp(&a->recipe, &b->recipe, sizeof a->recipe)) return "a recipe flag (--recipe/--amax-*/--margin/--pow2/--fp8-*/--grad-*/--site)";
     if (a->steps != b->steps) return "--steps";
     if (a->seed != b->seed) return "--seed";
-    if (a->data_kind != b->data_kind || memcmp(a->data_path, b->data_path, sizeof a->data_path) || a->data_len != b->data_len ||
-        a->trigger_rate != b->trigger_rate || a->trigger_len != b->trigger_len)
+    if (!fl_train_same_data(a, b))
         return "--data";
     return "an optimizer, logging or divergence flag";
 }
@@ -430,23 +429,13 @@ int fl_cmd_train(int argc, char **argv)
     if (resume && fork)
         return fl_cli_usage_error(cmd, "--resume and --fork exclude each other (a fork resumes with --resume DIR)");
     if (fork) { /* the parent's configuration, the flags on top of it */
-        fl_train_state st;
-        uint32_t crc;
         char err[4600];
         if (strlen(fork) >= sizeof cfg.fork_from)
             return fl_cli_usage_error(cmd, "--fork: path too long");
-        if (fl_train_read_ckpt_cfg(&cfg, &st, &crc, fork, err, sizeof err)) {
+        if (fl_train_fork_cfg(&cfg, &parent, fork, err, sizeof err)) {
             fprintf(stderr, "fp8lab train: %s\n", err);
             return FL_EXIT_FAIL;
         }
-        parent = cfg;
-        cfg.keep_n = 0;
-        memset(cfg.keep, 0, sizeof cfg.keep);
-        cfg.decor_mode = cfg.decor_k = 0;
-        memset(cfg.fork_from, 0, sizeof cfg.fork_from);
-        memcpy(cfg.fork_from, fork, strlen(fork));
-        cfg.fork_step = st.step;
-        cfg.fork_crc = crc;
     }
     fl_train_cfg ck;
     if (resume) {

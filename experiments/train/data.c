@@ -118,6 +118,20 @@ int fl_data_synthetic_ex(fl_data *d, uint64_t seed, size_t n, float trigger_rate
     return 0;
 }
 
+/* d: the n bytes as tokens (V = 256) and their hash.  0, or -1 out of memory. */
+static int bytes_to_tokens(fl_data *d, const unsigned char *buf, size_t n)
+{
+    d->tok = malloc((n ? n : 1) * sizeof *d->tok);
+    if (!d->tok)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        d->tok[i] = buf[i];
+    d->n = n;
+    d->V = 256;
+    d->hash = fnv1a(d->tok, n);
+    return 0;
+}
+
 int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
@@ -160,19 +174,11 @@ int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, s
         snprintf(err, errlen, "%s: not a text file (NUL byte at offset %zu)", path, at);
         return -1;
     }
-    d->tok = malloc(n * sizeof *d->tok);
-    if (!d->tok) {
-        free(buf);
-        snprintf(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++)
-        d->tok[i] = buf[i];
+    const int rc = bytes_to_tokens(d, buf, n);
     free(buf);
-    d->n = n;
-    d->V = 256;
-    d->hash = fnv1a(d->tok, n);
-    return 0;
+    if (rc)
+        snprintf(err, errlen, "%s: out of memory", path);
+    return rc;
 }
 
 static const char *const fortunes_files[] = {
@@ -187,13 +193,15 @@ static const char *const fortunes_files[] = {
 int fl_data_fortunes(fl_data *d, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
-    unsigned char *buf = malloc(FL_FORTUNES_LEN);
+    /* one byte of room beyond the pinned length: a longer text shows as n == FL_FORTUNES_LEN + 1 */
+    const size_t cap = (size_t)FL_FORTUNES_LEN + 1;
+    unsigned char *buf = malloc(cap);
     size_t n = 0;
     if (!buf) {
         snprintf(err, errlen, "fortunes: out of memory");
         return -1;
     }
-    for (size_t k = 0; k < FL_ARRAY_LEN(fortunes_files); k++) {
+    for (size_t k = 0; k < FL_ARRAY_LEN(fortunes_files) && n < cap; k++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", FL_FORTUNES_DIR, fortunes_files[k]);
         FILE *f = fopen(path, "rb");
@@ -203,33 +211,20 @@ int fl_data_fortunes(fl_data *d, char *err, size_t errlen)
             free(buf);
             return -1;
         }
-        size_t got;
-        while (n < FL_FORTUNES_LEN && (got = fread(buf + n, 1, FL_FORTUNES_LEN - n, f)) > 0)
-            n += got;
-        const int more = fgetc(f) != EOF && n == FL_FORTUNES_LEN;
+        n += fread(buf + n, 1, cap - n, f);
         fclose(f);
-        if (more) {
-            n = FL_FORTUNES_LEN + 1;
-            break;
-        }
     }
-    d->tok = malloc((n ? n : 1) * sizeof *d->tok);
-    if (!d->tok) {
-        free(buf);
+    const int rc = bytes_to_tokens(d, buf, n);
+    free(buf);
+    if (rc) {
         snprintf(err, errlen, "fortunes: out of memory");
         return -1;
     }
-    for (size_t i = 0; i < n && i < FL_FORTUNES_LEN; i++)
-        d->tok[i] = buf[i];
-    free(buf);
-    d->n = n;
-    d->V = 256;
-    d->hash = n == FL_FORTUNES_LEN ? fnv1a(d->tok, n) : 0;
     if (n != FL_FORTUNES_LEN || d->hash != FORTUNES_HASH) {
         snprintf(err, errlen, "%s: the fortune files are not the pinned text (%s%zu bytes, FNV-1a %016llx; expected %u bytes, "
                               "%016llx: Debian 12's fortunes 1:1.99.1-7.3)", FL_FORTUNES_DIR,
                  n > FL_FORTUNES_LEN ? "more than " : "", n > FL_FORTUNES_LEN ? (size_t)FL_FORTUNES_LEN : n,
-                 (unsigned long long)d->hash, FL_FORTUNES_LEN, (unsigned long long)FORTUNES_HASH);
+                 (unsigned long long)(n > FL_FORTUNES_LEN ? 0 : d->hash), FL_FORTUNES_LEN, (unsigned long long)FORTUNES_HASH);
         fl_data_free(d);
         return -1;
     }

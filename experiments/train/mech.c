@@ -95,16 +95,16 @@ int fl_p2_attribution(int out[4], double frac_top2, double chance2, double rho_m
     return out[0] && out[1] && out[2] && out[3];
 }
 
-int fl_p3_forks(const int *gelu, const double *tau, const int *failed, int n)
+int fl_p3_forks(int out[2], const int *gelu, const double *tau, const int *failed, int n)
 {
-    int sw_late = 0, ge = 0;
+    out[0] = out[1] = 0;
     for (int i = 0; i < n; i++) {
         if (failed[i] && !gelu[i] && tau[i] >= 4.0)
-            sw_late = 1;
+            out[0] = 1;
         if (failed[i] && gelu[i])
-            ge = 1;
+            out[1] = 1;
     }
-    return sw_late && !ge;
+    return out[0] && !out[1];
 }
 
 int fl_p4_interventions(int out[3], double top_ratio, int top_fp8_failed, double random_ratio, double align_growth_wd0,

@@ -47,8 +47,9 @@ int fl_p2_attribution(int out[4], double frac_top2, double chance2, double rho_m
                       double gelu_slope_all, int best_lag);
 
 /* P3 over n FP8 forks without intervention: gelu[i] (else SwiGLU), tau[i] (the fork's t/tau),
-   failed[i].  Held when a SwiGLU fork at tau >= 4 failed and no GeLU fork did. */
-int fl_p3_forks(const int *gelu, const double *tau, const int *failed, int n);
+   failed[i].  out[0]: a SwiGLU fork at tau >= 4 failed; out[1]: a GeLU fork failed.  Held (returns
+   1) when out[0] and not out[1]. */
+int fl_p3_forks(int out[2], const int *gelu, const double *tau, const int *failed, int n);
 
 /* P4 (flags out[0..2]: top, random, wd); returns all three held.  top: top_ratio <= 0.5 and its FP8
    arm did not fail; random: random_ratio >= 0.8; wd: the wd-0 growths of alignment and amax at most

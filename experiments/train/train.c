@@ -370,11 +370,38 @@ const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c)
         return "a model flag (--width/--layers/--heads/--ffn/--seq/--batch/--init-std/--bos)";
     if (p->seed != c->seed)
         return "--seed (a fork continues its parent's batches and streams)";
-    if (p->data_kind != c->data_kind || memcmp(p->data_path, c->data_path, sizeof p->data_path) ||
-        p->data_len != c->data_len || p->data_hash != c->data_hash || p->trigger_rate != c->trigger_rate ||
-        p->trigger_len != c->trigger_len)
+    if (!fl_train_same_data(p, c))
         return "--data (a fork continues its parent's data stream)";
     return NULL;
+}
+
+int fl_train_same_data(const fl_train_cfg *a, const fl_train_cfg *b)
+{
+    return a->data_kind == b->data_kind && !memcmp(a->data_path, b->data_path, sizeof a->data_path) &&
+           a->data_len == b->data_len && a->data_hash == b->data_hash && a->trigger_rate == b->trigger_rate &&
+           a->trigger_len == b->trigger_len;
+}
+
+int fl_train_fork_cfg(fl_train_cfg *fork, fl_train_cfg *parent, const char *path, char *err, size_t errlen)
+{
+    fl_train_state st;
+    uint32_t crc;
+    if (strlen(path) >= sizeof fork->fork_from) {
+        snprintf(err, errlen, "%s: path too long for a fork's record (at most %zu bytes)", path, sizeof fork->fork_from - 1);
+        return -1;
+    }
+    if (fl_train_read_ckpt_cfg(fork, &st, &crc, path, err, errlen))
+        return -1;
+    if (parent)
+        *parent = *fork;
+    fork->keep_n = 0;
+    memset(fork->keep, 0, sizeof fork->keep);
+    fork->decor_mode = fork->decor_k = 0;
+    memset(fork->fork_from, 0, sizeof fork->fork_from);
+    memcpy(fork->fork_from, path, strlen(path));
+    fork->fork_step = st.step;
+    fork->fork_crc = crc;
+    return 0;
 }
 
 /* Restore everything from the checkpoint at path into the already-built model / recipe / optimizer:

@@ -116,6 +116,14 @@ typedef struct {
    message naming the file. */
 int fl_train_read_ckpt_cfg(fl_train_cfg *cfg, fl_train_state *st, uint32_t *crc, const char *path, char *err, size_t errlen);
 
+/* The configuration of a fork from the checkpoint file path, before any flag is applied: the
+   parent's (also in *parent when not NULL) without its kept steps or intervention, recording
+   fork_from = path, fork_step and fork_crc.  0, or -1 with a message naming the file. */
+int fl_train_fork_cfg(fl_train_cfg *fork, fl_train_cfg *parent, const char *path, char *err, size_t errlen);
+
+/* Whether a and b train on the same data (kind, path, length, trigger events, hash). */
+int fl_train_same_data(const fl_train_cfg *a, const fl_train_cfg *b);
+
 /* What a fork (configuration c) may not change from its parent p: the model's shapes (an activation
    with the same weight shapes may replace the parent's), the seed, the data.  NULL, or what differs. */
 const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c);
