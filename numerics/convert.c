@@ -7,7 +7,11 @@
  * tests compare them, and the exhaustive checks run through these loops.
  */
 #include "convert.h"
+#include "convert_simd.h"
 #include "fl_round.h"
+
+#include <omp.h>
+#include <stdlib.h>
 
 size_t fl_format_storage_bytes(fl_format f)
 {
@@ -103,9 +107,43 @@ static void store(void *dst, size_t bytes, size_t i, uint32_t code)
         ((uint32_t *)dst)[i] = code;
 }
 
-void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
-                         fl_overflow ovf, uint64_t seed, uint64_t offset)
+static int isa_cap = -1; /* fl_convert_set_isa's cap, -1 for none */
+
+static int isa_default(void)
 {
+    static int isa = -1; /* benign race: every thread computes the same value */
+    int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = fl_cpu_isa();
+        const char *env = getenv("FP8LAB_ISA");
+        const int want = env ? fl_isa_parse(env) : -1;
+        if (want >= 0 && want < v)
+            v = want;
+        __atomic_store_n(&isa, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int fl_convert_isa(void)
+{
+    const int v = isa_default(), cap = __atomic_load_n(&isa_cap, __ATOMIC_RELAXED);
+    return cap >= 0 && cap < v ? cap : v;
+}
+
+int fl_convert_set_isa(int cap)
+{
+    __atomic_store_n(&isa_cap, cap, __ATOMIC_RELAXED);
+    return fl_convert_isa();
+}
+
+/* One thread's share of fl_convert_from_f32. */
+static void convert_f32_span(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
+                             fl_overflow ovf, uint64_t seed, uint64_t offset, fl_cvt_fn kernel)
+{
+    if (kernel) {
+        kernel(dst, src, n, seed, offset);
+        return;
+    }
     if (mode == FL_RND_NE && convert_fast(dst, to, src, n, ovf))
         return;
     if (mode == FL_RND_SR && convert_sr_fast(dst, to, src, n, ovf, seed, offset))
@@ -116,6 +154,26 @@ void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl
     for (size_t i = 0; i < n; i++) {
         const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0;
         store(dst, bytes, i, fl_encode_f32_bits(d, u[i], mode, ovf, r));
+    }
+}
+
+void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
+                         fl_overflow ovf, uint64_t seed, uint64_t offset)
+{
+    const fl_cvt_fn kernel = fl_cvt_kernel(fl_convert_isa(), to, mode, ovf, FL_CVT_BEST);
+    const int threads = n >= ((size_t)1 << 18) && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    if (threads <= 1) {
+        convert_f32_span(dst, to, src, n, mode, ovf, seed, offset, kernel);
+        return;
+    }
+    const size_t bytes = fl_format_storage_bytes(to);
+#pragma omp parallel num_threads(threads)
+    {
+        /* contiguous shares, cut on 64-element boundaries, over the threads the team really has */
+        const size_t per = (n / (size_t)omp_get_num_threads() + 63) & ~(size_t)63;
+        const size_t lo = (size_t)omp_get_thread_num() * per, hi = lo + per < n ? lo + per : n;
+        if (lo < hi)
+            convert_f32_span((char *)dst + lo * bytes, to, src + lo, hi - lo, mode, ovf, seed, offset + lo, kernel);
     }
 }
 

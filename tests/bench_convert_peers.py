@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""bench_convert_peers.py -- the peers of tests/bench_convert.c, side by side in one run: float32 ->
-e4m3 / e5m2 / bf16 / fp16 with ml_dtypes (numpy astype, allocating: its only API) and PyTorch
-(copy_ into a preallocated tensor, the counterpart of a conversion into an existing buffer), next to a
-float32 copy measured by the same library.  Single thread, 16 Mi float32 (64 MiB), best of 7, GB/s of
-float32 input; the data are bench_convert's (uniform, scaled by 2^(i mod 13)).
+"""bench_convert_peers.py -- the peers of tests/bench_convert.c: float32 -> e4m3 / e5m2 / bf16 / fp16 with
+PyTorch (copy_ into a preallocated tensor of the target dtype, the counterpart of a conversion into an
+existing buffer; x.to(dtype) would also pay for allocating and first-touching a fresh output) and
+ml_dtypes (numpy astype, allocating: its only API), each next to a float32 copy by the same library.
+Single thread, 16 Mi float32 (64 MiB), best of 9, GB/s of float32 input; the data have
+bench_convert's distribution (uniform in [-0.5, 0.5) times 2^(i mod 13)).  The peers' casts round to
+nearest-even and do not saturate.
 
-Optional: `make bench` runs it with $(PYTHON) when numpy and one of the peers import, and says which
-are missing otherwise.  Usage: python3 tests/bench_convert_peers.py [--reps N]"""
+Optional: bench_convert runs it with $PYTHON and reads --machine's lines; without numpy or without
+both peers it prints one line "skipped: why".
+Usage: python3 tests/bench_convert_peers.py [--machine] [--reps N]"""
 import os
 import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 N = 16 << 20
+FORMATS = ("e4m3", "e5m2", "bf16", "fp16")
 
 
 def best(fn, reps):
@@ -25,11 +29,12 @@ def best(fn, reps):
 
 
 def main():
-    reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 7
+    machine = "--machine" in sys.argv
+    reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 9
     try:
         import numpy as np
     except ImportError:
-        print("bench_convert_peers: skipped: numpy is not installed (pip install numpy ml_dtypes torch)")
+        print("skipped: numpy is not installed (python3 -m venv ENV && ENV/bin/pip install numpy ml_dtypes torch)")
         return 0
     try:
         import ml_dtypes
@@ -41,35 +46,30 @@ def main():
     except ImportError:
         torch = None
     if ml_dtypes is None and torch is None:
-        print("bench_convert_peers: skipped: neither ml_dtypes nor torch is installed (pip install ml_dtypes torch)")
+        print("skipped: neither torch nor ml_dtypes is installed (pip install torch ml_dtypes)")
         return 0
-    s = 0x1234567
-    # bench_convert's generator, vectorised: an LCG stream is sequential, so draw it in numpy instead
-    # with the same distribution (uniform in [-0.5, 0.5) times 2^(i mod 13))
-    rng = np.random.default_rng(s)
-    vals = (rng.random(N) - 0.5) * np.exp2(np.arange(N) % 13)
-    x = vals.astype(np.float32)
-    nbytes = x.nbytes
-    gbps = lambda t: nbytes / t / 1e9
-    print(f"bench_convert_peers: {N} float32 ({nbytes >> 20} MiB), single thread, best of {reps}")
-    if ml_dtypes is not None:
-        dst = np.empty_like(x)
-        tc = best(lambda: np.copyto(dst, x), reps)
-        print(f"  ml_dtypes {ml_dtypes.__version__} (numpy {np.__version__}): copy {gbps(tc):.2f} GB/s")
-        for name, dt in (("e4m3", ml_dtypes.float8_e4m3fn), ("e5m2", ml_dtypes.float8_e5m2), ("bf16", ml_dtypes.bfloat16),
-                         ("fp16", np.float16)):
-            t = best(lambda: x.astype(dt), reps)
-            print(f"    f32->{name:5s} astype  {gbps(t):6.2f} GB/s  {100 * tc / t:5.1f}% of copy (not saturating)")
+    rng = np.random.default_rng(0x1234567)
+    x = ((rng.random(N) - 0.5) * np.exp2(np.arange(N) % 13)).astype(np.float32)
+    gbps = lambda t: x.nbytes / t / 1e9
+
+    def report(who, ver, what, t):
+        if machine:
+            print(f"peer {who} {ver} {what} {gbps(t):.3f}")
+        else:
+            print(f"  {who} {ver}: {what:5s} {gbps(t):6.2f} GB/s")
+
     if torch is not None:
         xt = torch.from_numpy(x)
         dst = torch.empty_like(xt)
-        tc = best(lambda: dst.copy_(xt), reps)
-        print(f"  torch {torch.__version__}: copy_ {gbps(tc):.2f} GB/s")
-        for name, dt in (("e4m3", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2), ("bf16", torch.bfloat16),
-                         ("fp16", torch.float16)):
+        report("torch", torch.__version__, "copy", best(lambda: dst.copy_(xt), reps))
+        for name, dt in zip(FORMATS, (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16)):
             out = torch.empty(N, dtype=dt)
-            t = best(lambda: out.copy_(xt), reps)
-            print(f"    f32->{name:5s} copy_   {gbps(t):6.2f} GB/s  {100 * tc / t:5.1f}% of copy_")
+            report("torch", torch.__version__, name, best(lambda: out.copy_(xt), reps))
+    if ml_dtypes is not None:
+        dst = np.empty_like(x)
+        report("ml_dtypes", ml_dtypes.__version__, "copy", best(lambda: np.copyto(dst, x), reps))
+        for name, dt in zip(FORMATS, (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.bfloat16, np.float16)):
+            report("ml_dtypes", ml_dtypes.__version__, name, best(lambda: x.astype(dt), reps))
     return 0
 
 

@@ -9,12 +9,13 @@
 #include "npy.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const help =
     "usage: fp8lab convert --to FMT [--from FMT] [--round rne|rtz|up|down|sr] [--seed N]\n"
-    "                      [--saturate|--no-saturate] [--stats] IN.npy OUT.npy\n"
+    "                      [--saturate|--no-saturate] [--stats] [--threads N] IN.npy OUT.npy\n"
     "\n"
     "Converts every element of IN.npy into FMT and writes OUT.npy with the same shape (and order).\n"
     "  IN.npy     float32, float64 or float16, either endianness; or, with --from FMT, encodings of\n"
@@ -30,6 +31,10 @@ static const char *const help =
     "  --no-saturate  IEEE overflow: Inf where the format has one, else NaN (the default for\n"
     "                 fp32/bf16/fp16, as __float2bfloat16_rn); e3m2/e2m3/e2m1 always saturate\n"
     "  --stats        print counts of NaN, overflowed/saturated and flushed-to-zero elements\n"
+    "  --threads N    OpenMP threads for the conversion (default: OMP_NUM_THREADS or all cores);\n"
+    "                 the output's bits do not depend on it\n"
+    "The float32 conversions into e4m3/e5m2/bf16/fp16 run on the CPU's vector instructions (AVX2,\n"
+    "AVX-512, AVX512_BF16), chosen at run time; FP8LAB_ISA=scalar|avx2|avx512 caps the choice.\n"
     "NaN inputs become the format's canonical NaN (NVIDIA's choice: e4m3/e5m2 0x7f, bf16/fp16 0x7fff).\n";
 
 typedef struct {
@@ -117,6 +122,12 @@ int fl_cmd_convert(int argc, char **argv)
             ovf_set = 1;
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
+        } else if (!strcmp(a, "--threads")) {
+            unsigned long long t = 0;
+            if (!has_val || fl_cli_parse_u64(&t, argv[++i]) || t < 1 || t > 1024)
+                return fl_cli_usage_error(cmd, "--threads needs an integer from 1 to 1024%s%s%s", has_val ? " (got '" : "",
+                                          has_val ? argv[i] : "", has_val ? "')" : "");
+            omp_set_num_threads((int)t);
         } else if (a[0] == '-' && a[1] != '\0') {
             return fl_cli_usage_error(cmd, "unknown option '%s'", a);
         } else {

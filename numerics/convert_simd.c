@@ -1,0 +1,342 @@
+/* convert_simd.c — vector conversion kernels and their run-time choice (see convert_simd.h). */
+#include "convert_simd.h"
+#include "fl_round.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FL_HAVE_X86_KERNELS 1
+#include <immintrin.h>
+
+#define VB 32
+#define VSUF _avx2
+#define VTARGET __attribute__((target("avx2,bmi2")))
+#include "convert_vec.h"
+#undef VB
+#undef VSUF
+#undef VTARGET
+
+#define VB 64
+#define VSUF _avx512
+#define VTARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#include "convert_vec.h"
+#undef VB
+#undef VSUF
+#undef VTARGET
+
+/* ---- AVX-512 kernels written with intrinsics ---------------------------------------------------
+   The same algorithm as convert_vec.h in fewer instructions, for the formats whose normal range
+   starts above float32's subnormals (e4m3, e5m2, fp16) and for bf16:
+   - a normal result is RNE on the float32 bits themselves: (a + half - 1 + lsb) >> s, then the
+     exponent rebias; the carry of a round-up runs into the exponent as it should;
+   - a subnormal result (|x| below the target's smallest normal) is |x| * 2^k rounded to an integer,
+     k making the target's subnormal step 1: the product is exact (a power of two), and the
+     conversion to integer rounds to nearest-even by its embedded rounding (EVEX static rounding,
+     independent of MXCSR; a float32 subnormal |x| treated as zero under DAZ would give the same 0);
+   - stochastic rounding: on normal lanes the discarded bits are a << (32 - s), the 32-bit fraction
+     fl_round.h defines, and the carry out of frac + rbits decides; a vector with a subnormal lane
+     goes through convert_vec.h's general lane code with the same random bits. */
+#define K512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define K512_INLINE K512 static inline __attribute__((always_inline))
+#define SET1(v) _mm512_set1_epi32((int)(v))
+
+typedef struct {
+    int s0;             /* 23 - M */
+    uint32_t rebias;    /* (127 - bias) << M */
+    uint32_t nmin;      /* float32 bits of the smallest normal; 0 for bf16 (float32's own range) */
+    float sub_scale;    /* 2^(bias - 1 + M): the subnormal step becomes 1 */
+} k512_fmt;
+
+#define K512_FMT(M, BIAS) { 23 - (M), (127u - (BIAS)) << (M), (M) == 7 ? 0u : (128u - (BIAS)) << 23, \
+                             (float)(1u << ((BIAS) - 1 + (M) < 31 ? (BIAS) - 1 + (M) : 0)) }
+
+/* The final clamp, sign and NaN of convert_vec.h's encode. */
+K512_INLINE __m512i k512_finish(__m512i code, __m512i u, __m512i a, const fl_format_desc *d, int sat)
+{
+    code = _mm512_min_epu32(code, SET1(sat ? d->max_mag : d->max_mag + 1u));
+    /* (sign bit moved to the top of the format) | code: ternary logic (A & B) | C */
+    code = _mm512_ternarylogic_epi32(_mm512_srli_epi32(u, 32 - d->bits), SET1(1u << (d->bits - 1)), code, 0xEA);
+    return _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, SET1(0x7F800000u)), SET1(d->nan));
+}
+
+K512_INLINE __m512i k512_rne(__m512i u, const fl_format_desc *d, k512_fmt k, int sat)
+{
+    const __m512i a = _mm512_and_si512(u, SET1(0x7FFFFFFFu));
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, k.s0), SET1(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(a, SET1((1u << (k.s0 - 1)) - 1u)), lsb);
+    __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(r, k.s0), SET1(k.rebias));
+    if (k.nmin) {
+        const __mmask16 sub = _mm512_cmplt_epu32_mask(a, SET1(k.nmin));
+        const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(k.sub_scale));
+        code = _mm512_mask_cvt_roundps_epi32(code, sub, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    return k512_finish(code, u, a, d, sat);
+}
+
+/* fl_sr_bits for 16 consecutive elements from the two running Weyl states z0 (elements 0..7) and
+   z1 (8..15): the high halves of fl_mix64, in element order. */
+K512_INLINE __m512i k512_mix(__m512i z)
+{
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ull));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64((long long)0x94D049BB133111EBull));
+    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+K512_INLINE __m512i k512_sr_bits(__m512i z0, __m512i z1)
+{
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi32(k512_mix(z0), odd, k512_mix(z1));
+}
+
+/* Round-to-nearest-even and stochastic rounding into d (storage 1 or 2 bytes). */
+K512_INLINE void k512_loop(void *dst, const float *src, size_t n, const fl_format_desc *d, k512_fmt k, int sr,
+                           int sat, uint64_t seed, uint64_t off)
+{
+    const fl_cvt_fn general = table_avx512[d->bits == 8 ? (d->mbits == 3 ? 0 : 1) : (d->mbits == 7 ? 2 : 3)][sr][sat];
+    const __m512i step = _mm512_set1_epi64((long long)(16 * FL_GOLDEN64));
+    __m512i z0 = _mm512_setzero_si512(), z1 = z0;
+    if (sr) {
+        const uint64_t b = seed + (off + 1) * FL_GOLDEN64;
+        z0 = _mm512_set_epi64((long long)(b + 7 * FL_GOLDEN64), (long long)(b + 6 * FL_GOLDEN64), (long long)(b + 5 * FL_GOLDEN64),
+                              (long long)(b + 4 * FL_GOLDEN64), (long long)(b + 3 * FL_GOLDEN64), (long long)(b + 2 * FL_GOLDEN64),
+                              (long long)(b + FL_GOLDEN64), (long long)b);
+        z1 = _mm512_add_epi64(z0, _mm512_set1_epi64((long long)(8 * FL_GOLDEN64)));
+    }
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(src + i);
+        __m512i code;
+        if (!sr) {
+            code = k512_rne(u, d, k, sat);
+        } else {
+            const __m512i rb = k512_sr_bits(z0, z1);
+            z0 = _mm512_add_epi64(z0, step);
+            z1 = _mm512_add_epi64(z1, step);
+            const __m512i a = _mm512_and_si512(u, SET1(0x7FFFFFFFu));
+            if (k.nmin && _mm512_cmplt_epu32_mask(a, SET1(k.nmin))) {
+                general((char *)dst + i * (d->bits / 8), src + i, 16, seed, off + i);
+                continue;
+            }
+            const __m512i frac = _mm512_slli_epi32(a, 32 - k.s0);
+            const __mmask16 away = _mm512_cmplt_epu32_mask(_mm512_add_epi32(frac, rb), frac);
+            code = _mm512_sub_epi32(_mm512_srli_epi32(a, k.s0), SET1(k.rebias));
+            code = _mm512_mask_add_epi32(code, away, code, SET1(1));
+            code = k512_finish(code, u, a, d, sat);
+        }
+        if (d->bits == 8)
+            _mm_storeu_si128((__m128i *)((uint8_t *)dst + i), _mm512_cvtepi32_epi8(code));
+        else
+            _mm256_storeu_si256((__m256i *)((uint16_t *)dst + i), _mm512_cvtepi32_epi16(code));
+    }
+    if (i < n)
+        general((char *)dst + i * (d->bits / 8), src + i, n - i, seed, off + i);
+}
+
+#define K512_INSTANCE(FMT, UP, M, BIAS, SR, SAT)                                                      \
+    K512 static void k512_##FMT##_##SR##SAT(void *dst, const float *src, size_t n, uint64_t seed,     \
+                                             uint64_t off)                                            \
+    {                                                                                                 \
+        static const fl_format_desc d = FL_DESC_##UP;                                                 \
+        const k512_fmt k = K512_FMT(M, BIAS);                                                         \
+        k512_loop(dst, src, n, &d, k, SR, SAT, seed, off);                                            \
+    }
+#define K512_FORMAT(FMT, UP, M, BIAS) K512_INSTANCE(FMT, UP, M, BIAS, 0, 0) K512_INSTANCE(FMT, UP, M, BIAS, 0, 1) \
+                                      K512_INSTANCE(FMT, UP, M, BIAS, 1, 0) K512_INSTANCE(FMT, UP, M, BIAS, 1, 1)
+K512_FORMAT(e4m3, E4M3, 3, 7)
+K512_FORMAT(e5m2, E5M2, 2, 15)
+K512_FORMAT(bf16, BF16, 7, 127)
+K512_FORMAT(fp16, FP16, 10, 15)
+#undef K512_FORMAT
+#undef K512_INSTANCE
+#define K512_ROW(FMT) { { k512_##FMT##_00, k512_##FMT##_01 }, { k512_##FMT##_10, k512_##FMT##_11 } }
+static const fl_cvt_fn table_k512[4][2][2] = { K512_ROW(e4m3), K512_ROW(e5m2), K512_ROW(bf16), K512_ROW(fp16) };
+#undef K512_ROW
+
+/* ---- native conversion instructions ---------------------------------------------------------- */
+
+/* fp16 RNE by VCVTPS2PH, whose rounding is IEEE round-to-nearest-even on every finite input
+   (subnormal results included; float32 subnormals are far below fp16's smallest subnormal, so
+   MXCSR.DAZ could not change a result either).  Two kinds of lanes differ from fl_round.h:
+   a NaN keeps its sign and payload there (here: the canonical 0x7FFF), and an overflow or an
+   infinite input gives Inf (here, saturating: max 0x7BFF with the sign). */
+#define FP16_RNE_IMM (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __attribute__((always_inline)) void
+fp16_native_avx512(uint16_t *dst, const float *src, size_t n, int sat)
+{
+    static const fl_format_desc d = FL_DESC_FP16;
+    const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF), inf32 = _mm512_set1_epi32(0x7F800000);
+    const __m256i nan16 = _mm256_set1_epi16(0x7FFF), inf16 = _mm256_set1_epi16(0x7C00);
+    const __m256i max16 = _mm256_set1_epi16(0x7BFF), abs16 = _mm256_set1_epi16(0x7FFF);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(src + i);
+        __m256i h = _mm512_cvtps_ph(x, FP16_RNE_IMM);
+        const __mmask16 isnan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(x), absm), inf32);
+        if (sat) {
+            const __mmask16 isinf = _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, abs16), inf16);
+            h = _mm256_mask_mov_epi16(h, isinf, _mm256_or_si256(_mm256_andnot_si256(abs16, h), max16));
+        }
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_mask_mov_epi16(h, isnan, nan16));
+    }
+    const uint32_t *u = (const uint32_t *)src;
+    for (; i < n; i++)
+        dst[i] = (uint16_t)fl_encode_f32_bits(&d, u[i], FL_RND_NE, sat ? FL_OVF_SATURATE : FL_OVF_NOSATURATE, 0);
+}
+
+__attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) void
+fp16_native_f16c(uint16_t *dst, const float *src, size_t n, int sat)
+{
+    static const fl_format_desc d = FL_DESC_FP16;
+    const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf32 = _mm256_set1_epi32(0x7F800000);
+    const __m128i nan16 = _mm_set1_epi16(0x7FFF), inf16 = _mm_set1_epi16(0x7C00);
+    const __m128i max16 = _mm_set1_epi16(0x7BFF), abs16 = _mm_set1_epi16(0x7FFF);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(src + i);
+        __m128i h = _mm256_cvtps_ph(x, FP16_RNE_IMM);
+        const __m256i isnan32 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x), absm), inf32);
+        const __m128i isnan = _mm_packs_epi32(_mm256_castsi256_si128(isnan32), _mm256_extracti128_si256(isnan32, 1));
+        if (sat) {
+            const __m128i isinf = _mm_cmpeq_epi16(_mm_and_si128(h, abs16), inf16);
+            h = _mm_blendv_epi8(h, _mm_or_si128(_mm_andnot_si128(abs16, h), max16), isinf);
+        }
+        h = _mm_blendv_epi8(h, nan16, isnan);
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    const uint32_t *u = (const uint32_t *)src;
+    for (; i < n; i++)
+        dst[i] = (uint16_t)fl_encode_f32_bits(&d, u[i], FL_RND_NE, sat ? FL_OVF_SATURATE : FL_OVF_NOSATURATE, 0);
+}
+
+/* bf16 RNE by VCVTNEPS2BF16.  It rounds to nearest-even but treats float32 subnormal inputs as
+   zero (and would flush subnormal results, which only subnormal inputs produce), gives a NaN its
+   sign and payload, and rounds overflow and Inf to Inf.  tests/test_convert_fast.c measures each of
+   these on the instruction itself.  A vector holding any such lane -- a nonzero magnitude below
+   2^-126, or one at or above 0x7F7F8000 (the first that rounds past max) -- goes through the
+   integer kernel instead; ordinary data never has one. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static inline __attribute__((always_inline)) void
+bf16_native(uint16_t *dst, const float *src, size_t n, int sat)
+{
+    const fl_cvt_fn slow = table_k512[2][0][sat];
+    const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
+    const __m512i submax = _mm512_set1_epi32(0x007FFFFF - 1), big = _mm512_set1_epi32(0x7F7F8000 - 1);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(src + i);
+        const __m512i a = _mm512_and_si512(_mm512_castps_si512(x), absm);
+        /* a - 1 <= 0x7FFFFE: subnormal;  a > 0x7F7F7FFF: overflow, Inf, NaN */
+        const __mmask16 odd = _mm512_cmple_epu32_mask(_mm512_sub_epi32(a, one), submax) |
+                              _mm512_cmpgt_epu32_mask(a, big);
+        if (odd)
+            slow(dst + i, src + i, 16, 0, 0);
+        else
+            _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(x));
+    }
+    if (i < n)
+        slow(dst + i, src + i, n - i, 0, 0);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void bf16_raw(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
+}
+
+#define NATIVE_FN(NAME, TARGET, BODY, T, SAT)                                                         \
+    __attribute__((target(TARGET))) static void NAME(void *dst, const float *src, size_t n, uint64_t seed, uint64_t off)               \
+    {                                                                                                \
+        (void)seed;                                                                                  \
+        (void)off;                                                                                   \
+        BODY((T *)dst, src, n, SAT);                                                                 \
+    }
+#define T512 "avx512f,avx512bw,avx512vl"
+NATIVE_FN(fp16_avx512_0, T512, fp16_native_avx512, uint16_t, 0)
+NATIVE_FN(fp16_avx512_1, T512, fp16_native_avx512, uint16_t, 1)
+NATIVE_FN(fp16_f16c_0, "avx2,f16c", fp16_native_f16c, uint16_t, 0)
+NATIVE_FN(fp16_f16c_1, "avx2,f16c", fp16_native_f16c, uint16_t, 1)
+NATIVE_FN(bf16_native_0, T512 ",avx512bf16", bf16_native, uint16_t, 0)
+NATIVE_FN(bf16_native_1, T512 ",avx512bf16", bf16_native, uint16_t, 1)
+#undef T512
+#undef NATIVE_FN
+#endif /* x86-64 */
+
+/* ---- the choice ------------------------------------------------------------------------------- */
+
+static const char *const isa_names[FL_ISA_COUNT] = { "scalar", "avx2", "avx512", "avx512bf16" };
+
+const char *fl_isa_name(int isa) { return isa >= 0 && isa < FL_ISA_COUNT ? isa_names[isa] : "?"; }
+
+int fl_isa_parse(const char *name)
+{
+    for (int k = 0; k < FL_ISA_COUNT; k++)
+        if (strcmp(name, isa_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+int fl_cpu_isa(void)
+{
+    static int isa = -1; /* benign race: every thread computes the same value */
+    int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
+    if (v >= 0)
+        return v;
+    v = FL_ISA_SCALAR;
+#ifdef FL_HAVE_X86_KERNELS
+    /* __builtin_cpu_supports also checks that the OS saves the vector state (XCR0) */
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c"))
+        v = FL_ISA_AVX2;
+    if (v == FL_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        v = FL_ISA_AVX512;
+    if (v == FL_ISA_AVX512 && __builtin_cpu_supports("avx512bf16"))
+        v = FL_ISA_AVX512BF16;
+#endif
+    __atomic_store_n(&isa, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+int fl_bf16_native_raw(uint16_t *dst, const float *src, size_t n)
+{
+#ifdef FL_HAVE_X86_KERNELS
+    if (fl_cpu_isa() >= FL_ISA_AVX512BF16) {
+        bf16_raw(dst, src, n);
+        return 1;
+    }
+#else
+    (void)dst, (void)src, (void)n;
+#endif
+    return 0;
+}
+
+fl_cvt_fn fl_cvt_kernel(int isa, fl_format to, fl_rounding mode, fl_overflow ovf, int variant)
+{
+#ifdef FL_HAVE_X86_KERNELS
+    int f;
+    switch (to) {
+    case FL_FMT_E4M3: f = 0; break;
+    case FL_FMT_E5M2: f = 1; break;
+    case FL_FMT_BF16: f = 2; break;
+    case FL_FMT_FP16: f = 3; break;
+    default: return NULL;
+    }
+    if (mode != FL_RND_NE && mode != FL_RND_SR)
+        return NULL;
+    const int sr = mode == FL_RND_SR, sat = ovf == FL_OVF_SATURATE;
+    if (variant == FL_CVT_BEST && !sr && to == FL_FMT_FP16 && isa >= FL_ISA_AVX512)
+        return sat ? fp16_avx512_1 : fp16_avx512_0;
+    if (variant == FL_CVT_BEST && !sr && to == FL_FMT_FP16 && isa == FL_ISA_AVX2)
+        return sat ? fp16_f16c_1 : fp16_f16c_0;
+    if (variant == FL_CVT_BEST && !sr && to == FL_FMT_BF16 && isa >= FL_ISA_AVX512BF16)
+        return sat ? bf16_native_1 : bf16_native_0;
+    if (isa >= FL_ISA_AVX512)
+        return variant == FL_CVT_GENERIC ? table_avx512[f][sr][sat] : table_k512[f][sr][sat];
+    /* AVX2 has no 64-bit multiply for the random bits: convert.c's loops are as fast there */
+    if (isa == FL_ISA_AVX2 && (!sr || variant == FL_CVT_GENERIC))
+        return table_avx2[f][sr][sat];
+#else
+    (void)isa, (void)to, (void)mode, (void)ovf, (void)variant;
+#endif
+    return NULL;
+}
