@@ -109,11 +109,11 @@ test: $(CLI) $(TESTS) $(if $(HAVE_MPICC),$(if $(filter 1,$(SAN)),,ulp-mpi))
 sanitize:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" test
 
-# The peers (ml_dtypes, PyTorch) beside bench_convert, where a Python with them is found ($(PYTHON)).
+# bench_convert runs the peers (PyTorch, ml_dtypes: tests/bench_convert_peers.py) with $(PYTHON) in the
+# same run, where that Python has them, and says why not otherwise:  make bench PYTHON=ENV/bin/python
 PYTHON ?= python3
 bench: $(CLI) $(BENCHES)
-	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
-	@echo "== tests/bench_convert_peers.py"; $(PYTHON) tests/bench_convert_peers.py || echo "bench_convert_peers: skipped: no $(PYTHON)"
+	@for b in $(BENCHES); do echo "== $$b"; PYTHON=$(PYTHON) $$b || exit 1; done
 
 check-exhaustive: $(BUILD)/tests/test_nv_oracle
 	$(BUILD)/tests/test_nv_oracle --exhaustive
