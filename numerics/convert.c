@@ -11,6 +11,7 @@
 #include "fl_round.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 size_t fl_format_storage_bytes(fl_format f)
@@ -117,6 +118,8 @@ static int isa_default(void)
         v = fl_cpu_isa();
         const char *env = getenv("FP8LAB_ISA");
         const int want = env ? fl_isa_parse(env) : -1;
+        if (env && want < 0)
+            fprintf(stderr, "fp8lab: FP8LAB_ISA=%s is not one of scalar, avx2, avx512, avx512bf16; ignored\n", env);
         if (want >= 0 && want < v)
             v = want;
         __atomic_store_n(&isa, v, __ATOMIC_RELAXED);

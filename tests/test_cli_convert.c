@@ -207,6 +207,49 @@ int main(void)
     CHECK(memcmp(sr[0], sr[1], 600) == 0, "sr with the same seed differs");
     CHECK(memcmp(sr[0], sr[2], 600) != 0, "sr with different seeds gives identical output");
 
+    /* 5b. The output does not depend on the threads or the instruction set: 2^20 + 3 elements (the
+       conversion splits from 2^18 on) of random bit patterns, NaN/Inf/subnormal included, by RNE
+       and SR into bf16, e5m2 and e4m3 on 1 and 2 threads and with FP8LAB_ISA=scalar. */
+    {
+        fl_array big = { .dtype = FL_DT_U32, .ndim = 1, .count = ((size_t)1 << 20) + 3 };
+        big.shape[0] = (int64_t)big.count;
+        big.data = malloc(big.count * 4);
+        CHECK(big.data, "out of memory");
+        uint64_t st = 11;
+        for (size_t i = 0; i < big.count; i++)
+            ((uint32_t *)big.data)[i] = (uint32_t)fl_splitmix64(&st);
+        char p_big[256];
+        path_in(p_big, sizeof p_big, "big.npy");
+        CHECK(fl_npy_write(p_big, &big, err, sizeof err) == 0, "%s", err);
+        fl_array_free(&big);
+        const char *cases[] = { "--to bf16", "--to e5m2 --round sr --seed 5", "--to e4m3 --no-saturate",
+                                "--to e4m3 --round sr --seed 6 --no-saturate" };
+        const char *how[] = { "--threads 1", "--threads 2", "--threads 2", "--threads 1" };
+        const char *env[] = { "", "", "FP8LAB_ISA=scalar ", "FP8LAB_ISA=avx2 " };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            fl_array first = { 0 };
+            for (int k = 0; k < 4; k++) {
+                char full[2048];
+                snprintf(full, sizeof full, "env %s%s convert --from fp32 %s %s %s %s/out.npy", env[k], cli, cases[c],
+                         how[k], p_big, dir);
+                const int st2 = system(full);
+                CHECK(st2 != -1 && WIFEXITED(st2) && WEXITSTATUS(st2) == 0, "%s failed", full);
+                fl_array a2;
+                load(&a2, "out.npy");
+                if (k == 0)
+                    first = a2;
+                else {
+                    CHECK(a2.count == first.count && memcmp(a2.data, first.data, a2.count * fl_dtype_size(a2.dtype)) == 0,
+                          "convert %s: %s%s gives other bits than --threads 1", cases[c], env[k], how[k]);
+                    fl_array_free(&a2);
+                }
+            }
+            fl_array_free(&first);
+        }
+        unlink(p_big);
+        unlink(p_out);
+    }
+
     /* 6. Malformed inputs: exit 1, message names the file, nothing left behind. */
     const float two[2] = { 1, 2 };
     static const char badmagic[] = "\x93NUMPZ\x01\x00\x10\x00{}      ";
@@ -252,6 +295,7 @@ int main(void)
         { "convert IN out.npy", "--to FMT is required" },
         { "convert --to e4m3 IN", "expected IN.npy OUT.npy" },
         { "convert --to", "--to needs" },
+        { "convert --to e4m3 --threads 0 IN out.npy", "--threads needs an integer from 1 to 1024" },
     };
     for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
         char full[512], in[256];

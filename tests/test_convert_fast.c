@@ -11,7 +11,8 @@
  *     even on all 2^32 inputs, so that the kernel built on it re-does exactly the lanes it must;
  *   - fl_convert_from_f32 on 1 and 2 threads, and FP8LAB_ISA / fl_convert_set_isa.
  * About a minute on 2 threads.  Under AddressSanitizer the RNE part takes the stride of 256 and the
- * neighbourhoods of the overflow boundaries instead of all 2^32 inputs. */
+ * neighbourhoods of the overflow boundaries instead of all 2^32 inputs, and the VCVTNEPS2BF16
+ * measurement the 2^24-input blocks that start at 0x00, 0x3F, 0x7F, 0x80 and 0xFF << 24. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,9 @@ static void test_bf16_instruction(void)
         CHECK(u && o, "out of memory");
 #pragma omp for schedule(dynamic)
         for (int c = 0; c < 256; c++) {
+            /* under AddressSanitizer: the chunks holding subnormals, NaNs and ordinary values */
+            if (!FULL_SWEEP && c != 0x00 && c != 0x3F && c != 0x7F && c != 0x80 && c != 0xFF)
+                continue;
             for (size_t i = 0; i < n; i++)
                 u[i] = (uint32_t)c << 24 | (uint32_t)i;
             if (!fl_bf16_native_raw(o, (const float *)u, n)) {
@@ -251,8 +255,8 @@ static void test_bf16_instruction(void)
         printf("VCVTNEPS2BF16: not on this CPU (no AVX512_BF16); not measured\n");
         return;
     }
-    printf("VCVTNEPS2BF16 vs RNE over 2^32 inputs: %llu subnormal inputs differ, %llu NaNs differ, %llu others\n",
-           sub, nan, outside);
+    printf("VCVTNEPS2BF16 vs RNE over %s: %llu subnormal inputs differ, %llu NaNs differ, %llu others\n",
+           FULL_SWEEP ? "all 2^32 inputs" : "5 of 256 blocks of 2^24 inputs", sub, nan, outside);
     CHECK(outside == 0, "VCVTNEPS2BF16 differs from RNE on %llu ordinary inputs", outside);
     CHECK(sub > 0 && nan > 0, "VCVTNEPS2BF16 no longer differs on subnormals (%llu) or NaNs (%llu): update convert_simd.c",
           sub, nan);
