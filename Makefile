@@ -225,6 +225,18 @@ ulp-sweeps: $(CLI)
 twin-table: $(CLI)
 	@sh experiments/ulp/twin_table.sh $(CLI) $(BUILD)/twin-table
 
+# torch-table: PyTorch's activation kernels judged by `fp8lab ulp` (experiments/torchval/torch_table.py;
+# explained in experiments/torchval/TORCH.md), into $(BUILD)/torch-table/torch-table.{md,json}.  Needs a
+# Python with torch and numpy: make torch-table PYTHON=ENV/bin/python.  Without one it says how to get
+# it and prints SKIPPED (exit 0).  TORCH_TABLE_ARGS: more options (e.g. --parts bf16).  PYTHON: see bench.
+.PHONY: torch-table
+torch-table: $(CLI)
+	@if command -v "$(PYTHON)" >/dev/null 2>&1; then \
+		FP8LAB=$(CLI) "$(PYTHON)" experiments/torchval/torch_table.py --out $(BUILD)/torch-table $(TORCH_TABLE_ARGS); \
+	else \
+		echo "torch-table: SKIPPED: no Python '$(PYTHON)'.  To run it: python3 -m venv ENV && ENV/bin/pip install torch numpy; then: make torch-table PYTHON=ENV/bin/python"; \
+	fi
+
 demo: $(CLI)
 	@sh experiments/train/demo.sh $(CLI)
 

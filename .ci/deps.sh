@@ -4,7 +4,9 @@
 # Usage: .ci/deps.sh            (the Makefile calls it before building)
 set -eu
 
-PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes"
+# python3-numpy and python3-pytest run tests/test_py_fp8lab.py (the Python module experiments/python/fp8lab.py);
+# without them that test is skipped.  PyTorch is not a Debian package: `make torch-table` takes it from a venv.
+PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes python3-numpy python3-pytest"
 
 missing=""
 for p in $PKGS; do

@@ -332,8 +332,7 @@ fl_cvt_fn fl_cvt_kernel(int isa, fl_format to, fl_rounding mode, fl_overflow ovf
         return sat ? bf16_native_1 : bf16_native_0;
     if (isa >= FL_ISA_AVX512)
         return variant == FL_CVT_GENERIC ? table_avx512[f][sr][sat] : table_k512[f][sr][sat];
-    /* AVX2 has no 64-bit multiply for the random bits: convert.c's loops are as fast there */
-    if (isa == FL_ISA_AVX2 && (!sr || variant == FL_CVT_GENERIC))
+    if (isa == FL_ISA_AVX2)
         return table_avx2[f][sr][sat];
 #else
     (void)isa, (void)to, (void)mode, (void)ovf, (void)variant;

@@ -32,6 +32,7 @@ static const fl_format fmts[NFMT] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_
 typedef struct {
     char name[128];
     double gbps[1 + NFMT];
+    int sat[1 + NFMT]; /* whether the peer's cast saturates (probed by the script) */
     int have;
 } peer;
 
@@ -46,20 +47,22 @@ static void run_peers(peer *p, int np, char *why, size_t why_len)
         return;
     char line[512];
     while (fgets(line, sizeof line, f)) {
-        char who[32], ver[64], what[16];
+        char who[32], ver[64], what[16], sat[8] = "";
         double g;
         if (!strncmp(line, "skipped: ", 9)) {
             line[strcspn(line, "\n")] = 0;
             snprintf(why, why_len, "%.64s: %.400s", py, line + 9);
-        } else if (sscanf(line, "peer %31s %63s %15s %lf", who, ver, what, &g) == 4) {
+        } else if (sscanf(line, "peer %31s %63s %15s %lf %7s", who, ver, what, &g, sat) >= 4) {
             const int k = !strcmp(who, "torch") ? 0 : 1;
             if (k >= np)
                 continue;
             snprintf(p[k].name, sizeof p[k].name, "%s %s", who, ver);
             p[k].have = 1;
             for (int j = 0; j <= NFMT; j++)
-                if (!strcmp(what, j ? fl_format_name(fmts[j - 1]) : "copy"))
+                if (!strcmp(what, j ? fl_format_name(fmts[j - 1]) : "copy")) {
                     p[k].gbps[j] = g;
+                    p[k].sat[j] = !strcmp(sat, "sat");
+                }
         }
     }
     pclose(f);
@@ -201,8 +204,10 @@ int main(void)
     }
     for (int k = 0; k < 2; k++)
         for (int j = 0; j <= NFMT; j++)
-            if (again[k].gbps[j] > peers[k].gbps[j])
+            if (again[k].gbps[j] > peers[k].gbps[j]) {
                 peers[k].gbps[j] = again[k].gbps[j];
+                peers[k].sat[j] = again[k].sat[j];
+            }
 
     printf("bench_convert: %zu float32 (%zu MiB), best of %d, GB/s of float32 input; CPU %s, conversions on %s\n", n,
            n * 4 >> 20, REPS, fl_isa_name(fl_cpu_isa()), fl_isa_name(isa));
@@ -221,19 +226,19 @@ int main(void)
                 const double *r = rates[f][sr][sat];
                 char name[64], tp[16] = "-", ratio[16] = "-", ml[16] = "-";
                 snprintf(name, sizeof name, "f32->%s %s %s", fl_format_name(fmts[f]), sr ? "sr" : "rne", sat ? "sat" : "nosat");
-                /* the peers' casts are round-to-nearest-even without saturation */
-                if (!sr && !sat && peers[0].have && peers[0].gbps[1 + f] > 0) {
+                /* each peer's round-to-nearest-even cast sits beside fp8lab's of the same overflow policy */
+                if (!sr && peers[0].have && peers[0].gbps[1 + f] > 0 && peers[0].sat[1 + f] == sat) {
                     snprintf(tp, sizeof tp, "%.2f", peers[0].gbps[1 + f]);
                     snprintf(ratio, sizeof ratio, "%.2fx", r[0] / peers[0].gbps[1 + f]);
                 }
-                if (!sr && !sat && peers[1].have && peers[1].gbps[1 + f] > 0)
+                if (!sr && peers[1].have && peers[1].gbps[1 + f] > 0 && peers[1].sat[1 + f] == sat)
                     snprintf(ml, sizeof ml, "%.2f", peers[1].gbps[1 + f]);
                 printf("%-22s %8.2f %6.0f%% %8.2f %5.2fx %8.2f | %8s %8s %8s\n", name, r[0], 100 * r[0] / mc1, r[1],
                        r[1] / r[0], r[2], tp, ratio, ml);
             }
     printf("(fp8lab: 1 thread; memcpy: fp8lab's rate over the 1-thread memcpy rate; 2 thr: 2 threads; scale: 2 thr / 1;\n"
            " scalar: FP8LAB_ISA=scalar, 1 thread; two rounds of (peers, fp8lab), each rate the best of its two;\n"
-           " the peers' casts do not saturate, so they sit on the nosat rows)\n\n");
+           " a peer's cast sits on the row of its overflow policy, probed: torch 2.15's e4m3 saturates)\n\n");
     free(copy);
     free(dst);
     const int rc = cli_bench(src, n);

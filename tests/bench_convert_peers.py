@@ -5,7 +5,9 @@ existing buffer; x.to(dtype) would also pay for allocating and first-touching a 
 ml_dtypes (numpy astype, allocating: its only API), each next to a float32 copy by the same library.
 Single thread, 16 Mi float32 (64 MiB), best of 9, GB/s of float32 input; the data have
 bench_convert's distribution (uniform in [-0.5, 0.5) times 2^(i mod 13)).  The peers' casts round to
-nearest-even and do not saturate.
+nearest-even; whether one saturates is probed (1e6 and +Inf cast to the format and back: finite or
+not) and printed, so that bench_convert sets each rate beside fp8lab's conversion of the same kind
+(torch 2.15's float8_e4m3fn saturates, its e5m2/bf16/fp16 and all of ml_dtypes' do not).
 
 Optional: bench_convert runs it with $PYTHON and reads --machine's lines; without numpy or without
 both peers it prints one line "skipped: why".
@@ -52,11 +54,15 @@ def main():
     x = ((rng.random(N) - 0.5) * np.exp2(np.arange(N) % 13)).astype(np.float32)
     gbps = lambda t: x.nbytes / t / 1e9
 
-    def report(who, ver, what, t):
+    def report(who, ver, what, t, sat=""):
         if machine:
-            print(f"peer {who} {ver} {what} {gbps(t):.3f}")
+            print(f"peer {who} {ver} {what} {gbps(t):.3f} {sat}")
         else:
-            print(f"  {who} {ver}: {what:5s} {gbps(t):6.2f} GB/s")
+            print(f"  {who} {ver}: {what:5s} {gbps(t):6.2f} GB/s {sat}")
+
+    def saturates(cast_back):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return "sat" if np.all(np.isfinite(cast_back(np.array([1e6, np.inf], dtype=np.float32)))) else "nosat"
 
     if torch is not None:
         xt = torch.from_numpy(x)
@@ -64,12 +70,14 @@ def main():
         report("torch", torch.__version__, "copy", best(lambda: dst.copy_(xt), reps))
         for name, dt in zip(FORMATS, (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16)):
             out = torch.empty(N, dtype=dt)
-            report("torch", torch.__version__, name, best(lambda: out.copy_(xt), reps))
+            sat = saturates(lambda v: torch.from_numpy(v).to(dt).float().numpy())
+            report("torch", torch.__version__, name, best(lambda: out.copy_(xt), reps), sat)
     if ml_dtypes is not None:
         dst = np.empty_like(x)
         report("ml_dtypes", ml_dtypes.__version__, "copy", best(lambda: np.copyto(dst, x), reps))
         for name, dt in zip(FORMATS, (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.bfloat16, np.float16)):
-            report("ml_dtypes", ml_dtypes.__version__, name, best(lambda: x.astype(dt), reps))
+            sat = saturates(lambda v: v.astype(dt).astype(np.float32))
+            report("ml_dtypes", ml_dtypes.__version__, name, best(lambda: x.astype(dt), reps), sat)
     return 0
 
 

@@ -655,6 +655,28 @@ static void test_exit_codes(void)
     CHECK(run("--impl gelu_tanh_as_gelu_bf16 --exhaustive") == 0, "bf16 exhaustive runs");
     CHECK(strstr(slurp("out.json"), "re-check the worst:   fp8lab ulp gelu --format bf16 --impl gelu_tanh_as_gelu_bf16 --range"),
           "text report gives the re-check command");
+    /* a row-wise function judges rows: inputs (2, 3) against outputs (3, 2) are refused, not read as
+       rows of 2 */
+    {
+        static const float v[6] = { 0.5f, -1, 2, 0.25f, 3, -2 };
+        char p[128], err[256];
+        for (int t = 0; t < 2; t++) {
+            fl_array a;
+            memset(&a, 0, sizeof a);
+            a.dtype = FL_DT_F32;
+            a.ndim = 2;
+            a.shape[0] = t ? 3 : 2;
+            a.shape[1] = t ? 2 : 3;
+            a.count = 6;
+            a.data = (void *)v;
+            snprintf(p, sizeof p, "%s/%s", dir, t ? "rows_y.npy" : "rows_x.npy");
+            CHECK(fl_npy_write(p, &a, err, sizeof err) == 0, "%s", err);
+        }
+        char args[512];
+        snprintf(args, sizeof args, "softmax --format fp32 --inputs %s/rows_x.npy --outputs %s/rows_y.npy", dir, dir);
+        CHECK(run(args) == 1 && strstr(slurp("err.txt"), "has shape (2, 3) but") && strstr(slurp("err.txt"), "(3, 2)"),
+              "row-wise shapes differ: %s", slurp("err.txt"));
+    }
 }
 
 /* ---- the registry of implementations ------------------------------------------------------------ */

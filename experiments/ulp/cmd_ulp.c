@@ -178,6 +178,16 @@ static int plan_sweep(ulp_plan *p, const ulp_opts *o)
 
 /* Arrays: the files opened and checked against the function and each other; o->lo, o->hi the
    elements judged.  The caller closes the files, opened or not. */
+/* "(6, 32)": an array's shape, as numpy prints it */
+static void shape_text(char *buf, size_t n, const ulp_source *s)
+{
+    size_t at = (size_t)snprintf(buf, n, "(");
+    for (int d = 0; d < s->ndim && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? ", " : "", (long long)s->shape[d]);
+    if (at < n)
+        snprintf(buf + at, n - at, s->ndim == 1 ? ",)" : ")");
+}
+
 static int open_arrays(ulp_plan *p, ulp_opts *o)
 {
     ulp_job *j = &p->j;
@@ -210,6 +220,22 @@ static int open_arrays(ulp_plan *p, ulp_opts *o)
             return FL_EXIT_FAIL;
         }
         j->row_len = (long)o->outs.shape[o->outs.ndim - 1];
+        /* rows are read from every array alike: the same count is not enough ((6, 32) against
+           (32, 6) would be judged as rows of 6) */
+        for (int k = 0; k < o->n_ins; k++) {
+            const ulp_source *s = &o->ins[k];
+            int same = s->ndim == o->outs.ndim;
+            for (int d = 0; same && d < s->ndim; d++)
+                same = s->shape[d] == o->outs.shape[d];
+            if (!same) {
+                char a[160], b[160];
+                shape_text(a, sizeof a, s);
+                shape_text(b, sizeof b, &o->outs);
+                fprintf(stderr, "fp8lab %s: %s has shape %s but %s has %s: a row-wise function needs the same shape "
+                        "(rows on the last axis)\n", cmd, s->path, a, o->outs.path, b);
+                return FL_EXIT_FAIL;
+            }
+        }
     }
     if (o->range_set && (o->hi > o->outs.count ||
                          (j->row_len > 0 && (o->lo % (uint64_t)j->row_len || o->hi % (uint64_t)j->row_len))))

@@ -1,0 +1,412 @@
+"""fp8lab from Python: judge a kernel's outputs with `fp8lab ulp`, from pytest or a notebook.
+
+    import sys; sys.path.insert(0, "FP8LAB_REPO/experiments/python")   # or PYTHONPATH=...
+    import fp8lab
+    rep = fp8lab.ulp("silu", x, y, fmt="bf16")     # x, y: numpy arrays or torch tensors
+    assert rep.max_ulp <= 1, rep.worst[0]
+
+No build step: this file only writes temporary .npy files, runs the fp8lab CLI and parses its
+`--json` report.  The CLI stays the judge (MPFR reference, exact error), so a report here is the
+report `fp8lab ulp ... --json` prints.
+
+The CLI is found, in order: the `cli=` argument, the environment variable FP8LAB, `build/fp8lab` of
+the repository this file lives in, `fp8lab` on PATH.
+
+Arrays (inputs and outputs):
+  * torch tensors (any device; moved to the CPU): bfloat16, float16, float32, float64,
+    float8_e4m3fn, float8_e5m2.  bfloat16 and float8 tensors are passed as bit patterns
+    (`.view(torch.int16)` / `.view(torch.uint8)`) with --input-format/--output-format.
+  * numpy arrays: float16, float32, float64 as values; ml_dtypes' bfloat16 / float8_e4m3fn /
+    float8_e5m2 as bit patterns; uint8/uint16/uint32 arrays are bit patterns of the format given
+    by `in_fmt=` (inputs) or `fmt=` (outputs).
+  * several inputs (swiglu's g and u, ...): a tuple or list of arrays, `x=(g, u)`.
+  * row-wise functions (softmax, polynorm): arrays of the same shape, rows on the last axis.
+
+Errors: any failure of the CLI (exit 1: unreadable input; 2: bad usage, e.g. an unknown function,
+a shape mismatch, a bad parameter) raises Fp8labError, whose message is the CLI's own.  The gate
+exit status 3 only happens with `max_ulp=`: then a failed gate raises GateFailed, an AssertionError
+(pytest reports it as a failed assertion) carrying the report in `.report`.  Without `max_ulp=` a
+report is always returned and the caller asserts on it.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+__all__ = ["ulp", "merge", "convert", "ref", "find_cli", "UlpReport", "Case",
+           "Fp8labError", "GateFailed"]
+
+
+class Fp8labError(RuntimeError):
+    """The fp8lab CLI failed (or could not be run).  `returncode`, `stderr` and `cmd` say how."""
+
+    def __init__(self, message, returncode=None, stderr="", cmd=None):
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.cmd = cmd
+
+
+class GateFailed(AssertionError):
+    """`max_ulp=` was given and the outputs failed it (the CLI's exit status 3)."""
+
+    def __init__(self, report, max_ulp):
+        self.report = report
+        self.max_ulp = max_ulp
+        msg = "%s: max error %s ulp (gate %s), %d class mismatch(es)" % (
+            report.function, _fmt_ulp(report.max_ulp), max_ulp, report.mismatched_special)
+        if report.worst:
+            msg += "; worst: %s" % report.worst[0]
+        super().__init__(msg)
+
+
+def _fmt_ulp(u):
+    return "inf" if math.isinf(u) else "%.6g" % u
+
+
+def _to_float(v):
+    if isinstance(v, str):  # the CLI writes "inf" / "nan" as strings
+        return float(v)
+    return float(v)
+
+
+class Case:
+    """One of the report's worst outputs: `index` (and `row`, `column` for row-wise functions),
+    `inputs` (hex floats), `inputs_hex` (encodings), `output` / `output_hex`, `reference` /
+    `reference_hex` (the correctly rounded value), `ulp` (float; inf for a class mismatch),
+    `correctly_rounded`, `mismatched_special`, `raw` (the JSON object)."""
+
+    def __init__(self, raw, function=""):
+        self.raw = raw
+        self.function = function
+        self.index = raw.get("index")
+        self.row = raw.get("row")
+        self.column = raw.get("column")
+        self.inputs = [i["hexfloat"] for i in raw.get("inputs", [])]
+        self.inputs_hex = [i["hex"] for i in raw.get("inputs", [])]
+        self.output = raw["output"]["hexfloat"]
+        self.output_hex = raw["output"]["hex"]
+        self.reference = raw["reference"]["hexfloat"]
+        self.reference_hex = raw["reference"]["hex"]
+        self.ulp = _to_float(raw["ulp"])
+        self.correctly_rounded = bool(raw.get("correctly_rounded"))
+        self.mismatched_special = bool(raw.get("mismatched_special"))
+
+    def __str__(self):
+        where = "index %s" % self.index
+        if self.row is not None:
+            where += ", row %s column %s" % (self.row, self.column)
+        args = ", ".join("%s [%s]" % (a, h) for a, h in zip(self.inputs, self.inputs_hex))
+        return "%s(%s) = %s [%s], correctly rounded %s [%s]: %s ulp (%s)" % (
+            self.function, args, self.output, self.output_hex, self.reference,
+            self.reference_hex, _fmt_ulp(self.ulp), where)
+
+    __repr__ = __str__
+
+
+class UlpReport:
+    """The CLI's JSON report as attributes: function, format, count, correctly_rounded, faithful,
+    mismatched_special, infinite_errors, max_ulp, mean_ulp, histogram (dict), worst (list of Case,
+    largest error first), params, overflow, shards; `raw` is the whole JSON object, `returncode`
+    the CLI's exit status."""
+
+    def __init__(self, raw, returncode=0):
+        self.raw = raw
+        self.returncode = returncode
+        self.function = raw.get("function", "")
+        self.format = raw.get("format", "")
+        self.overflow = raw.get("overflow", "")
+        self.params = raw.get("params", "")
+        self.count = int(raw["count"])
+        self.correctly_rounded = int(raw["correctly_rounded"])
+        self.faithful = int(raw["faithful"])
+        self.mismatched_special = int(raw["mismatched_special"])
+        self.infinite_errors = int(raw["infinite_errors"])
+        self.max_ulp = _to_float(raw["max_ulp"])
+        self.mean_ulp = _to_float(raw["mean_ulp"])
+        self.histogram = dict(raw.get("histogram", {}))
+        self.shards = raw.get("shards", [])
+        self.worst = [Case(w, self.function) for w in raw.get("worst", [])]
+
+    @property
+    def correctly_rounded_fraction(self):
+        return self.correctly_rounded / self.count if self.count else 1.0
+
+    def json(self):
+        return json.dumps(self.raw)
+
+    def __str__(self):
+        s = "%s %s: %d outputs, %d correctly rounded, max %s ulp, %d class mismatch(es)" % (
+            self.function, self.format, self.count, self.correctly_rounded,
+            _fmt_ulp(self.max_ulp), self.mismatched_special)
+        if self.worst:
+            s += "; worst: %s" % self.worst[0]
+        return s
+
+    __repr__ = __str__
+
+
+def find_cli(cli=None):
+    """Path of the fp8lab CLI (see the module's docstring for the search order)."""
+    cands = []
+    if cli:
+        cands.append(("cli=", cli))
+    elif os.environ.get("FP8LAB"):
+        cands.append(("FP8LAB", os.environ["FP8LAB"]))
+    else:
+        here = os.path.dirname(os.path.abspath(__file__))
+        cands.append(("repository", os.path.join(here, "..", "..", "build", "fp8lab")))
+        on_path = shutil.which("fp8lab")
+        if on_path:
+            cands.append(("PATH", on_path))
+    for _, c in cands:
+        p = c if os.sep in c else (shutil.which(c) or c)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return os.path.abspath(p)
+    raise Fp8labError("fp8lab CLI not found (tried %s); build it with `make` in the fp8lab "
+                      "repository, or pass cli= or set FP8LAB" %
+                      ", ".join("%s %s" % (k, v) for k, v in cands))
+
+
+# ---- arrays -> .npy files -----------------------------------------------------------------------
+
+_TORCH_BITS = {"bfloat16": ("bf16", "int16", np.uint16), "float8_e4m3fn": ("e4m3", "uint8", np.uint8),
+               "float8_e5m2": ("e5m2", "uint8", np.uint8)}
+_NUMPY_BITS = {"bfloat16": ("bf16", np.uint16), "float8_e4m3fn": ("e4m3", np.uint8),
+               "float8_e5m2": ("e5m2", np.uint8)}
+_VALUE_FMT = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
+
+
+def _is_tensor(a):
+    return type(a).__module__.startswith("torch") and hasattr(a, "detach")
+
+
+def _as_array(a, what):
+    """(numpy array to save, format of its bit patterns or None, format its values fit or None)."""
+    if _is_tensor(a):
+        import torch
+        t = a.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        name = str(t.dtype).replace("torch.", "")
+        if name in _TORCH_BITS:
+            fmt, view, np_t = _TORCH_BITS[name]
+            return t.contiguous().view(getattr(torch, view)).numpy().view(np_t), fmt, fmt
+        if name in ("float16", "float32", "float64"):
+            arr = t.contiguous().numpy()
+            return arr, None, _VALUE_FMT.get(arr.dtype)
+        raise Fp8labError("%s: torch dtype %s is not supported (bfloat16, float16, float32, float64, "
+                          "float8_e4m3fn, float8_e5m2)" % (what, t.dtype))
+    arr = np.asarray(a)
+    name = arr.dtype.name
+    if name in _NUMPY_BITS:  # ml_dtypes
+        fmt, np_t = _NUMPY_BITS[name]
+        return np.ascontiguousarray(arr).view(np_t), fmt, fmt
+    if arr.dtype in (np.float16, np.float32, np.float64):
+        return np.ascontiguousarray(arr), None, _VALUE_FMT.get(arr.dtype)
+    if arr.dtype in (np.uint8, np.uint16, np.uint32):
+        return np.ascontiguousarray(arr), "", None  # bit patterns of a format the caller names
+    if arr.dtype.kind in "iub":
+        raise Fp8labError("%s: integer dtype %s: bit patterns are uint8/uint16/uint32 (with in_fmt= "
+                          "for inputs, fmt= for outputs)" % (what, arr.dtype))
+    raise Fp8labError("%s: dtype %s is not supported" % (what, arr.dtype))
+
+
+def _split_inputs(x):
+    if isinstance(x, (tuple, list)) and len(x) > 0 and all(
+            hasattr(e, "shape") for e in x):
+        return list(x)
+    return [x]
+
+
+def _run(args, cwd, timeout=None):
+    try:
+        p = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=timeout)
+    except OSError as e:
+        raise Fp8labError("cannot run %s: %s" % (args[0], e), cmd=args)
+    except subprocess.TimeoutExpired:
+        raise Fp8labError("%s timed out after %s s" % (" ".join(args), timeout), cmd=args)
+    return p
+
+
+def _cli_error(p, args):
+    msg = "\n".join(l for l in p.stderr.strip().splitlines() if not l.startswith("  run:"))
+    if not msg:
+        msg = "exit status %d" % p.returncode
+    return Fp8labError(msg, returncode=p.returncode, stderr=p.stderr, cmd=args)
+
+
+def _report(p, args, max_ulp):
+    if p.returncode not in (0, 3) or (p.returncode == 3 and max_ulp is None):
+        raise _cli_error(p, args)
+    try:
+        raw = json.loads(p.stdout)
+    except ValueError:
+        raise Fp8labError("fp8lab printed no JSON report (exit %d): %s" % (p.returncode, p.stderr.strip()),
+                          returncode=p.returncode, stderr=p.stderr, cmd=args)
+    rep = UlpReport(raw, p.returncode)
+    if p.returncode == 3:
+        raise GateFailed(rep, max_ulp)
+    return rep
+
+
+def ulp(fn, x, y, fmt=None, *, in_fmt=None, params=None, wrt=None, saturate=None, max_ulp=None,
+        index_base=None, threads=None, mpfr_only=False, cli=None, timeout=None):
+    """Judge outputs y of fn at inputs x against the MPFR reference; returns an UlpReport.
+
+    fn        a reference function of `fp8lab ref --list` (silu, gelu, gelu_tanh, swiglu, softmax...)
+    x         the input array, or a tuple/list of them (one per input of fn: (g, u) for swiglu)
+    y         the outputs (values exactly representable in fmt, or its bit patterns)
+    fmt       the output format (bf16, fp16, fp32, e4m3, e5m2, ...); by default y's own (a
+              bfloat16/float16/float32/float8 array or tensor); required for uint bit patterns
+    in_fmt    for uint8/16/32 inputs: the format they are bit patterns of (one name for all
+              inputs, or a list, one per input)
+    params    {"alpha": 0.5, ...}: --param NAME=V
+    wrt       "x", "g", "u", ...: y is the partial derivative w.r.t. that input (dy = 1)
+    saturate  True/False: the reference's overflow policy (default: the CLI's, saturating for
+              8-bit formats, IEEE for fp32/bf16/fp16)
+    max_ulp   a gate: raises GateFailed when the max error exceeds it or a class differs
+    index_base  the arrays hold elements index_base, ... of a larger set (for merge())
+    threads, mpfr_only   --threads N, --mpfr-only
+    """
+    exe = find_cli(cli)
+    xs = _split_inputs(x)
+    if isinstance(in_fmt, (list, tuple)):
+        if len(in_fmt) != len(xs):
+            raise Fp8labError("in_fmt names %d formats for %d inputs" % (len(in_fmt), len(xs)))
+        in_fmts = list(in_fmt)
+    else:
+        in_fmts = [in_fmt] * len(xs)
+    yarr, ybits, yfmt = _as_array(y, "outputs")
+    if fmt is None:
+        fmt = ybits or yfmt
+        if not fmt:
+            raise Fp8labError("outputs: dtype %s: pass fmt= (the output format)" % yarr.dtype)
+    with tempfile.TemporaryDirectory(prefix="fp8lab-py-") as d:
+        args = [exe, "ulp", str(fn), "--format", str(fmt)]
+        for i, (a, f) in enumerate(zip(xs, in_fmts)):
+            arr, bits, _ = _as_array(a, "input %d" % i)
+            if bits == "":
+                if not f:
+                    raise Fp8labError("input %d: dtype %s holds bit patterns: pass in_fmt= (e.g. "
+                                      "in_fmt='bf16')" % (i, arr.dtype))
+                bits = f
+            elif f and bits and f != bits:
+                raise Fp8labError("input %d: in_fmt=%s, but the array holds %s" % (i, f, bits))
+            name = "input%d.npy" % i
+            np.save(os.path.join(d, name), arr)
+            args += ["--inputs", name]
+            if bits:
+                args += ["--input-format", bits]
+        np.save(os.path.join(d, "outputs.npy"), yarr)
+        args += ["--outputs", "outputs.npy"]
+        if ybits is not None:  # bit patterns: of the format they are (or of fmt for uint arrays)
+            if ybits and ybits != fmt:
+                raise Fp8labError("outputs hold %s bit patterns, fmt is %s" % (ybits, fmt))
+            args += ["--output-format", str(fmt)]
+        for k, v in (params or {}).items():
+            args += ["--param", "%s=%s" % (k, repr(v) if isinstance(v, float) else v)]
+        if wrt:
+            args += ["--wrt", str(wrt)]
+        if saturate is not None:
+            args.append("--saturate" if saturate else "--no-saturate")
+        if max_ulp is not None:
+            args += ["--max-ulp", repr(float(max_ulp))]
+        if index_base is not None:
+            args += ["--index-base", str(int(index_base))]
+        if threads:
+            args += ["--threads", str(int(threads))]
+        if mpfr_only:
+            args.append("--mpfr-only")
+        args += ["--json", "--no-progress"]
+        p = _run(args, d, timeout)
+        return _report(p, args, max_ulp)
+
+
+def merge(reports, max_ulp=None, cli=None, timeout=None):
+    """The exact report of the union of pieces judged with distinct index_base (`ulp --merge`)."""
+    exe = find_cli(cli)
+    reports = list(reports)
+    if not reports:
+        raise Fp8labError("merge: no reports")
+    with tempfile.TemporaryDirectory(prefix="fp8lab-py-") as d:
+        names = []
+        for i, r in enumerate(reports):
+            raw = r.raw if isinstance(r, UlpReport) else r
+            names.append("r%d.json" % i)
+            with open(os.path.join(d, names[-1]), "w") as f:
+                json.dump(raw, f)
+        args = [exe, "ulp", "--merge"] + names + ["--json"]
+        if max_ulp is not None:
+            args += ["--max-ulp", repr(float(max_ulp))]
+        p = _run(args, d, timeout)
+        return _report(p, args, max_ulp)
+
+
+def convert(x, to, *, from_fmt=None, saturate=None, rounding=None, seed=None, cli=None, timeout=None):
+    """`fp8lab convert`: x rounded into format `to`.  Returns float32 (to='fp32'), float16
+    (to='fp16') or the encodings (uint16 for bf16, uint8 for 8-bit formats), x's shape."""
+    exe = find_cli(cli)
+    arr, bits, _ = _as_array(x, "x")
+    if bits == "":
+        if not from_fmt:
+            raise Fp8labError("x: dtype %s holds bit patterns: pass from_fmt=" % arr.dtype)
+        bits = from_fmt
+    with tempfile.TemporaryDirectory(prefix="fp8lab-py-") as d:
+        np.save(os.path.join(d, "x.npy"), arr)
+        args = [exe, "convert", "--to", str(to)]
+        if bits:
+            args += ["--from", bits]
+        if saturate is not None:
+            args.append("--saturate" if saturate else "--no-saturate")
+        if rounding:
+            args += ["--round", str(rounding)]
+        if seed is not None:
+            args += ["--seed", str(int(seed))]
+        args += ["x.npy", "y.npy"]
+        p = _run(args, d, timeout)
+        if p.returncode != 0:
+            raise _cli_error(p, args)
+        return np.load(os.path.join(d, "y.npy"))
+
+
+def ref(fn, x, fmt, *, in_fmt=None, params=None, wrt=None, saturate=None, cli=None, timeout=None):
+    """`fp8lab ref`: the correctly rounded fn(x) in fmt (float32/float16 for fp32/fp16, else the
+    encodings), from the MPFR reference.  Inputs as for ulp(); all of one kind."""
+    exe = find_cli(cli)
+    xs = _split_inputs(x)
+    with tempfile.TemporaryDirectory(prefix="fp8lab-py-") as d:
+        args = [exe, "ref", str(fn), "--format", str(fmt)]
+        names, fmts = [], set()
+        for i, a in enumerate(xs):
+            arr, bits, _ = _as_array(a, "input %d" % i)
+            if bits == "":
+                if not in_fmt:
+                    raise Fp8labError("input %d: dtype %s holds bit patterns: pass in_fmt="
+                                      % (i, arr.dtype))
+                bits = in_fmt
+            fmts.add(bits)
+            names.append("x%d.npy" % i)
+            np.save(os.path.join(d, names[-1]), arr)
+        if len(fmts) != 1:
+            raise Fp8labError("`fp8lab ref` takes inputs of one kind (all values, or all bit "
+                              "patterns of one format)")
+        if fmts != {None}:
+            args += ["--input-format", fmts.pop()]
+        for k, v in (params or {}).items():
+            args += ["--param", "%s=%s" % (k, repr(v) if isinstance(v, float) else v)]
+        if wrt:
+            args += ["--derivative", "--wrt", str(wrt)]
+        if saturate is not None:
+            args.append("--saturate" if saturate else "--no-saturate")
+        args += names + ["y.npy"]
+        p = _run(args, d, timeout)
+        if p.returncode != 0:
+            raise _cli_error(p, args)
+        return np.load(os.path.join(d, "y.npy"))
