@@ -8,6 +8,14 @@
 #define FL_HAVE_X86_KERNELS 1
 #include <immintrin.h>
 
+/* What every kernel derives from its format's descriptor (a static const, so these fold). */
+#define CV_DERIVED static inline __attribute__((always_inline))
+/* (127 - bias) << M: float32's exponent bias turned into the target's, at the mantissa's place */
+CV_DERIVED uint32_t cv_rebias(const fl_format_desc *d) { return (uint32_t)(127 - d->bias) << d->mbits; }
+/* float32 bits of the target's smallest normal; 0 where the target has float32's exponent range
+   (bf16): RNE on the float32 bits is then right for every finite input, subnormals included */
+CV_DERIVED uint32_t cv_nmin(const fl_format_desc *d) { return d->ebits == 8 ? 0u : (uint32_t)(128 - d->bias) << 23; }
+
 #define VB 32
 #define VSUF _avx2
 #define VTARGET __attribute__((target("avx2,bmi2")))
@@ -40,16 +48,6 @@
 #define K512_INLINE K512 static inline __attribute__((always_inline))
 #define SET1(v) _mm512_set1_epi32((int)(v))
 
-typedef struct {
-    int s0;             /* 23 - M */
-    uint32_t rebias;    /* (127 - bias) << M */
-    uint32_t nmin;      /* float32 bits of the smallest normal; 0 for bf16 (float32's own range) */
-    float sub_scale;    /* 2^(bias - 1 + M): the subnormal step becomes 1 */
-} k512_fmt;
-
-#define K512_FMT(M, BIAS) { 23 - (M), (127u - (BIAS)) << (M), (M) == 7 ? 0u : (128u - (BIAS)) << 23, \
-                             (float)(1u << ((BIAS) - 1 + (M) < 31 ? (BIAS) - 1 + (M) : 0)) }
-
 /* The final clamp, sign and NaN of convert_vec.h's encode. */
 K512_INLINE __m512i k512_finish(__m512i code, __m512i u, __m512i a, const fl_format_desc *d, int sat)
 {
@@ -59,15 +57,17 @@ K512_INLINE __m512i k512_finish(__m512i code, __m512i u, __m512i a, const fl_for
     return _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, SET1(0x7F800000u)), SET1(d->nan));
 }
 
-K512_INLINE __m512i k512_rne(__m512i u, const fl_format_desc *d, k512_fmt k, int sat)
+K512_INLINE __m512i k512_rne(__m512i u, const fl_format_desc *d, int sat)
 {
+    const int s0 = 23 - d->mbits;
     const __m512i a = _mm512_and_si512(u, SET1(0x7FFFFFFFu));
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, k.s0), SET1(1));
-    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(a, SET1((1u << (k.s0 - 1)) - 1u)), lsb);
-    __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(r, k.s0), SET1(k.rebias));
-    if (k.nmin) {
-        const __mmask16 sub = _mm512_cmplt_epu32_mask(a, SET1(k.nmin));
-        const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(k.sub_scale));
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, s0), SET1(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(a, SET1((1u << (s0 - 1)) - 1u)), lsb);
+    __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(r, s0), SET1(cv_rebias(d)));
+    if (cv_nmin(d)) {
+        /* 2^(bias - 1 + M) makes the target's subnormal step 1 */
+        const __mmask16 sub = _mm512_cmplt_epu32_mask(a, SET1(cv_nmin(d)));
+        const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(fl_pow2f(d->bias - 1 + d->mbits)));
         code = _mm512_mask_cvt_roundps_epi32(code, sub, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
     return k512_finish(code, u, a, d, sat);
@@ -88,11 +88,12 @@ K512_INLINE __m512i k512_sr_bits(__m512i z0, __m512i z1)
     return _mm512_permutex2var_epi32(k512_mix(z0), odd, k512_mix(z1));
 }
 
-/* Round-to-nearest-even and stochastic rounding into d (storage 1 or 2 bytes). */
-K512_INLINE void k512_loop(void *dst, const float *src, size_t n, const fl_format_desc *d, k512_fmt k, int sr,
-                           int sat, uint64_t seed, uint64_t off)
+/* Round-to-nearest-even and stochastic rounding into d (storage 1 or 2 bytes); general: the
+   convert_vec.h kernel of the same conversion, for the tail and SR's vectors with a subnormal lane. */
+K512_INLINE void k512_loop(void *dst, const float *src, size_t n, const fl_format_desc *d, int sr, int sat,
+                           uint64_t seed, uint64_t off, fl_cvt_fn general)
 {
-    const fl_cvt_fn general = table_avx512[d->bits == 8 ? (d->mbits == 3 ? 0 : 1) : (d->mbits == 7 ? 2 : 3)][sr][sat];
+    const int s0 = 23 - d->mbits;
     const __m512i step = _mm512_set1_epi64((long long)(16 * FL_GOLDEN64));
     __m512i z0 = _mm512_setzero_si512(), z1 = z0;
     if (sr) {
@@ -107,19 +108,19 @@ K512_INLINE void k512_loop(void *dst, const float *src, size_t n, const fl_forma
         const __m512i u = _mm512_loadu_si512(src + i);
         __m512i code;
         if (!sr) {
-            code = k512_rne(u, d, k, sat);
+            code = k512_rne(u, d, sat);
         } else {
             const __m512i rb = k512_sr_bits(z0, z1);
             z0 = _mm512_add_epi64(z0, step);
             z1 = _mm512_add_epi64(z1, step);
             const __m512i a = _mm512_and_si512(u, SET1(0x7FFFFFFFu));
-            if (k.nmin && _mm512_cmplt_epu32_mask(a, SET1(k.nmin))) {
+            if (cv_nmin(d) && _mm512_cmplt_epu32_mask(a, SET1(cv_nmin(d)))) {
                 general((char *)dst + i * (d->bits / 8), src + i, 16, seed, off + i);
                 continue;
             }
-            const __m512i frac = _mm512_slli_epi32(a, 32 - k.s0);
+            const __m512i frac = _mm512_slli_epi32(a, 32 - s0);
             const __mmask16 away = _mm512_cmplt_epu32_mask(_mm512_add_epi32(frac, rb), frac);
-            code = _mm512_sub_epi32(_mm512_srli_epi32(a, k.s0), SET1(k.rebias));
+            code = _mm512_sub_epi32(_mm512_srli_epi32(a, s0), SET1(cv_rebias(d)));
             code = _mm512_mask_add_epi32(code, away, code, SET1(1));
             code = k512_finish(code, u, a, d, sat);
         }
@@ -132,20 +133,19 @@ K512_INLINE void k512_loop(void *dst, const float *src, size_t n, const fl_forma
         general((char *)dst + i * (d->bits / 8), src + i, n - i, seed, off + i);
 }
 
-#define K512_INSTANCE(FMT, UP, M, BIAS, SR, SAT)                                                      \
+#define K512_INSTANCE(FMT, UP, SR, SAT)                                                               \
     K512 static void k512_##FMT##_##SR##SAT(void *dst, const float *src, size_t n, uint64_t seed,     \
                                              uint64_t off)                                            \
     {                                                                                                 \
         static const fl_format_desc d = FL_DESC_##UP;                                                 \
-        const k512_fmt k = K512_FMT(M, BIAS);                                                         \
-        k512_loop(dst, src, n, &d, k, SR, SAT, seed, off);                                            \
+        k512_loop(dst, src, n, &d, SR, SAT, seed, off, cvt_##FMT##_##SR##SAT##_avx512);                \
     }
-#define K512_FORMAT(FMT, UP, M, BIAS) K512_INSTANCE(FMT, UP, M, BIAS, 0, 0) K512_INSTANCE(FMT, UP, M, BIAS, 0, 1) \
-                                      K512_INSTANCE(FMT, UP, M, BIAS, 1, 0) K512_INSTANCE(FMT, UP, M, BIAS, 1, 1)
-K512_FORMAT(e4m3, E4M3, 3, 7)
-K512_FORMAT(e5m2, E5M2, 2, 15)
-K512_FORMAT(bf16, BF16, 7, 127)
-K512_FORMAT(fp16, FP16, 10, 15)
+#define K512_FORMAT(FMT, UP) K512_INSTANCE(FMT, UP, 0, 0) K512_INSTANCE(FMT, UP, 0, 1) \
+                             K512_INSTANCE(FMT, UP, 1, 0) K512_INSTANCE(FMT, UP, 1, 1)
+K512_FORMAT(e4m3, E4M3)
+K512_FORMAT(e5m2, E5M2)
+K512_FORMAT(bf16, BF16)
+K512_FORMAT(fp16, FP16)
 #undef K512_FORMAT
 #undef K512_INSTANCE
 #define K512_ROW(FMT) { { k512_##FMT##_00, k512_##FMT##_01 }, { k512_##FMT##_10, k512_##FMT##_11 } }
@@ -218,7 +218,7 @@ fp16_native_f16c(uint16_t *dst, const float *src, size_t n, int sat)
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static inline __attribute__((always_inline)) void
 bf16_native(uint16_t *dst, const float *src, size_t n, int sat)
 {
-    const fl_cvt_fn slow = table_k512[2][0][sat];
+    const fl_cvt_fn slow = sat ? k512_bf16_01 : k512_bf16_00;
     const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
     const __m512i submax = _mm512_set1_epi32(0x007FFFFF - 1), big = _mm512_set1_epi32(0x7F7F8000 - 1);
     size_t i = 0;

@@ -3,6 +3,7 @@
  *   VB       vector width in bytes (32: AVX2, 64: AVX-512)
  *   VSUF     a suffix for the names defined here (_avx2, _avx512)
  *   VTARGET  the function attribute selecting the instruction set
+ * and the descriptor-derived constants cv_rebias and cv_nmin.
  *
  * Every lane runs fl_round.h's encoding algorithm (see the comment there) on its float32 bits,
  * branch-free, for the formats whose specials are IEEE or FN (e4m3, e5m2, bf16, fp16):
@@ -73,10 +74,8 @@ VTARGET static inline __attribute__((always_inline)) CV(vu)
     /* A result in the target's normal range is RNE on the float32 bits themselves (the carry of a
        round-up runs into the exponent), minus the exponent rebias: the common case, done first.
        bf16 shares float32's exponent range, so this is every finite bf16 result. */
-    const uint32_t rebias = (uint32_t)(127 - d->bias) << M;
-    const uint32_t nmin = M == 7 ? 0u : (uint32_t)(128 - d->bias) << 23;
-    CV(vu) code = ((a + ((1u << (S0 - 1)) - 1u) + ((a >> S0) & 1u)) >> S0) - rebias;
-    const CV(vu) small = (CV(vu))(a < nmin);
+    CV(vu) code = ((a + ((1u << (S0 - 1)) - 1u) + ((a >> S0) & 1u)) >> S0) - cv_rebias(d);
+    const CV(vu) small = (CV(vu))(a < cv_nmin(d));
     if (sr || CV(any)(small)) {
         /* the general lane code: s = 23 - M discarded bits, more below the target's normal range */
         const CV(vu) fe = a >> 23;

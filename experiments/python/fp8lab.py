@@ -39,7 +39,7 @@ import tempfile
 import numpy as np
 
 __all__ = ["ulp", "merge", "convert", "ref", "find_cli", "UlpReport", "Case",
-           "Fp8labError", "GateFailed"]
+           "Fp8labError", "GateFailed", "fmt_ulp", "hexf"]
 
 
 class Fp8labError(RuntimeError):
@@ -59,14 +59,24 @@ class GateFailed(AssertionError):
         self.report = report
         self.max_ulp = max_ulp
         msg = "%s: max error %s ulp (gate %s), %d class mismatch(es)" % (
-            report.function, _fmt_ulp(report.max_ulp), max_ulp, report.mismatched_special)
+            report.function, fmt_ulp(report.max_ulp), max_ulp, report.mismatched_special)
         if report.worst:
             msg += "; worst: %s" % report.worst[0]
         super().__init__(msg)
 
 
-def _fmt_ulp(u):
+def fmt_ulp(u):
+    """An error in ulps as the reports print it: 6 significant digits, or inf."""
     return "inf" if math.isinf(u) else "%.6g" % u
+
+
+def hexf(v):
+    """float.hex without trailing zeros: 0x1.64p+6, not 0x1.6400000000000p+6."""
+    h = float(v).hex()
+    if "p" not in h:
+        return h
+    mant, exp = h.split("p")
+    return (mant.rstrip("0").rstrip(".") if "." in mant else mant) + "p" + exp
 
 
 def _to_float(v):
@@ -104,7 +114,7 @@ class Case:
         args = ", ".join("%s [%s]" % (a, h) for a, h in zip(self.inputs, self.inputs_hex))
         return "%s(%s) = %s [%s], correctly rounded %s [%s]: %s ulp (%s)" % (
             self.function, args, self.output, self.output_hex, self.reference,
-            self.reference_hex, _fmt_ulp(self.ulp), where)
+            self.reference_hex, fmt_ulp(self.ulp), where)
 
     __repr__ = __str__
 
@@ -143,7 +153,7 @@ class UlpReport:
     def __str__(self):
         s = "%s %s: %d outputs, %d correctly rounded, max %s ulp, %d class mismatch(es)" % (
             self.function, self.format, self.count, self.correctly_rounded,
-            _fmt_ulp(self.max_ulp), self.mismatched_special)
+            fmt_ulp(self.max_ulp), self.mismatched_special)
         if self.worst:
             s += "; worst: %s" % self.worst[0]
         return s

@@ -58,13 +58,7 @@ def erf32(v):
     return np.array([math.erf(float(t)) for t in np.asarray(v, np.float64)], dtype=np.float32)
 
 
-def hx(v):
-    """float.hex without trailing zeros: 0x1.64p+6."""
-    h = float(v).hex()
-    if "p" not in h:
-        return h
-    mant, exp = h.split("p")
-    return (mant.rstrip("0").rstrip(".") if "." in mant else mant) + "p" + exp
+hx = fp8lab.hexf
 
 
 def agree(name, ok, total, note=""):

@@ -28,6 +28,10 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "experiments", "python"))
+try:
+    import fp8lab  # needs numpy: main() says how to get it where it is missing
+except ImportError:
+    fp8lab = None
 
 HOWTO = ("python3 -m venv ENV && ENV/bin/pip install torch numpy; then: make torch-table PYTHON=ENV/bin/python")
 
@@ -53,15 +57,11 @@ def pct(a, n):  # never rounds a miss up to 100%
     return "100%" if a == n else "%.4f%%" % min(100.0 * a / n, 99.9999)
 
 
-def fmt_ulp(u):
-    return "inf" if u == float("inf") else "%.6g" % u
-
-
 def case_dict(c):
     if c is None:
         return None
     d = {"inputs": c.inputs, "inputs_hex": c.inputs_hex, "output": c.output, "output_hex": c.output_hex,
-         "reference": c.reference, "reference_hex": c.reference_hex, "ulp": fmt_ulp(c.ulp)}
+         "reference": c.reference, "reference_hex": c.reference_hex, "ulp": fp8lab.fmt_ulp(c.ulp)}
     if c.row is not None:
         d["row"], d["column"] = c.row, c.column
     return d
@@ -162,12 +162,12 @@ class Table:
                "format": fmt, "inputs": inputs, "inputs_short": short, "count": rep.count,
                "correctly_rounded": rep.correctly_rounded, "faithful": rep.faithful,
                "mismatched_special": rep.mismatched_special, "infinite_errors": rep.infinite_errors,
-               "max_ulp": fmt_ulp(rep.max_ulp), "mean_ulp": rep.mean_ulp, "histogram": rep.histogram,
+               "max_ulp": fp8lab.fmt_ulp(rep.max_ulp), "mean_ulp": rep.mean_ulp, "histogram": rep.histogram,
                "worst_finite": case_dict(wf), "first_class_mismatch": case_dict(mm),
                "worst": [case_dict(c) for c in rep.worst], "judge_seconds": round(secs, 2)}
         self.rows.append(row)
         print("  %-9s %-10s vs %-9s %-5s %9d  CR %-9s max %-10s >16: %-6s class: %-4d %s" % (
-            part, name, ref, fmt, rep.count, pct(rep.correctly_rounded, rep.count), fmt_ulp(rep.max_ulp),
+            part, name, ref, fmt, rep.count, pct(rep.correctly_rounded, rep.count), fp8lab.fmt_ulp(rep.max_ulp),
             rep.histogram.get(">16", 0), rep.mismatched_special, case_text(row["worst_finite"])), flush=True)
 
     # ---- the parts -------------------------------------------------------------------------------
@@ -264,16 +264,6 @@ class Table:
                                                                  c["nan_sign_or_payload_only"])
                 for c in rec["compare"])), flush=True)
 
-    @staticmethod
-    def _hexf(v):  # 0x1.d2p+8, not 0x1.d200000000000p+8
-        h = float(v).hex()
-        if "p" not in h:
-            return h
-        mant, exp = h.split("p")
-        if "." in mant:
-            mant = mant.rstrip("0").rstrip(".")
-        return mant + "p" + exp
-
     def _hex_inputs(self, xc, idx):
         torch = self.torch
         out = []
@@ -281,13 +271,13 @@ class Table:
             v = xc[int(i)]
             if v.dtype == torch.bfloat16:
                 b = int(v.view(torch.int16).item()) & 0xFFFF
-                out.append((int(i), "0x%04x (%s)" % (b, self._hexf(v))))
+                out.append((int(i), "0x%04x (%s)" % (b, fp8lab.hexf(v))))
             elif v.dtype == torch.float16:
                 b = int(v.view(torch.int16).item()) & 0xFFFF
-                out.append((int(i), "0x%04x (%s)" % (b, self._hexf(v))))
+                out.append((int(i), "0x%04x (%s)" % (b, fp8lab.hexf(v))))
             else:
                 b = int(v.view(torch.int32).item()) & 0xFFFFFFFF
-                out.append((int(i), "0x%08x (%s)" % (b, self._hexf(v))))
+                out.append((int(i), "0x%08x (%s)" % (b, fp8lab.hexf(v))))
         return out
 
     def casts32(self):
@@ -406,7 +396,6 @@ def main():
         import torch
     except ImportError:
         skip("torch")
-    import fp8lab
     if args.cli:
         os.environ["FP8LAB"] = args.cli
     cli = fp8lab.find_cli()
