@@ -8,6 +8,8 @@
 #   make cuda       the CUDA kernels (when nvcc exists; otherwise says so and does nothing)
 #   make gpu-check  on a machine with a GPU: gpu-test, gpu-bench, the device ULP sweep, one results file
 #   make demo       the README's main job
+#   make fuzz       libFuzzer harnesses of the file readers (clang; build-fuzz/), each run for
+#                   FUZZ_SECONDS=60 seconds, or FUZZ_RUNS=N executions, under ASan + UBSan
 #
 # Conventions that let new files build without editing this file:
 #   numerics/*.c reference/*.c kernels/*.c experiments/*/*.c  -> build/libfp8lab.a
@@ -240,7 +242,37 @@ torch-table: $(CLI)
 demo: $(CLI)
 	@sh experiments/train/demo.sh $(CLI)
 
+# ---- fuzz: libFuzzer harnesses of the file readers (tests/fuzz/README.md) ---------------------------
+# tests/fuzz/fuzz_*.c -> build-fuzz/fuzz/fuzz_*, built with clang (Debian: clang libclang-rt-14-dev
+# libomp-14-dev llvm, installed by .ci/deps.sh): the library is compiled again into build-fuzz/ with
+# -fsanitize=fuzzer-no-link,address,undefined and each harness linked with -fsanitize=fuzzer.
+# tests/fuzz/run.sh runs each target from its committed seed corpus tests/fuzz/corpus/<target>/ (new
+# inputs go to build-fuzz/fuzz/corpus/<target>/, crashes to build-fuzz/fuzz/artifacts/) and fails when
+# any target crashes, leaks, trips a sanitizer or times out.
+#   make fuzz                     every target for FUZZ_SECONDS (60) seconds
+#   make fuzz FUZZ_RUNS=1000000   every target for that many executions instead
+#   make fuzz FUZZ_TARGETS=npy    only tests/fuzz/fuzz_npy.c;  FUZZ_JOBS=2: two targets at a time
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS    ?=
+FUZZ_JOBS    ?= 1
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+ifeq ($(FUZZ),1)
+CFLAGS   += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=address,undefined
+endif
+.PHONY: fuzz fuzz-build
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -g" FUZZ=1 fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) "$(FUZZ_SECONDS)" "$(FUZZ_RUNS)" "$(FUZZ_JOBS)" $(FUZZ_TARGETS)
+fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libfp8lab.a | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libfp8lab.a $(LDLIBS)
+-include $(wildcard $(BUILD)/fuzz/fuzz_*.d)
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/experiments/cli/fp8lab.d $(TESTS:=.d)

@@ -6,7 +6,9 @@ set -eu
 
 # python3-numpy and python3-pytest run tests/test_py_fp8lab.py (the Python module experiments/python/fp8lab.py);
 # without them that test is skipped.  PyTorch is not a Debian package: `make torch-table` takes it from a venv.
-PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes python3-numpy python3-pytest"
+# clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes), libomp-14-dev (clang's OpenMP) and llvm
+# (llvm-symbolizer: file:line in sanitizer reports) build and run the fuzz targets: make fuzz.
+PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes python3-numpy python3-pytest clang libclang-rt-14-dev libomp-14-dev llvm"
 
 missing=""
 for p in $PKGS; do

@@ -6,6 +6,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FL_HAVE_X86_KERNELS 1
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* What every kernel derives from its format's descriptor (a static const, so these fold). */
@@ -275,6 +276,20 @@ int fl_isa_parse(const char *name)
     return -1;
 }
 
+#ifdef FL_HAVE_X86_KERNELS
+/* clang before 16 does not know "f16c" in __builtin_cpu_supports (the fuzz build, make fuzz, uses
+   clang 14): CPUID leaf 1, ECX bit 29, as the builtin reads it */
+static int cpu_has_f16c(void)
+{
+#if defined(__clang__) && __clang_major__ < 16
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+#else
+    return __builtin_cpu_supports("f16c");
+#endif
+}
+#endif
+
 int fl_cpu_isa(void)
 {
     static int isa = -1; /* benign race: every thread computes the same value */
@@ -285,7 +300,7 @@ int fl_cpu_isa(void)
 #ifdef FL_HAVE_X86_KERNELS
     /* __builtin_cpu_supports also checks that the OS saves the vector state (XCR0) */
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && cpu_has_f16c())
         v = FL_ISA_AVX2;
     if (v == FL_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))

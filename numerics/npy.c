@@ -878,7 +878,7 @@ void fl_array_free(fl_array *a)
 struct fl_npy_writer {
     int fd;
     char *path;
-    char *tmp;           /* path + ".tmp.XXXXXX" */
+    char *tmp;           /* path + ".tmp.PID.XXXXXX" (fl_atomic_open) */
     size_t esize;
     int swap;            /* the host is big-endian: swap into the buffer */
     size_t count;        /* elements the shape holds */
@@ -1086,7 +1086,7 @@ void fl_npy_writer_abort(fl_npy_writer *w)
     if (w->fd >= 0)
         close(w->fd);
     if (w->tmp_made)
-        unlink(w->tmp);
+        fl_atomic_abort(-1, w->tmp); /* removed and unregistered */
     free(w->tmp);
     free(w->path);
     free(w->buf);

@@ -120,12 +120,15 @@ int main(int argc, char **argv)
             for (int k = 0; k < reps; k++) {
                 char dir[512], p[600];
                 snprintf(dir, sizeof dir, "%s/%d-%d-%d", base, mi, r, k);
+                openblas_set_num_threads(threads); /* the reference on `threads` threads (with the pthreads
+                                                      OpenBLAS a run sets one thread per GEMM tile, model.c) */
                 const double before = sgemm_rate(N, 2 * (int)c.model.F, (int)c.model.C, 0.25);
-                fl_train_opts o = { dir, threads, 1, 0 };
+                fl_train_opts o = { dir, threads, 1, 0, 1 };
                 if (fl_train_run(&c, &o)) {
                     fprintf(stderr, "bench_train: run failed\n");
                     return 1;
                 }
+                openblas_set_num_threads(threads);
                 const double after = sgemm_rate(N, 2 * (int)c.model.F, (int)c.model.C, 0.25);
                 snprintf(p, sizeof p, "%s/summary.json", dir);
                 json_error_t e;

@@ -12,17 +12,19 @@
 
 static const char *cli;
 
-/* Start cli with args (NULL-terminated); stderr to errfile. */
-static pid_t spawn(const char *errfile, const char *const *args)
+/* Start cli with args (NULL-terminated): stdout to outfile, stderr to errfile (one file, written in
+   order, when they are the same string). */
+static pid_t spawn_out(const char *outfile, const char *errfile, const char *const *args)
 {
     const pid_t p = fork();
     CHECK(p >= 0, "fork");
     if (p == 0) {
-        const int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            dup2(fd, 1);
-        }
+        const int fe = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int fo = strcmp(outfile, errfile) ? open(outfile, O_WRONLY | O_CREAT | O_TRUNC, 0644) : fe;
+        if (fo < 0 || fe < 0)
+            _exit(126);
+        dup2(fe, 2);
+        dup2(fo, 1);
         const char *argv[64];
         int n = 0;
         argv[n++] = cli;
@@ -35,13 +37,21 @@ static pid_t spawn(const char *errfile, const char *const *args)
     return p;
 }
 
-static int run(const char *errfile, const char *const *args)
+/* Start cli with args; stdout and stderr to errfile. */
+static pid_t spawn(const char *errfile, const char *const *args) { return spawn_out(errfile, errfile, args); }
+
+/* Run cli with args: stdout into outfile, stderr into errfile.  The exit status, or 128 + the signal
+   that ended it. */
+static int run_out(const char *outfile, const char *errfile, const char *const *args)
 {
     int st;
-    const pid_t p = spawn(errfile, args);
+    const pid_t p = spawn_out(outfile, errfile, args);
     CHECK(waitpid(p, &st, 0) == p, "waitpid");
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* Run cli with args; stdout and stderr into errfile. */
+static int run(const char *errfile, const char *const *args) { return run_out(errfile, errfile, args); }
 
 static char *slurp(const char *path, size_t *n)
 {

@@ -12,6 +12,7 @@
  *     judged as arrays giving the same report, and the generator being the one ULP.md documents;
  *   the registry of --impl names (ulp_impls.h): kernel twins and examples, each found, names unique. */
 #include "check.h"
+#include "npy_test.h"
 #include "twins.h"
 #include "ulp/ulp_impls.h"
 #include "fl_round.h"
@@ -73,16 +74,9 @@ static long long geti(json_t *o, const char *k)
 
 static void write_npy(const char *name, fl_dtype dt, const void *data, size_t n)
 {
-    char p[128], err[256];
+    char p[128];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    fl_array a;
-    memset(&a, 0, sizeof a);
-    a.dtype = dt;
-    a.ndim = 1;
-    a.shape[0] = (int64_t)n;
-    a.count = n;
-    a.data = (void *)data;
-    CHECK(fl_npy_write(p, &a, err, sizeof err) == 0, "%s", err);
+    put_npy(p, dt, 0, (int64_t)n, data);
 }
 
 /* The exact error of output code y against f(x) (MPFR, 256 bits), in ulps of f's binade. */

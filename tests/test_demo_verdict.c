@@ -236,6 +236,9 @@ static void check_args(void)
                     for (p++; *p && *p != '\''; p++)
                         *o++ = *p;
                     p += *p == '\'';
+                } else if (*p == '\\' && p[1]) { /* '\'' : an escaped quote between quoted parts */
+                    *o++ = p[1];
+                    p += 2;
                 } else {
                     *o++ = *p++;
                 }

@@ -210,3 +210,88 @@ def test_ref_matches_the_judge():
     assert r.dtype == np.uint16 and r.shape == xb.shape
     rep = fp8lab.ulp("silu", xb, r, fmt="bf16", in_fmt="bf16")
     assert rep.correctly_rounded == xb.size and not math.isinf(rep.max_ulp)
+
+
+# ---- issue 24: hostile and careless calls -----------------------------------------------------------
+
+def _silu_pieces():
+    xb = bf16_inputs()
+    y = bf16_bits_from_f64(silu64(f32_from_bf16_bits(xb)))
+    y[10] += 3
+    return xb, y
+
+
+def test_merge_refuses_a_damaged_report():
+    xb, y = _silu_pieces()
+    a = fp8lab.ulp("silu", xb, y, fmt="bf16", in_fmt="bf16")
+    raw = dict(a.raw)
+    del raw["overflow"]  # crashed `ulp --merge` (NULL into strcmp): "exit status -11"
+    with pytest.raises(fp8lab.Fp8labError) as e:
+        fp8lab.merge([raw])
+    assert e.value.returncode == 1 and '"overflow"' in str(e.value), str(e.value)
+    raw = dict(a.raw, max_ulp=-1)  # passed a --max-ulp 0.4 gate
+    with pytest.raises(fp8lab.Fp8labError) as e:
+        fp8lab.merge([raw], max_ulp=0.4)
+    assert e.value.returncode == 1 and "max_ulp" in str(e.value)
+
+
+def test_a_killed_cli_names_the_signal(tmp_path):
+    fake = tmp_path / "fp8lab"
+    fake.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    fake.chmod(0o755)
+    xb, y = _silu_pieces()
+    a = fp8lab.ulp("silu", xb, y, fmt="bf16", in_fmt="bf16")
+    with pytest.raises(fp8lab.Fp8labError) as e:
+        fp8lab.merge([a], cli=str(fake))
+    assert e.value.returncode == -11 and "SIGSEGV" in str(e.value) and "exit status" not in str(e.value)
+
+
+def test_function_names_are_not_options():
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    for fn in ("--list", "--help", "-h", ""):
+        with pytest.raises(fp8lab.Fp8labError) as e:
+            fp8lab.ulp(fn, x, x)
+        assert "not a function name" in str(e.value)
+        with pytest.raises(fp8lab.Fp8labError) as e:
+            fp8lab.ref(fn, x, "fp32")
+        assert "not a function name" in str(e.value)
+
+
+def test_ignored_arguments_are_refused():
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    y = np.maximum(x, np.float32(0))
+    with pytest.raises(fp8lab.Fp8labError) as e:  # in_fmt names bit patterns; these are float32 values
+        fp8lab.ulp("relu", x, y, in_fmt="bf16")
+    assert "in_fmt=bf16" in str(e.value) and "float32" in str(e.value)
+    assert fp8lab.ulp("relu", x, y, in_fmt="fp32").max_ulp == 0  # the array's own format: consistent
+    with pytest.raises(fp8lab.Fp8labError) as e:
+        fp8lab.ref("relu", x, "fp32", in_fmt="e4m3")
+    assert "in_fmt=e4m3" in str(e.value)
+    with pytest.raises(fp8lab.Fp8labError) as e:
+        fp8lab.convert(x, "e4m3", from_fmt="bf16")
+    assert "from_fmt=bf16" in str(e.value)
+    for t in (0, -1, 1025, 10000, 2.5, True):
+        with pytest.raises(fp8lab.Fp8labError) as e:
+            fp8lab.ulp("relu", x, y, threads=t)
+        assert "threads" in str(e.value)
+    assert fp8lab.ulp("relu", x, y, threads=1).count == 16
+
+
+def test_0d_arrays_keep_their_shape():
+    x = np.array(1.5, dtype=np.float32)
+    c = fp8lab.convert(x, "e4m3")
+    assert c.shape == () and int(c) == 0x3c
+    r = fp8lab.ref("relu", x, "fp32")
+    assert r.shape == () and float(r) == 1.5
+    assert fp8lab.ulp("relu", x, x).count == 1
+
+
+def test_big_endian_arrays():
+    x = np.array([1.0, 448.0, 500.0, -1e9, 2.0 ** -10], dtype=np.float32)
+    xb = x.astype(">f4")
+    assert fp8lab.convert(xb, "e4m3").tolist() == fp8lab.convert(x, "e4m3").tolist() == [0x38, 0x7e, 0x7e, 0xfe, 0x00]
+    b16 = fp8lab.convert(x[:3], "bf16")
+    assert fp8lab.convert(b16.astype(">u2"), "fp32", from_fmt="bf16").tolist() == [1.0, 448.0, 500.0]
+    y = np.maximum(x, np.float32(0))
+    rep = fp8lab.ulp("relu", xb, y.astype(">f4"))
+    assert rep.count == 5 and rep.max_ulp == 0

@@ -293,7 +293,7 @@ static void check_runs(void)
             c.log_every = 2;
             char dir[512], p[600];
             snprintf(dir, sizeof dir, "%s/%s-%s", base, acts[a], fl_recipe_name((fl_recipe_kind)k));
-            fl_train_opts o = { dir, 1, 1, 0 };
+            fl_train_opts o = { dir, 1, 1, 0, 1 };
             CHECK(fl_train_run(&c, &o) == 0, "%s: run failed", dir);
             snprintf(p, sizeof p, "%s/metrics.csv", dir);
             FILE *f = fopen(p, "r");

@@ -5,6 +5,7 @@
  * activations", Sun et al. 2024), generated from a printed seed.
  */
 #include "cli.h"
+#include "fl_json.h"
 #include "fl_tensor.h"
 #include "npy.h"
 #include "scaling.h"
@@ -208,7 +209,7 @@ static void emit_quant_tail(const quant_opts *o, json_t *results, size_t R, size
         return;
     }
     json_t *root = json_object();
-    json_object_set_new(root, "source", json_string(o->input ? o->input : "synthetic"));
+    json_object_set_new(root, "source", fl_json_string(o->input ? o->input : "synthetic")); /* any bytes: fl_json.h */
     if (!o->input)
         json_object_set_new(root, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(root, "rows", json_integer((json_int_t)R));

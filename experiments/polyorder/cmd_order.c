@@ -160,10 +160,15 @@ static int load_run(float **x, size_t *R, size_t *C, const char *dir)
         return FL_EXIT_FAIL;
     }
     fl_data data;
-    if (cfg.data_kind == FL_DATA_TEXT ? fl_data_load_text(&data, cfg.data_path, (size_t)cfg.model.T + 2, err, sizeof err)
-                                      : fl_data_synthetic(&data, cfg.seed, (size_t)cfg.data_len)) {
-        fprintf(stderr, "fp8lab order: %s: cannot rebuild the run's data: %s\n", dir,
-                cfg.data_kind == FL_DATA_TEXT ? err : "out of memory");
+    if (fl_train_open_data(&data, &cfg, err, sizeof err)) {
+        fprintf(stderr, "fp8lab order: %s: cannot rebuild the run's data: %s\n", dir, err);
+        fl_ckpt_free(&ck);
+        return FL_EXIT_FAIL;
+    }
+    if (data.hash != cfg.data_hash) {
+        fprintf(stderr, "fp8lab order: %s: the run's data changed since it was trained (hash %016llx, now %016llx)\n", dir,
+                (unsigned long long)cfg.data_hash, (unsigned long long)data.hash);
+        fl_data_free(&data);
         fl_ckpt_free(&ck);
         return FL_EXIT_FAIL;
     }
@@ -195,7 +200,7 @@ static int load_run(float **x, size_t *R, size_t *C, const char *dir)
         goto out;
     }
     memcpy(m.params, sp->data, sp->size);
-    fl_data_batch(batch, &data, cfg.seed, st.step, B, T);
+    fl_train_batch(batch, &data, &cfg, st.step);
     fl_model_forward(&m, batch);
     *x = malloc(L * N * F * sizeof **x);
     if (!*x)

@@ -23,7 +23,11 @@ Arrays (inputs and outputs):
   * row-wise functions (softmax, polynorm): arrays of the same shape, rows on the last axis.
 
 Errors: any failure of the CLI (exit 1: unreadable input; 2: bad usage, e.g. an unknown function,
-a shape mismatch, a bad parameter) raises Fp8labError, whose message is the CLI's own.  The gate
+a shape mismatch, a bad parameter) raises Fp8labError, whose message is the CLI's own; a CLI killed
+by a signal raises one naming the signal (e.g. "... killed by SIGSEGV (signal 11)").  Arguments the
+CLI would misread are refused here, with Fp8labError: a function name starting with '-' (it would be
+taken as an option), in_fmt=/from_fmt= on float arrays whose values are not of that format (the
+format names what uint bit patterns encode), threads= outside 1 .. 1024.  The gate
 exit status 3 only happens with `max_ulp=`: then a failed gate raises GateFailed, an AssertionError
 (pytest reports it as a failed assertion) carrying the report in `.report`.  Without `max_ulp=` a
 report is always returned and the caller asserts on it.
@@ -31,8 +35,10 @@ report is always returned and the caller asserts on it.
 
 import json
 import math
+import numbers
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -212,19 +218,52 @@ def _as_array(a, what):
             return arr, None, _VALUE_FMT.get(arr.dtype)
         raise Fp8labError("%s: torch dtype %s is not supported (bfloat16, float16, float32, float64, "
                           "float8_e4m3fn, float8_e5m2)" % (what, t.dtype))
-    arr = np.asarray(a)
+    # C order, with the array's own shape: np.ascontiguousarray would make a 0-d array 1-d
+    arr = np.asarray(a, order="C")
+    if not arr.dtype.isnative:  # big-endian (on this host): the same values in native order
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     name = arr.dtype.name
     if name in _NUMPY_BITS:  # ml_dtypes
         fmt, np_t = _NUMPY_BITS[name]
-        return np.ascontiguousarray(arr).view(np_t), fmt, fmt
+        return arr.view(np_t), fmt, fmt
     if arr.dtype in (np.float16, np.float32, np.float64):
-        return np.ascontiguousarray(arr), None, _VALUE_FMT.get(arr.dtype)
+        return arr, None, _VALUE_FMT.get(arr.dtype)
     if arr.dtype in (np.uint8, np.uint16, np.uint32):
-        return np.ascontiguousarray(arr), "", None  # bit patterns of a format the caller names
+        return arr, "", None  # bit patterns of a format the caller names
     if arr.dtype.kind in "iub":
         raise Fp8labError("%s: integer dtype %s: bit patterns are uint8/uint16/uint32 (with in_fmt= "
                           "for inputs, fmt= for outputs)" % (what, arr.dtype))
     raise Fp8labError("%s: dtype %s is not supported" % (what, arr.dtype))
+
+
+def _fn_name(fn):
+    """fn as the CLI's FN argument: a name, never an option."""
+    s = str(fn)
+    if not s or s.startswith("-"):
+        raise Fp8labError("fn=%r is not a function name (it would be read as an option; the functions: "
+                          "`fp8lab ref --list`)" % s)
+    return s
+
+
+def _check_value_fmt(f, arr, vfmt, what, kw):
+    """A format keyword (in_fmt=, from_fmt=) names what uint bit patterns encode: on a float array
+    it must be the array's own format (fp32 for float32, fp16 for float16), else it would be ignored."""
+    if f and f != vfmt:
+        raise Fp8labError("%s: %s=%s, but the array holds %s values (%s names the format of uint8/uint16/"
+                          "uint32 bit patterns)" % (what, kw, f, arr.dtype, kw))
+
+
+def _threads_arg(threads):
+    if threads is None:
+        return []
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or not 1 <= threads <= 1024:
+        raise Fp8labError("threads=%r: --threads takes an integer from 1 to 1024" % (threads,))
+    return ["--threads", str(int(threads))]
+
+
+def _keep_shape(y, arr):
+    """The CLI's elementwise output with the input's shape (a 0-d input gives a 0-d output)."""
+    return y.reshape(arr.shape) if y.size == arr.size and y.shape != arr.shape else y
 
 
 def _split_inputs(x):
@@ -247,7 +286,15 @@ def _run(args, cwd, timeout=None):
 
 def _cli_error(p, args):
     msg = "\n".join(l for l in p.stderr.strip().splitlines() if not l.startswith("  run:"))
-    if not msg:
+    if p.returncode < 0:  # subprocess: -N is "killed by signal N"
+        try:
+            name = signal.Signals(-p.returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        died = "`%s` was killed by %s (signal %d)" % (" ".join(os.path.basename(a) for a in args[:2]), name,
+                                                      -p.returncode)
+        msg = died + (": " + msg if msg else "")
+    elif not msg:
         msg = "exit status %d" % p.returncode
     return Fp8labError(msg, returncode=p.returncode, stderr=p.stderr, cmd=args)
 
@@ -283,8 +330,10 @@ def ulp(fn, x, y, fmt=None, *, in_fmt=None, params=None, wrt=None, saturate=None
               8-bit formats, IEEE for fp32/bf16/fp16)
     max_ulp   a gate: raises GateFailed when the max error exceeds it or a class differs
     index_base  the arrays hold elements index_base, ... of a larger set (for merge())
-    threads, mpfr_only   --threads N, --mpfr-only
+    threads, mpfr_only   --threads N (1 .. 1024), --mpfr-only
     """
+    fn = _fn_name(fn)
+    threads_args = _threads_arg(threads)
     exe = find_cli(cli)
     xs = _split_inputs(x)
     if isinstance(in_fmt, (list, tuple)):
@@ -299,10 +348,12 @@ def ulp(fn, x, y, fmt=None, *, in_fmt=None, params=None, wrt=None, saturate=None
         if not fmt:
             raise Fp8labError("outputs: dtype %s: pass fmt= (the output format)" % yarr.dtype)
     with tempfile.TemporaryDirectory(prefix="fp8lab-py-") as d:
-        args = [exe, "ulp", str(fn), "--format", str(fmt)]
+        args = [exe, "ulp", fn, "--format", str(fmt)]
         for i, (a, f) in enumerate(zip(xs, in_fmts)):
-            arr, bits, _ = _as_array(a, "input %d" % i)
-            if bits == "":
+            arr, bits, vfmt = _as_array(a, "input %d" % i)
+            if bits is None:
+                _check_value_fmt(f, arr, vfmt, "input %d" % i, "in_fmt")
+            elif bits == "":
                 if not f:
                     raise Fp8labError("input %d: dtype %s holds bit patterns: pass in_fmt= (e.g. "
                                       "in_fmt='bf16')" % (i, arr.dtype))
@@ -330,8 +381,7 @@ def ulp(fn, x, y, fmt=None, *, in_fmt=None, params=None, wrt=None, saturate=None
             args += ["--max-ulp", repr(float(max_ulp))]
         if index_base is not None:
             args += ["--index-base", str(int(index_base))]
-        if threads:
-            args += ["--threads", str(int(threads))]
+        args += threads_args
         if mpfr_only:
             args.append("--mpfr-only")
         args += ["--json", "--no-progress"]
@@ -363,8 +413,10 @@ def convert(x, to, *, from_fmt=None, saturate=None, rounding=None, seed=None, cl
     """`fp8lab convert`: x rounded into format `to`.  Returns float32 (to='fp32'), float16
     (to='fp16') or the encodings (uint16 for bf16, uint8 for 8-bit formats), x's shape."""
     exe = find_cli(cli)
-    arr, bits, _ = _as_array(x, "x")
-    if bits == "":
+    arr, bits, vfmt = _as_array(x, "x")
+    if bits is None:
+        _check_value_fmt(from_fmt, arr, vfmt, "x", "from_fmt")
+    elif bits == "":
         if not from_fmt:
             raise Fp8labError("x: dtype %s holds bit patterns: pass from_fmt=" % arr.dtype)
         bits = from_fmt
@@ -383,20 +435,23 @@ def convert(x, to, *, from_fmt=None, saturate=None, rounding=None, seed=None, cl
         p = _run(args, d, timeout)
         if p.returncode != 0:
             raise _cli_error(p, args)
-        return np.load(os.path.join(d, "y.npy"))
+        return _keep_shape(np.load(os.path.join(d, "y.npy")), arr)
 
 
 def ref(fn, x, fmt, *, in_fmt=None, params=None, wrt=None, saturate=None, cli=None, timeout=None):
     """`fp8lab ref`: the correctly rounded fn(x) in fmt (float32/float16 for fp32/fp16, else the
     encodings), from the MPFR reference.  Inputs as for ulp(); all of one kind."""
+    fn = _fn_name(fn)
     exe = find_cli(cli)
     xs = _split_inputs(x)
     with tempfile.TemporaryDirectory(prefix="fp8lab-py-") as d:
-        args = [exe, "ref", str(fn), "--format", str(fmt)]
+        args = [exe, "ref", fn, "--format", str(fmt)]
         names, fmts = [], set()
         for i, a in enumerate(xs):
-            arr, bits, _ = _as_array(a, "input %d" % i)
-            if bits == "":
+            arr, bits, vfmt = _as_array(a, "input %d" % i)
+            if bits is None:
+                _check_value_fmt(in_fmt, arr, vfmt, "input %d" % i, "in_fmt")
+            elif bits == "":
                 if not in_fmt:
                     raise Fp8labError("input %d: dtype %s holds bit patterns: pass in_fmt="
                                       % (i, arr.dtype))
@@ -419,4 +474,4 @@ def ref(fn, x, fmt, *, in_fmt=None, params=None, wrt=None, saturate=None, cli=No
         p = _run(args, d, timeout)
         if p.returncode != 0:
             raise _cli_error(p, args)
-        return np.load(os.path.join(d, "y.npy"))
+        return _keep_shape(np.load(os.path.join(d, "y.npy")), arr)

@@ -130,7 +130,7 @@ class Table:
         fp8lab = self.fp8lab
         reps, base = [], 0
         for x, y in pieces:
-            reps.append(fp8lab.ulp(fn, x, y, fmt=fmt, params=params, index_base=base, threads=self.args.threads))
+            reps.append(fp8lab.ulp(fn, x, y, fmt=fmt, params=params, index_base=base, threads=self.args.threads or None))
             base += int(y.numel())
         rep = reps[0] if len(reps) == 1 else fp8lab.merge(reps)
         fin = [c for c in rep.worst if c.ulp != float("inf")]
@@ -145,7 +145,7 @@ class Table:
                 if int(keep.sum()) == 0:
                     continue
                 sub.append(fp8lab.ulp(fn, tuple(t[keep] for t in xs), y[keep], fmt=fmt, params=params,
-                                      index_base=base, threads=self.args.threads))
+                                      index_base=base, threads=self.args.threads or None))
                 base += int(y.numel())
             if sub:
                 r2 = sub[0] if len(sub) == 1 else fp8lab.merge(sub)

@@ -1,6 +1,7 @@
 /* attrib.c — per-channel attribution of down-projection outliers (attrib.h). */
 #include "attrib.h"
 #include "ffn_act.h"
+#include "fl_json.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t n, const char *fmt, ...)
@@ -246,9 +249,14 @@ static int csv_open(csv_t *c, const char *dir, const char *name, char *err, size
     c->f = fopen(c->path, "r");
     if (!c->f)
         return fail(err, errn, "%s: cannot open: %s", c->path, strerror(errno));
-    if (getline(&c->line, &c->cap, c->f) < 0) {
+    const ssize_t len = getline(&c->line, &c->cap, c->f);
+    if (len < 0) {
         csv_close(c);
         return fail(err, errn, "%s: empty file (no header line)", c->path);
+    }
+    if (c->line[len - 1] != '\n') {
+        csv_close(c);
+        return fail(err, errn, "%s:1: the header line has no newline (the file is cut short)", c->path);
     }
     c->lineno = 1;
     c->hdr = strdup(c->line);
@@ -273,19 +281,38 @@ static int csv_need(csv_t *c, const char *const *names, int *col, int k)
     return 0;
 }
 
-/* The next non-blank row: 1, 0 at the end, -1 when its field count is not the header's. */
+/* Whether s is one whole number (nan and inf included: the caller decides). */
+static int is_number(const char *s)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    return end != s && !*end && !(errno == ERANGE && isfinite(v) && v != 0.0);
+}
+
+/* The next non-blank row: 1, 0 at the end, -1 when it is damaged: no newline at its end (a file cut
+   short inside its last line), a field count not the header's, or a field that is not a number
+   (every column of these files is numeric). */
 static int csv_row(csv_t *c)
 {
     for (;;) {
-        if (getline(&c->line, &c->cap, c->f) < 0)
+        const ssize_t len = getline(&c->line, &c->cap, c->f);
+        if (len < 0)
             return 0;
         c->lineno++;
+        if (c->line[len - 1] != '\n')
+            return fail(c->err, c->errn, "%s:%ld: the last line has no newline (the file is cut short)", c->path,
+                        c->lineno);
         if (c->line[strspn(c->line, " \t\r\n")] == 0)
             continue;
         const int n = split(c->line, c->fld);
         if (n != c->nh)
             return fail(c->err, c->errn, "%s:%ld: %s%d fields, the header has %d", c->path, c->lineno,
                         n < 0 ? "more than " : "", n < 0 ? CSV_MAXF : n, c->nh);
+        for (int j = 0; j < n; j++)
+            if (!is_number(c->fld[j]))
+                return fail(c->err, c->errn, "%s:%ld: column '%s': bad number '%s'", c->path, c->lineno, c->name[j],
+                            c->fld[j]);
         return 1;
     }
 }
@@ -340,12 +367,10 @@ static int load_config(fl_attrib_run *r, const char *dir, char *err, size_t errn
         rc = fail(err, errn, "%s: unknown act '%s'", p, json_string_value(act));
     else if (!json_is_number(wd) || !(json_number_value(wd) >= 0.0) || !isfinite(json_number_value(wd)))
         rc = fail(err, errn, "%s: \"wd\" is not a finite non-negative number", p);
-    else if (!json_is_integer(ffn) || json_integer_value(ffn) < 1 || json_integer_value(ffn) > (1 << 20))
-        rc = fail(err, errn, "%s: \"ffn\" is not an integer in [1, 2^20]", p);
-    else if (!json_is_integer(layers) || json_integer_value(layers) < 1 || json_integer_value(layers) > 4096)
-        rc = fail(err, errn, "%s: \"layers\" is not an integer in [1, 4096]", p);
-    else if (json_integer_value(ffn) * json_integer_value(layers) > (1 << 24))
-        rc = fail(err, errn, "%s: layers x ffn is above 2^24 channels", p);
+    else if (!json_is_integer(ffn) || json_integer_value(ffn) < 1 || json_integer_value(ffn) > FL_ATTRIB_MAX_F)
+        rc = fail(err, errn, "%s: \"ffn\" is not an integer in [1, %d]", p, FL_ATTRIB_MAX_F);
+    else if (!json_is_integer(layers) || json_integer_value(layers) < 1 || json_integer_value(layers) > FL_ATTRIB_MAX_L)
+        rc = fail(err, errn, "%s: \"layers\" is not an integer in [1, %d]", p, FL_ATTRIB_MAX_L);
     else {
         snprintf(r->act, sizeof r->act, "%s", fl_act_name(a));
         r->gated = fl_act_gated(a);
@@ -414,7 +439,10 @@ bad:
     return -1;
 }
 
-/* channels.csv: blocks of L*F rows per logged step. */
+/* channels.csv: blocks of L*F rows per logged step.  The shortest row, "0,0,0,0,0,0,0,0\n", has 16
+   bytes. */
+enum { CH_ROW_MIN = 16 };
+
 static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t errn)
 {
     static const char *const cols[] = { "step", "layer", "channel", "amax", "align", "wnorm", "gate_max", "up_max" };
@@ -428,6 +456,20 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
         return -1;
     if (csv_need(&c, cols, col, 8))
         goto bad;
+    /* Sizes from config.json are checked against the file before anything is allocated: a logged
+       step is L*F rows of at least CH_ROW_MIN bytes, so the file bounds the steps it can hold. */
+    struct stat sb;
+    if (fstat(fileno(c.f), &sb) || !S_ISREG(sb.st_mode)) {
+        fail(err, errn, "%s: not a regular file", c.path);
+        goto bad;
+    }
+    const size_t max_steps = (size_t)sb.st_size / (LF * CH_ROW_MIN);
+    if (!max_steps) {
+        fail(err, errn, "%s: %lld bytes cannot hold one logged step of L*F = %d*%d = %zu rows (at least %d bytes "
+             "each): config.json's \"layers\" and \"ffn\" do not describe this run", c.path, (long long)sb.st_size,
+             r->L, r->F, LF, CH_ROW_MIN);
+        goto bad;
+    }
     if (!(seen = calloc(LF, 1))) {
         fail(err, errn, "%s: out of memory", c.path);
         goto bad;
@@ -456,7 +498,14 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
                 goto bad;
             }
             if (r->S == cap) {
+                if ((size_t)cap >= max_steps) { /* only when the file grows while it is read */
+                    fail(err, errn, "%s:%ld: more logged steps than its size held when opened (is it being written?)",
+                         c.path, c.lineno);
+                    goto bad;
+                }
                 cap = cap ? 2 * cap : 64;
+                if ((size_t)cap > max_steps)
+                    cap = (long)max_steps;
                 long *ls = realloc(r->lstep, (size_t)cap * sizeof *ls);
                 if (ls)
                     r->lstep = ls;
@@ -990,7 +1039,7 @@ static json_t *stats_json(const fl_attrib_stats *o, const fl_attrib_result *res,
 json_t *fl_attrib_json(const fl_attrib_result *res, const fl_attrib_run *run, const char *dir)
 {
     json_t *j = json_object(), *w = json_object(), *x = json_object(), *layers = json_array(), *notes = json_array();
-    json_object_set_new(j, "run", json_string(dir));
+    json_object_set_new(j, "run", fl_json_string(dir)); /* any bytes: fl_json.h */
     json_object_set_new(j, "act", json_string(run->act));
     json_object_set_new(j, "gated", json_boolean(run->gated));
     json_object_set_new(j, "layers", json_integer(run->L));

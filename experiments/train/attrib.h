@@ -8,9 +8,11 @@
  *   channels.csv   step,layer,channel,amax,align,wnorm,gate_max,up_max: every logged step, all L*F
  *                  rows of a step consecutive, steps increasing
  *   records.csv    step,layer,amax,prev_max,channel,align,align_rank,...: a layer's new all-time amax
- * Columns are found by name; a malformed file (a bad number, a missing column, a short or duplicate
- * block, steps going back) is refused with "PATH:LINE: what".  A row with a non-finite number (a
- * pathological run) is excluded and counted, never an error.
+ * Columns are found by name; a malformed file (a bad number in any column, a row with another field
+ * count than the header, a last line without its newline, a missing column, a short or duplicate
+ * block, steps going back, a channels.csv too small for config.json's sizes) is refused with
+ * "PATH[:LINE]: what".  A row with a non-finite number (a pathological run) is excluded and
+ * counted, never an error.
  *
  * The analysis runs over a window of steps [from, to], inclusive; its logged steps are the
  * channels.csv steps inside it, the last of them "the last logged step".  The window may start at a
@@ -47,6 +49,11 @@
 #define FL_ATTRIB_H
 
 #include <stddef.h>
+
+/* The sizes config.json may give: those `fp8lab train` accepts (model.c).  channels.csv must also be
+   large enough for one logged step of L*F rows before anything is allocated. */
+#define FL_ATTRIB_MAX_L 64
+#define FL_ATTRIB_MAX_F 65536
 
 #define FL_ATTRIB_MAXLAG 8
 #define FL_ATTRIB_NLAG (2 * FL_ATTRIB_MAXLAG + 1)

@@ -3,6 +3,7 @@
  * attrib.h's; this file parses the arguments, prints, and drives gnuplot for --plot. */
 #include "attrib.h"
 #include "cli/cli.h"
+#include "cli/gnuplot.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -12,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *const help =
@@ -108,18 +108,6 @@ static void print_report(const char *dir, const fl_attrib_run *run, const fl_att
     printf("conclusion: %s\n", res->conclusion);
 }
 
-/* s as a gnuplot single-quoted string ('' stands for a quote). */
-static void put_sq(FILE *f, const char *s)
-{
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputc('\'', f);
-        fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
 enum { P_DATA1, P_DATA2, P_GP, P_PNG1, P_PNG2, P_PART1, P_PART2, P_COUNT };
 
 /* --plot: the data files and script, then gnuplot into *.part files, renamed on success. */
@@ -189,36 +177,43 @@ static int plot(const char *out, const fl_attrib_run *run, const fl_attrib_resul
         fprintf(stderr, "fp8lab attribute: %s: cannot write\n", bad ? out : p[P_GP]);
         return FL_EXIT_FAIL;
     }
-    fprintf(f, "# written by fp8lab attribute; run with: gnuplot %s (it writes the .part files the command renames)\n",
-            p[P_GP]);
-    fprintf(f, "set terminal pngcairo noenhanced size 900,560 font ',10'\nset datafile separator ','\nset grid\n"
+    /* paths reach gnuplot as its arguments (gnuplot.h): ARG1 and ARG3 the PNGs (.part), ARG2 and ARG4
+       their data */
+    char q[4][4200];
+    static const int qk[4] = { P_PART1, P_DATA1, P_PART2, P_DATA2 };
+    const char *args[4];
+    for (int k = 0; k < 4; k++) {
+        if (fl_gnuplot_path(q[k], sizeof q[k], p[qk[k]])) {
+            fclose(f);
+            fprintf(stderr, "fp8lab attribute: %s: path too long\n", out);
+            return FL_EXIT_FAIL;
+        }
+        args[k] = q[k];
+    }
+    fl_gnuplot_comment(f, "attribute", p[P_GP], 4, args);
+    fprintf(f, "# (it writes the .part files, which the command renames)\n"
+               "set terminal pngcairo noenhanced size 900,560 font ',10'\nset datafile separator ','\nset grid\n"
                "set key top left\nL = %d\n",
             L);
-    if (n1) {
-        fprintf(f, "set output ");
-        put_sq(f, p[P_PART1]);
-        fprintf(f, "\nset logscale y\nset title 'per-channel amax of the down-projection input vs %s at step %ld'\n"
-                   "set xlabel '%s'\nset ylabel 'amax (max over tokens |h_i|)'\nplot for [l=0:L-1] ",
+    if (n1)
+        fprintf(f, "set output ARG1\nset logscale y\nset title 'per-channel amax of the down-projection input vs %s at step %ld'\n"
+                   "set xlabel '%s'\nset ylabel 'amax (max over tokens |h_i|)'\n"
+                   "plot for [l=0:L-1] ARG2 using %d:($1 == l ? $4 : 1/0) with points pt 7 ps 0.5 lc l+1 "
+                   "title sprintf('layer %%d', l)\nunset logscale\n",
                 run->gated ? "gate/up alignment" : "weight norm (not gated: align is 0)", run->lstep[s1],
-                run->gated ? "align = |cos(w_gate_i, w_up_i)|" : "wnorm = ||w_fc_i||");
-        put_sq(f, p[P_DATA1]);
-        fprintf(f, " using %d:($1 == l ? $4 : 1/0) with points pt 7 ps 0.5 lc l+1 title sprintf('layer %%d', l)\n"
-                   "unset logscale\n",
-                run->gated ? 3 : 5);
-    } else
+                run->gated ? "align = |cos(w_gate_i, w_up_i)|" : "wnorm = ||w_fc_i||", run->gated ? 3 : 5);
+    else
         fprintf(stderr, "fp8lab attribute: no channel with a positive finite amax at step %ld: %s not written\n",
                 run->lstep[s1], names[P_PNG1]);
-    if (n2) {
-        fprintf(f, "set output ");
-        put_sq(f, p[P_PART2]);
-        fprintf(f, "\nset title 'ln amax vs ln gate_max over steps %ld..%ld, top-%d channels by %s per layer'\n"
-                   "set xlabel 'ln max |g_i| (gate projection)'\nset ylabel 'ln amax_i'\nplot for [l=0:L-1] ",
-                run->lstep[res->i0], run->lstep[res->i1], K, run->gated ? "align" : "amax");
-        put_sq(f, p[P_DATA2]);
-        fprintf(f, " using 4:($1 == l ? $5 : 1/0) with points pt 7 ps 0.5 lc l+1 title sprintf('layer %%d', l), "
+    if (n2)
+        fprintf(f, "set output ARG3\nset title 'ln amax vs ln gate_max over steps %ld..%ld, top-%d channels by %s per layer'\n"
+                   "set xlabel 'ln max |g_i| (gate projection)'\nset ylabel 'ln amax_i'\n"
+                   "plot for [l=0:L-1] ARG4 using 4:($1 == l ? $5 : 1/0) with points pt 7 ps 0.5 lc l+1 "
+                   "title sprintf('layer %%d', l), "
                    "2*x + %.9g dt 2 lc rgb 'black' title 'slope 2', x + %.9g dt 3 lc rgb 'gray40' title 'slope 1'\n",
-                b2 / (double)n2, b1 / (double)n2);
-    } else
+                run->lstep[res->i0], run->lstep[res->i1], K, run->gated ? "align" : "amax", b2 / (double)n2,
+                b1 / (double)n2);
+    else
         fprintf(stderr, "fp8lab attribute: no top channel with positive amax and gate_max: %s not written\n",
                 names[P_PNG2]);
     fprintf(f, "unset output\n");
@@ -226,29 +221,7 @@ static int plot(const char *out, const fl_attrib_run *run, const fl_attrib_resul
         fprintf(stderr, "fp8lab attribute: %s: cannot write\n", p[P_GP]);
         return FL_EXIT_FAIL;
     }
-    char cmd[8600];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", p[P_GP]);
-    FILE *g = popen(cmd, "r");
-    if (!g) {
-        fprintf(stderr, "fp8lab attribute: cannot run gnuplot\n");
-        return FL_EXIT_FAIL;
-    }
-    char line[512];
-    int noisy = 0;
-    while (fgets(line, sizeof line, g))
-        if (!strstr(line, "warning") && !strstr(line, "Warning")) {
-            if (!noisy++)
-                fprintf(stderr, "fp8lab attribute: gnuplot says:\n");
-            fputs(line, stderr);
-        }
-    const int st = pclose(g);
-    int rc = FL_EXIT_OK;
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-        fprintf(stderr, "fp8lab attribute: %s\n",
-                st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127 ? "gnuplot not found (install gnuplot-nox: .ci/deps.sh)"
-                                                                    : "gnuplot failed");
-        rc = FL_EXIT_FAIL;
-    }
+    int rc = fl_gnuplot_run("attribute", p[P_GP], 4, args) ? FL_EXIT_FAIL : FL_EXIT_OK;
     /* no half-written PNG: rename the finished ones, remove the rest */
     for (int k = 0; k < 2; k++) {
         if (!(k ? n2 : n1))

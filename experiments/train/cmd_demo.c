@@ -21,6 +21,8 @@
  */
 #include "cli/cli.h"
 #include "fl_io.h"
+#include "fl_json.h"
+#include "rundir.h"
 #include "train.h"
 #include "verdict.h"
 
@@ -321,7 +323,7 @@ static int demo_train(const demo_setup *d, double *wall)
                 break;
             }
             if (p == 0) {
-                fl_train_opts o = { d->runs[next].dir, 1, 1, 0 };
+                fl_train_opts o = { d->runs[next].dir, 1, 1, 0, 1 }; /* the demo's own folders */
                 _exit(fl_train_run(&d->runs[next].cfg, &o));
             }
             pid[next++] = p;
@@ -582,9 +584,9 @@ static json_t *demo_run_json(const demo_run *r)
     json_object_set_new(o, "amax_history", json_integer(rc->history));
     json_object_set_new(o, "grad_sr", json_boolean(rc->grad_sr));
     json_object_set_new(o, "fp8_start", json_integer(rc->fp8_start));
-    json_object_set_new(o, "site_overrides", json_string(rc->sites));
-    json_object_set_new(o, "train_args", json_string(args));
-    json_object_set_new(o, "dir", json_string(r->dir));
+    json_object_set_new(o, "site_overrides", fl_json_string(rc->sites));
+    json_object_set_new(o, "train_args", fl_json_string(args));
+    json_object_set_new(o, "dir", fl_json_string(r->dir));
     json_object_set_new(o, "failed", json_boolean(r->fail.failed));
     json_object_set_new(o, "failed_step", r->fail.failed ? json_integer(r->fail.step) : json_null());
     json_object_set_new(o, "fail_reason", json_string(fl_fail_reason_name(r->fail.reason)));
@@ -639,7 +641,7 @@ static int fill_doc(FILE *f, void *ctx)
     json_object_set_new(verdict, "text", json_string(c->v->text));
     json_object_set_new(verdict, "criteria", crit);
     json_object_set_new(doc, "verdict", verdict);
-    json_object_set_new(doc, "recipe_deviations", json_string(c->dev));
+    json_object_set_new(doc, "recipe_deviations", fl_json_string(c->dev));
     json_object_set_new(doc, "seeds", json_integer(c->d->nseeds));
     json_object_set_new(doc, "steps", json_integer((json_int_t)c->d->base.steps));
     json_object_set_new(doc, "wall_s", json_real(c->wall));
@@ -713,10 +715,11 @@ int fl_cmd_demo(int argc, char **argv)
         demo_free(&d);
         return rc;
     }
-    if (mkdir(d.out, 0755) && errno != EEXIST) {
-        fprintf(stderr, "fp8lab demo: %s: cannot create: %s\n", d.out, strerror(errno));
+    fl_rundir folder; /* locked until the command ends: one demo per folder at a time */
+    const int lrc = fl_rundir_acquire(&folder, d.out, "demo");
+    if (lrc) {
         demo_free(&d);
-        return FL_EXIT_FAIL;
+        return lrc;
     }
     char sp[DIR_MAX + 32], dev[1024];
     snprintf(sp, sizeof sp, "%s/summary.txt", d.out);

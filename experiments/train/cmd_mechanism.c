@@ -13,8 +13,11 @@
 #include "attrib.h"
 #include "channels.h"
 #include "cli/cli.h"
+#include "cli/gnuplot.h"
 #include "fl_io.h"
+#include "fl_json.h"
 #include "mech.h"
+#include "rundir.h"
 #include "train.h"
 #include "verdict.h"
 
@@ -298,7 +301,7 @@ static int mech_train(mech *m, double *wall)
                 break;
             }
             if (p == 0) {
-                fl_train_opts o = { r->dir, 1, 1, disk == 1 };
+                fl_train_opts o = { r->dir, 1, 1, disk == 1, 1 }; /* the mechanism's own folders */
                 _exit(fl_train_run(&r->cfg, &o));
             }
             r->pid = p;
@@ -377,6 +380,12 @@ static int read_metrics(mrun *r)
         }
         if (k < 10) {
             fprintf(stderr, "fp8lab mechanism: %s: a short row (row %ld)\n", p, r->n + 2);
+            fclose(f);
+            return -1;
+        }
+        if (!(v[0] >= 0 && v[0] <= (double)r->cfg.steps && v[0] == floor(v[0])) ||
+            (r->n && v[0] != r->step[r->n - 1] + 1)) { /* a step the run cannot have logged (-1, nan, 1e18) */
+            fprintf(stderr, "fp8lab mechanism: %s: row %ld: step %g is not the run's next step\n", p, r->n + 2, v[0]);
             fclose(f);
             return -1;
         }
@@ -805,61 +814,59 @@ static int fill_json(FILE *f, void *ctx)
    channel comes from `fp8lab attribute --plot`. */
 static int mech_plots(const mech *m)
 {
-    char gp[DIR_MAX + 32];
+    char gp[DIR_MAX + 32], od[DIR_MAX + 32];
     snprintf(gp, sizeof gp, "%s/mechanism.gp", m->out);
+    if (fl_gnuplot_path(od, sizeof od, m->out))
+        return -1;
     FILE *f = fopen(gp, "w");
     if (!f)
         return -1;
-    const char *o = m->out;
-    fprintf(f, "# written by fp8lab mechanism; run with: gnuplot %s\n", gp);
+    /* the output folder reaches gnuplot as its argument ARG1 (gnuplot.h); every run folder is ARG1/NAME */
+    const char *o = od;
+    fl_gnuplot_comment(f, "mechanism", gp, 1, &o);
     fprintf(f, "set terminal pngcairo size 900,560 font ',10'\nset datafile separator ','\nset datafile missing 'nan'\n"
                "set grid\nset key top left\n");
-    fprintf(f, "set output '%s/dose.png'\nset logscale y\nset title 'weight-decay dose-response: SwiGLU output amax (BF16)'\n"
+    fprintf(f, "set output ARG1.'/dose.png'\nset logscale y\nset title 'weight-decay dose-response: SwiGLU output amax (BF16)'\n"
                "set xlabel 'sum of lr over steps (t/tau at wd 1; multiply by wd for the run own t/tau)'\nset ylabel 'act amax'\n"
-               "plot for [k=0:3] '%s/dose.csv' every ::1 using 2:(column(3+k)) with lines lw 1.5 title "
-               "word('wd=0 wd=0.1 wd=0.3 wd=1', k+1)\nunset logscale y\n", o, o);
-    fprintf(f, "set output '%s/dose_tau.png'\nset logscale xy\nset format x '%%g'\nset title 'weight-decay dose-response against each run''s own t/tau (wd > 0)'\n"
+               "plot for [k=0:3] ARG1.'/dose.csv' every ::1 using 2:(column(3+k)) with lines lw 1.5 title "
+               "word('wd=0 wd=0.1 wd=0.3 wd=1', k+1)\nunset logscale y\n");
+    fprintf(f, "set output ARG1.'/dose_tau.png'\nset logscale xy\nset format x '%%g'\nset title 'weight-decay dose-response against each run''s own t/tau (wd > 0)'\n"
                "set xlabel 't/tau = wd x sum of lr'\nset ylabel 'act amax'\n"
-               "plot for [k=1:3] '%s/dose.csv' every ::1 using ($2 * word('0.1 0.3 1', k)):(column(3+k)) with lines lw 1.5 lc k+1 title "
-               "word('wd=0.1 wd=0.3 wd=1', k)\nunset logscale\nset format x\n", o, o);
-    fprintf(f, "set output '%s/dose_align.png'\nset title 'weight-decay dose-response: alignment p99'\nset ylabel '|cos| p99'\n"
-               "plot for [k=0:3] '%s/dose.csv' every ::1 using 2:(column(7+k)) with lines lw 1.5 title "
-               "word('wd=0 wd=0.1 wd=0.3 wd=1', k+1)\n", o, o);
-    const int p = find_run(m, "swiglu-bf16");
+               "plot for [k=1:3] ARG1.'/dose.csv' every ::1 using ($2 * word('0.1 0.3 1', k)):(column(3+k)) with lines lw 1.5 lc k+1 title "
+               "word('wd=0.1 wd=0.3 wd=1', k)\nunset logscale\nset format x\n");
+    fprintf(f, "set output ARG1.'/dose_align.png'\nset title 'weight-decay dose-response: alignment p99'\nset ylabel '|cos| p99'\n"
+               "plot for [k=0:3] ARG1.'/dose.csv' every ::1 using 2:(column(7+k)) with lines lw 1.5 title "
+               "word('wd=0 wd=0.1 wd=0.3 wd=1', k+1)\n");
     const double k = (double)m->keep[INTERVENE_FORK];
-    fprintf(f, "set output '%s/interventions.png'\nset logscale y\nset title 'interventions at the 2-tau fork (step %.0f): act amax'\n"
-               "set xlabel 'step'\nset ylabel 'act amax'\nset key top left\n", o, k);
-    fprintf(f, "plot '%s/metrics.csv' every ::1 using ($1 >= %.0f ? $1 : 1/0):7 with lines lw 2 lc rgb 'black' title 'unchanged (BF16)'",
-            m->runs[p].dir, k);
+    fprintf(f, "set output ARG1.'/interventions.png'\nset logscale y\nset title 'interventions at the 2-tau fork (step %.0f): act amax'\n"
+               "set xlabel 'step'\nset ylabel 'act amax'\nset key top left\n", k);
+    fprintf(f, "plot ARG1.'/swiglu-bf16/metrics.csv' every ::1 using ($1 >= %.0f ? $1 : 1/0):7 with lines lw 2 lc rgb 'black' title 'unchanged (BF16)'",
+            k);
     static const char *const iv[] = { "decor-top", "decor-random", "wd0" };
     for (int j = 0; j < 3; j++)
         for (int fp8 = 0; fp8 < 2; fp8++)
-            fprintf(f, ", '%s/swiglu-%s-at2tau-%s/metrics.csv' every ::1 using 1:7 with lines %s lc %d title '%s %s'", o,
+            fprintf(f, ", ARG1.'/swiglu-%s-at2tau-%s/metrics.csv' every ::1 using 1:7 with lines %s lc %d title '%s %s'",
                     fp8 ? "fp8" : "bf16", iv[j], fp8 ? "dt 2" : "lw 1.5", j + 1, iv[j], fp8 ? "FP8" : "BF16");
     fprintf(f, "\nunset logscale y\n");
-    fprintf(f, "set output '%s/staleness.png'\nset logscale y\nset key top right\n"
+    fprintf(f, "set output ARG1.'/staleness.png'\nset logscale y\nset key top right\n"
                "set title \"FP8 forks: down-projection input staleness (amax / the amax of its scale)\\nper %d steps: p99 (solid), median (dashed), max (points)\"\n"
-               "set ylabel 'staleness'\nplot ", o, (int)STALE_WIN);
+               "set ylabel 'staleness'\nplot ", (int)STALE_WIN);
     int c = 0;
     for (int i = 0; i < m->nruns; i++) {
         const mrun *r = &m->runs[i];
         if (!plain_fork(r))
             continue;
         c++;
-        fprintf(f, "%s'%s/staleness.csv' every ::1 using ($1 == %d ? $3 : 1/0):6 with lines lw 1.5 lc %d title '%s', "
+        fprintf(f, "%sARG1.'/staleness.csv' every ::1 using ($1 == %d ? $3 : 1/0):6 with lines lw 1.5 lc %d title '%s', "
                    "'' every ::1 using ($1 == %d ? $3 : 1/0):4 with lines dt 2 lc %d notitle, "
                    "'' every ::1 using ($1 == %d ? $3 : 1/0):7 with points pt 7 ps 0.4 lc %d notitle",
-                c > 1 ? ", " : "", o, c, c, r->name, c, c, c, c);
+                c > 1 ? ", " : "", c, c, r->name, c, c, c, c);
     }
     fprintf(f, "\n");
-    fclose(f);
-    char cmd[DIR_MAX + 64];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", gp);
-    const int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-        fprintf(stderr, "fp8lab mechanism: gnuplot failed on %s (install gnuplot-nox: .ci/deps.sh)\n", gp);
+    if (fclose(f))
         return -1;
-    }
+    if (fl_gnuplot_run("mechanism", gp, 1, &o))
+        return -1;
     /* per-channel alignment against amax: the attribution's plots of the SwiGLU and GeLU trajectories */
     for (int g = 0; g < 2; g++) {
         const mrun *r = &m->runs[find_run(m, g ? "gelu-bf16" : "swiglu-bf16")];
@@ -887,9 +894,57 @@ static int mech_plots(const mech *m)
 
 /* ---- the lever search's judgement --------------------------------------------------------------- */
 
+/* Whether the file at path ends in a newline (a log cut inside its last line does not). */
+static int ends_in_newline(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    int c = EOF;
+    if (f && fseek(f, -1, SEEK_END) == 0)
+        c = fgetc(f);
+    if (f)
+        fclose(f);
+    return c == '\n';
+}
+
+/* One run of the search, listed at lp:lineno: its configuration (from its own checkpoint, as written
+   by train beside config.json), its metrics and late-regime measures.  0, or -1 with the reason
+   printed. */
+static int search_run(mrun *r, const char *dir, const char *lp, long lineno)
+{
+    mrun_free(r);
+    memset(r, 0, sizeof *r);
+    if ((size_t)snprintf(r->dir, sizeof r->dir, "%s", dir) >= sizeof r->dir) {
+        fprintf(stderr, "fp8lab mechanism: %s:%ld: folder name too long\n", lp, lineno);
+        return -1;
+    }
+    fl_train_state st;
+    char err[4600], mp[DIR_MAX + 32];
+    const int unread = fl_train_read_cfg(&r->cfg, &st, r->dir, err, sizeof err);
+    if (unread || st.step < r->cfg.steps) {
+        printf("  %-30s not finished (%s)\n", r->dir, unread ? err : "steps left");
+        return -1;
+    }
+    if (read_metrics(r))
+        return -1;
+    snprintf(mp, sizeof mp, "%s/metrics.csv", r->dir);
+    const long want = (long)(r->cfg.steps - r->cfg.fork_step); /* one row per step */
+    if (r->n != want || !ends_in_newline(mp)) {
+        fprintf(stderr, "fp8lab mechanism: %s: %s (%ld data rows for the run's %ld steps): the log is damaged\n", mp,
+                !r->n ? "no data rows" : r->n < want ? "cut short" : r->n > want ? "more rows than steps"
+                                                                               : "the last line has no newline",
+                r->n, want);
+        return -1;
+    }
+    fl_late_measure(&r->late, r->amax, r->tau1, r->n);
+    return 0;
+}
+
+/* The lever search's runs.txt lists its runs in pairs, a SwiGLU run and its parameter-matched GeLU
+   (F x 1.5), one "DIR train-flags" line each.  Which is which is read from each run's own
+   configuration, never from the order of the lines. */
 static int judge_search(const char *dir)
 {
-    char lp[DIR_MAX], line[4096];
+    char lp[DIR_MAX];
     snprintf(lp, sizeof lp, "%s/runs.txt", dir);
     FILE *f = fopen(lp, "r");
     if (!f) {
@@ -898,47 +953,67 @@ static int judge_search(const char *dir)
     }
     printf("late-regime search (P0: late growth or late jump >= %g for SwiGLU, not for GeLU) in %s\n", FL_LATE_FACTOR, dir);
     printf("  %-30s %10s %10s %10s %10s  %s\n", "lever", "SwiGLU gr.", "SwiGLU jmp", "GeLU gr.", "GeLU jmp", "P0");
-    int found = 0, rc = FL_EXIT_OK;
+    int found = 0, rc = FL_EXIT_OK, have = 0, ok[2] = { 0, 0 };
+    long lineno = 0, judged = 0, first = 0;
     static mrun pair[2]; /* zeroed: mrun_free is safe on it */
-    int have = 0;
-    while (fgets(line, sizeof line, f)) {
-        char *sp = strchr(line, ' ');
-        if (!sp)
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[strspn(line, " \t")] == 0)
             continue;
-        *sp = 0;
-        mrun *r = &pair[have];
-        if (have == 0)
-            mrun_free(&pair[1]); /* a pair cut short leaves nothing behind */
-        mrun_free(r);
-        memset(r, 0, sizeof *r);
-        snprintf(r->dir, sizeof r->dir, "%s", line);
-        fl_train_state st;
-        char err[4600];
-        if (fl_train_read_cfg(&r->cfg, &st, r->dir, err, sizeof err) || st.step < r->cfg.steps) {
-            printf("  %-30s not finished (%s)\n", r->dir, st.step < r->cfg.steps ? "steps left" : err);
-            have = 0;
+        line[strcspn(line, " \t")] = 0; /* the folder; the train flags follow */
+        if (!have)
+            first = lineno;
+        ok[have] = !search_run(&pair[have], line, lp, lineno);
+        if (++have < 2)
+            continue;
+        have = 0;
+        if (!ok[0] || !ok[1]) {
             rc = FL_EXIT_FAIL;
             continue;
         }
-        if (read_metrics(r)) {
+        const int g0 = fl_act_gated(pair[0].cfg.model.act), g1 = fl_act_gated(pair[1].cfg.model.act);
+        const int e0 = pair[0].cfg.model.act.kind == FL_ACT_GELU, e1 = pair[1].cfg.model.act.kind == FL_ACT_GELU;
+        if (!((g0 && e1) || (g1 && e0))) {
+            fprintf(stderr, "fp8lab mechanism: %s:%ld-%ld: %s (act %s) and %s (act %s) are not a SwiGLU / GeLU pair\n", lp,
+                    first, lineno, pair[0].dir, fl_act_name(pair[0].cfg.model.act), pair[1].dir,
+                    fl_act_name(pair[1].cfg.model.act));
             rc = FL_EXIT_FAIL;
             continue;
         }
-        fl_late_measure(&r->late, r->amax, r->tau1, r->n);
-        if (++have == 2) {
-            const int reg = fl_late_regime(&pair[0].late, &pair[1].late);
-            found |= reg;
-            const char *b = strrchr(pair[0].dir, '/');
-            printf("  %-30s %10.3g %10.3g %10.3g %10.3g  %s\n", b ? b + 1 : pair[0].dir, pair[0].late.growth, pair[0].late.jump,
-                   pair[1].late.growth, pair[1].late.jump, reg ? "LATE REGIME" : "no");
-            mrun_free(&pair[0]);
-            mrun_free(&pair[1]);
-            have = 0;
+        const mrun *sw = g0 ? &pair[0] : &pair[1], *ge = g0 ? &pair[1] : &pair[0];
+        fl_train_cfg m;
+        gelu_of(&m, &sw->cfg);
+        if (memcmp(&m.model, &ge->cfg.model, sizeof m.model) || m.seed != ge->cfg.seed || m.bos != ge->cfg.bos ||
+            m.steps != ge->cfg.steps || !fl_train_same_data(&m, &ge->cfg)) {
+            fprintf(stderr, "fp8lab mechanism: %s:%ld-%ld: %s is not the parameter-matched GeLU (F x 1.5, the same "
+                            "model, seed, data and steps) of %s\n", lp, first, lineno, ge->dir, sw->dir);
+            rc = FL_EXIT_FAIL;
+            continue;
         }
+        const int reg = fl_late_regime(&sw->late, &ge->late);
+        found |= reg;
+        judged++;
+        const char *b = strrchr(sw->dir, '/');
+        printf("  %-30s %10.3g %10.3g %10.3g %10.3g  %s\n", b ? b + 1 : sw->dir, sw->late.growth, sw->late.jump,
+               ge->late.growth, ge->late.jump, reg ? "LATE REGIME" : "no");
     }
+    free(line);
     fclose(f);
     mrun_free(&pair[0]);
     mrun_free(&pair[1]);
+    if (have) {
+        fprintf(stderr, "fp8lab mechanism: %s:%ld: the last run has no pair (the runs come in SwiGLU / GeLU pairs)\n", lp,
+                first);
+        rc = FL_EXIT_FAIL;
+    }
+    if (!judged) {
+        fprintf(stderr, "fp8lab mechanism: %s: no pair of runs was judged%s\n", lp, lineno ? "" : " (the file is empty)");
+        return FL_EXIT_FAIL;
+    }
     printf("  %s\n", found ? "a configuration in the late regime was found" : "no lever gave the late regime");
     return rc;
 }
@@ -1031,9 +1106,10 @@ int fl_cmd_mechanism(int argc, char **argv)
     if (judge)
         return judge_search(judge);
     mech_plan(&m);
-    if (mkdir(m.out, 0755) && errno != EEXIST) {
-        fprintf(stderr, "fp8lab mechanism: %s: cannot create: %s\n", m.out, strerror(errno));
-        return FL_EXIT_FAIL;
+    fl_rundir folder; /* locked until the command ends: one mechanism per folder at a time */
+    const int lrc = fl_rundir_acquire(&folder, m.out, "mechanism");
+    if (lrc) {
+        return lrc;
     }
     char sp[DIR_MAX + 32], args[8192];
     fl_train_cfg_args(args, sizeof args, &m.base);
@@ -1057,7 +1133,7 @@ int fl_cmd_mechanism(int argc, char **argv)
     mech_verdict v;
     memset(&v, 0, sizeof v);
     v.doc = json_object();
-    json_object_set_new(v.doc, "base_args", json_string(args));
+    json_object_set_new(v.doc, "base_args", fl_json_string(args));
     json_object_set_new(v.doc, "horizon_tau", json_real(m.horizon_tau));
     json_object_set_new(v.doc, "steps", json_integer((json_int_t)m.base.steps));
     json_object_set_new(v.doc, "wall_s", json_real(wall));

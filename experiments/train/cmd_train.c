@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "train.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,8 @@ static const char *const help_head =
 static const char *const help_tail =
     "  --recipe R         fp32 bf16 fp8-delayed fp8-current fp8-block mxfp8 (default bf16)\n"
     "  --steps N          training steps (1000)            --seed S   seed of init, data, batches (1)\n"
-    "  --out DIR          run folder (required unless --resume)\n"
+    "  --out DIR          run folder (required unless --resume); refused when it holds another run\n"
+    "  --overwrite        let a fresh run replace the run files of --out (not a fork's parent's folder)\n"
     "model:   --width C (64) --layers L (2) --heads H (4) --ffn F (256) --seq T (64) --batch B (16)\n"
     "         --init-std X (0.02)\n"
     "optim:   --lr X (1e-3) --lr-min FRAC (0.1 of lr) --schedule cosine|constant --warmup N (100)\n"
@@ -56,9 +58,11 @@ static const char *const help_tail =
     "         most aligned (or K random) channels per layer by a random vector of the same norm\n"
     "         orthogonal to w_gate before the first step (intervention.csv)\n"
     "diverge: --div-margin NATS (1.0) --div-window STEPS (100) --div-ema W (0.02) --no-stop-on-divergence\n"
-    "run:     --threads N (default: all cores; stored in the checkpoint) --quiet\n"
+    "run:     --threads N (default: all cores; a resume keeps the run's) --quiet.  The bits do not depend\n"
+    "         on the thread count.  A run folder is locked while a process writes it.\n"
     "Divergence: a non-finite loss, or the loss EMA above its running minimum by more than --div-margin\n"
-    "for --div-window consecutive steps.  Exit status 0 also for a diverged run; 1 when interrupted.\n";
+    "for --div-window consecutive steps.  Exit status 0 also for a diverged run; 1 when interrupted or\n"
+    "a file cannot be read or written; 2 when a flag, the folder (in use, holding a run) or a fork is refused.\n";
 
 /* The help's columns: option descriptions start at HELP_DESC_COL; a generated list wraps before
    HELP_WIDTH columns (the widest hand-written lines of the help). */
@@ -117,7 +121,7 @@ static int pu32(uint32_t *o, const char *v, unsigned long long lo, unsigned long
 static int pf(float *o, const char *v)
 {
     double x;
-    if (fl_cli_parse_double(&x, v))
+    if (fl_cli_parse_double(&x, v) || !isfinite((float)x)) /* no inf or nan, and none by overflow (1e300) */
         return -1;
     *o = (float)x;
     return 0;
@@ -342,6 +346,19 @@ __attribute__((format(printf, 4, 5))) static void addf(char *buf, size_t n, size
     *w += k > 0 ? (size_t)k : 0;
 }
 
+/* Append " FLAG 'V'" with V (k bytes) quoted for sh: inside single quotes every byte stands for itself
+   but ', which is written '\'' (close, an escaped quote, reopen). */
+static void addq(char *buf, size_t n, size_t *w, const char *flag, const char *v, size_t k)
+{
+    addf(buf, n, w, " %s '", flag);
+    for (size_t i = 0; i < k; i++)
+        if (v[i] == '\'')
+            addf(buf, n, w, "'\\''");
+        else
+            addf(buf, n, w, "%c", v[i]);
+    addf(buf, n, w, "'");
+}
+
 int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)
 {
     const fl_model_cfg *m = &c->model;
@@ -366,16 +383,19 @@ int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)
     if (r->grad_sr) addf(buf, n, &w, " --grad-sr");
     for (const char *p = r->sites; *p;) {
         const size_t k = strcspn(p, ";");
-        addf(buf, n, &w, " --site '%.*s'", (int)k, p);
+        addq(buf, n, &w, "--site", p, k);
         p += k + (p[k] == ';');
     }
     if (c->data_kind == FL_DATA_TEXT)
-        addf(buf, n, &w, " --data '%s'", c->data_path);
+        addq(buf, n, &w, "--data", c->data_path, strlen(c->data_path));
     else if (c->data_kind == FL_DATA_FORTUNES)
         addf(buf, n, &w, " --data fortunes");
     else
         addf(buf, n, &w, " --data %s --data-len %llu", c->data_kind == FL_DATA_TRIGGERS ? "triggers" : "synthetic",
              (unsigned long long)c->data_len);
+    if ((c->data_kind == FL_DATA_TEXT || c->data_kind == FL_DATA_FORTUNES) && c->data_len != (1u << 20))
+        addf(buf, n, &w, " --data-len %llu", (unsigned long long)c->data_len); /* unused by text, but part of the
+                                                                                   configuration a resume compares */
     if (c->data_kind == FL_DATA_TRIGGERS)
         addf(buf, n, &w, " --trigger-rate %.9g --trigger-len %u", c->trigger_rate, c->trigger_len);
     addf(buf, n, &w, " --log-every %u --ckpt-every %u --div-margin %.9g --div-window %u --div-ema %.9g", c->log_every,
@@ -385,7 +405,7 @@ int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)
     if (c->chan_every) addf(buf, n, &w, " --chan-every %u", c->chan_every);
     for (uint32_t k = 0; k < c->keep_n; k++)
         addf(buf, n, &w, "%s%llu", k ? "," : " --keep-ckpt ", (unsigned long long)c->keep[k]);
-    if (c->fork_from[0]) addf(buf, n, &w, " --fork '%s'", c->fork_from);
+    if (c->fork_from[0]) addq(buf, n, &w, "--fork", c->fork_from, strlen(c->fork_from));
     if (c->decor_k) addf(buf, n, &w, " --decorrelate %s:%u", fl_decor_name((int)c->decor_mode), c->decor_k);
     return w < n ? 0 : -1;
 }
@@ -476,6 +496,12 @@ int fl_cmd_train(int argc, char **argv)
             opts.quiet = 1;
             continue;
         }
+        if (!strcmp(f, "--overwrite")) {
+            if (resume)
+                return fl_cli_usage_error(cmd, "--overwrite and --resume exclude each other (a resume continues the run)");
+            opts.overwrite = 1;
+            continue;
+        }
         int used = 0;
         const int r = fl_train_parse_flag(&cfg, cmd, f, v, &used);
         if (r == 2)
@@ -493,9 +519,9 @@ int fl_cmd_train(int argc, char **argv)
         return FL_EXIT_FAIL;
     }
     const char *why = fl_train_cfg_check(&cfg);
-    if (!why && fork)
-        why = fl_train_fork_mismatch(&parent, &cfg);
     if (why)
-        return fl_cli_usage_error(cmd, "%s%s", fork && !strncmp(why, "--", 2) ? "a fork cannot change " : "", why);
+        return fl_cli_usage_error(cmd, "%s", why);
+    if (fork && (why = fl_train_fork_mismatch(&parent, &cfg)) != NULL)
+        return fl_cli_usage_error(cmd, "a fork cannot change %s", why);
     return fl_train_run(&cfg, &opts);
 }

@@ -33,5 +33,5 @@ xargs -P "$jobs" -L 1 sh -c '
     dir=$0
     done=$(sed -n "s/.*\"steps\": \([0-9]*\), \"steps_done\": \([0-9]*\).*/\1=\2/p" "$dir/summary.json" 2>/dev/null)
     if [ -n "$done" ] && [ "${done%=*}" = "${done#*=}" ]; then exit 0; fi
-    if [ -f "$dir/checkpoint.bin" ]; then "$fp8lab" train --resume "$dir" --quiet; else "$fp8lab" train "$@" --out "$dir"; fi
+    if [ -f "$dir/checkpoint.bin" ]; then "$fp8lab" train --resume "$dir" --quiet; else "$fp8lab" train "$@" --out "$dir" --overwrite; fi  # a run killed before its first checkpoint starts again
     echo "done $dir"' < "$out/runs.txt"

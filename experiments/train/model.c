@@ -252,6 +252,50 @@ static int cast_in_place(const fl_model *m, int si, const fl_smooth *sm)
     return !r->moments && !sm && !r->cfg.fast_accum && !fl_recipe_needs_colwise(r, si);
 }
 
+/* ---- GEMM on a fixed tile grid ----------------------------------------------------------------- */
+
+/* C (M, N) = op(A) . op(B) + beta C, row-major, with op(A) (M, K) and op(B) (K, N).  OpenBLAS splits a
+   GEMM over its threads in a way that depends on the thread count, and some of its kernels (Haswell,
+   Zen) then sum an output element in another order: a run's bits depended on --threads.  Here the
+   output is cut into GEMM_TILES tiles along its longer side, of a size that depends only on the shape
+   (a multiple of 64 rows or columns), each tile is one single-threaded OpenBLAS call over the whole K
+   (never split), and the OpenMP threads share the tiles: every element is computed by the same call
+   whatever the thread count.  With the SkylakeX kernels a tile gives the bits of the undivided call;
+   with the Haswell/Zen kernels it gives other, but fixed, bits.  Four tiles keep two threads busy and
+   cost one thread little (bench_train, TRAINING.md); tests/test_train_folder.c checks --threads 1 and
+   2 under both kernel families. */
+enum { GEMM_TILES = 4, GEMM_ALIGN = 64 };
+
+static size_t tile_side(size_t n)
+{
+    const size_t t = (n + GEMM_TILES - 1) / GEMM_TILES;
+    const size_t a = (t + GEMM_ALIGN - 1) / GEMM_ALIGN * GEMM_ALIGN;
+    return a < n ? a : n;
+}
+
+static void sgemm_tiled(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t N, size_t K, const float *A,
+                        size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    /* One OpenBLAS thread per call: the OpenMP build (libopenblas0-openmp) runs a call made inside a
+       parallel region on the calling thread by itself (and its openblas_set_num_threads would set the
+       OpenMP team's size, so it is not called); the pthreads build is told. */
+    if (openblas_get_parallel() == 1 && openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
+    if (!M || !N)
+        return;
+    const size_t tr = M >= N ? tile_side(M) : M, tcw = M >= N ? N : tile_side(N);
+    const size_t nr = (M + tr - 1) / tr, nc = (N + tcw - 1) / tcw;
+#pragma omp parallel for schedule(static)
+    for (size_t t = 0; t < nr * nc; t++) {
+        const size_t i0 = (t / nc) * tr, j0 = (t % nc) * tcw;
+        const size_t m = M - i0 < tr ? M - i0 : tr, n = N - j0 < tcw ? N - j0 : tcw;
+        const float *a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
+        const float *b = tb == CblasNoTrans ? B + j0 : B + j0 * ldb;
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta,
+                    C + i0 * ldc + j0, (int)ldc);
+    }
+}
+
 /* Y (P, N, M/P) = X . W^T in P planes (P = 2 for the gated FFN's [gate; up] weight, else 1):
    plane p is X . W[p*M/P : (p+1)*M/P]^T.  X may be overwritten by its cast (cast_in_place): the
    callers read it no more, and the backward reads the cast. */
@@ -303,8 +347,7 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
         return;
     }
     for (size_t p = 0; p < P; p++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)Mp, (int)K, 1.0f, q->xs, (int)K,
-                    q->ws + p * Mp * K, (int)K, 0.0f, Y + p * N * Mp, (int)Mp);
+        sgemm_tiled(CblasNoTrans, CblasTrans, N, Mp, K, q->xs, K, q->ws + p * Mp * K, K, 0.0f, Y + p * N * Mp, Mp);
 }
 
 /* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X;  dY (P, N, M/P).
@@ -328,10 +371,9 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
     }
     for (size_t p = 0; p < P; p++) {
         if (dX)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)K, (int)Mp, 1.0f, g + p * N * Mp,
-                        (int)Mp, q->ws + p * Mp * K, (int)K, p ? 1.0f : 0.0f, dX, (int)K);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Mp, (int)K, (int)N, 1.0f, gt + p * N * Mp,
-                    (int)Mp, q->xts, (int)K, 1.0f, dW + p * Mp * K, (int)K);
+            sgemm_tiled(CblasNoTrans, CblasNoTrans, N, K, Mp, g + p * N * Mp, Mp, q->ws + p * Mp * K, K,
+                        p ? 1.0f : 0.0f, dX, K);
+        sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
     }
 }
 

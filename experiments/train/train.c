@@ -10,9 +10,14 @@
  * Optimizer (AdamW), schedule and gradient clipping: optim.h.
  *
  * Determinism: the batch of step t is a function of (seed, t); every reduction has a fixed order
- * (model.h); the thread count is part of the checkpoint's run state and reused on resume.  A
- * resumed run therefore repeats the uninterrupted run bit for bit: metrics.csv and
- * telemetry.jsonl are truncated to their length at the checkpoint and continue from there.
+ * that does not depend on the thread count (model.h; the GEMMs run on a fixed tile grid, model.c).
+ * A resumed run therefore repeats the uninterrupted run bit for bit, on any --threads:
+ * metrics.csv and telemetry.jsonl are truncated to their length at the checkpoint and continue
+ * from there.
+ *
+ * The run folder (rundir.h) is locked while the run writes it.  Everything that can refuse a run
+ * (flags, data, a fork's parent) is checked before the folder is made or touched; a fresh run into
+ * a folder that holds another run is refused unless --overwrite says to replace it.
  */
 #include "train.h"
 
@@ -22,6 +27,7 @@
 #include "data.h"
 #include "fl_io.h"
 #include "optim.h"
+#include "rundir.h"
 #include "telemetry.h"
 
 #include <cblas.h>
@@ -113,16 +119,18 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "need 0 < --lr < 10 and 0 <= --lr-min <= 1";
     if (!(c->wd >= 0 && c->wd <= 100) || !(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
         return "need 0 <= --wd <= 100 and betas in [0, 1)";
-    if (!(c->adam_eps > 0) || !(c->clip >= 0))
-        return "need --adam-eps > 0 and --clip >= 0";
+    if (!(c->adam_eps > 0 && c->adam_eps <= 1) || !(c->clip >= 0 && isfinite(c->clip)))
+        return "need 0 < --adam-eps <= 1 and a finite --clip >= 0";
+    if (!(c->model.init_std > 0 && c->model.init_std < 10))
+        return "need 0 < --init-std < 10";
     if (c->data_kind == FL_DATA_TRIGGERS && (!(c->trigger_rate > 0 && c->trigger_rate <= 1) || c->trigger_len < 1 || c->trigger_len > 64))
         return "--trigger-rate must be in (0, 1] and --trigger-len in 1..64";
     if (c->data_kind != FL_DATA_TEXT && (c->data_len < (uint64_t)c->model.T + 2 || c->data_len > (1ull << 30)))
         return "--data-len must be between seq + 2 and 2^30";
     if (c->log_every < 1 || c->ckpt_every < 1)
         return "--log-every and --ckpt-every must be >= 1";
-    if (!(c->div_margin > 0) || !(c->div_ema > 0 && c->div_ema <= 1) || c->div_window < 1)
-        return "need --div-margin > 0, 0 < --div-ema <= 1, --div-window >= 1";
+    if (!(c->div_margin > 0 && isfinite(c->div_margin)) || !(c->div_ema > 0 && c->div_ema <= 1) || c->div_window < 1)
+        return "need a finite --div-margin > 0, 0 < --div-ema <= 1, --div-window >= 1";
     if (c->keep_n > FL_KEEP_MAX)
         return "--keep-ckpt takes at most 16 steps";
     for (uint32_t k = 0; k < c->keep_n; k++)
@@ -488,24 +496,40 @@ typedef struct {
     FILE *fm, *ft, *fs;    /* metrics.csv, telemetry.jsonl, sites.csv */
     FILE *fc, *fr;         /* channels.csv, records.csv (with --chan-every) */
     fl_train_state st;
+    fl_rundir folder;      /* the locked run folder */
     double t0, tlast;      /* progress: start of this invocation, last progress line */
     uint64_t step0;        /* st.step at the start of this invocation */
 } train_run;
 
 /* The corpus (generated, or the text file), checked against the checkpoint's on resume. */
+int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t errlen)
+{
+    if (cfg->data_kind == FL_DATA_TEXT)
+        return fl_data_load_text(d, cfg->data_path, (size_t)cfg->model.T + 2, err, errlen);
+    if (cfg->data_kind == FL_DATA_FORTUNES)
+        return fl_data_fortunes(d, err, errlen);
+    if (fl_data_synthetic_ex(d, cfg->seed, (size_t)cfg->data_len, cfg->data_kind == FL_DATA_TRIGGERS ? cfg->trigger_rate : 0.0f,
+                             cfg->trigger_len)) {
+        snprintf(err, errlen, "out of memory generating the corpus");
+        return -1;
+    }
+    return 0;
+}
+
+void fl_train_batch(uint16_t *out, const fl_data *d, const fl_train_cfg *cfg, uint64_t step)
+{
+    if (cfg->bos)
+        fl_data_batch_bos(out, d, cfg->seed, step, cfg->model.B, cfg->model.T, 256);
+    else
+        fl_data_batch(out, d, cfg->seed, step, cfg->model.B, cfg->model.T);
+}
+
 static int run_open_data(train_run *r)
 {
     fl_train_cfg *cfg = &r->cfg;
     char err[4400];
-    if (cfg->data_kind == FL_DATA_TEXT || cfg->data_kind == FL_DATA_FORTUNES) {
-        if (cfg->data_kind == FL_DATA_TEXT ? fl_data_load_text(&r->data, cfg->data_path, (size_t)cfg->model.T + 2, err, sizeof err)
-                                           : fl_data_fortunes(&r->data, err, sizeof err)) {
-            fprintf(stderr, "fp8lab train: %s\n", err);
-            return FL_EXIT_FAIL;
-        }
-    } else if (fl_data_synthetic_ex(&r->data, cfg->seed, (size_t)cfg->data_len,
-                                    cfg->data_kind == FL_DATA_TRIGGERS ? cfg->trigger_rate : 0.0f, cfg->trigger_len)) {
-        fprintf(stderr, "fp8lab train: out of memory generating the corpus\n");
+    if (fl_train_open_data(&r->data, cfg, err, sizeof err)) {
+        fprintf(stderr, "fp8lab train: %s\n", err);
         return FL_EXIT_FAIL;
     }
     if ((r->opts->resume || cfg->fork_from[0]) && cfg->data_hash != r->data.hash) {
@@ -582,8 +606,8 @@ static int run_decorrelate(train_run *r)
     return rc;
 }
 
-/* The run state: fresh (and the folder's old checkpoint removed), or the checkpoint's on resume;
-   the thread count is the checkpoint's unless --threads overrides it. */
+/* The run state before the folder is touched: fresh, or a fork's parent's (read from its file).  The
+   thread count is --threads, else all cores (a resume takes the checkpoint's in run_resume). */
 static int run_restore(train_run *r)
 {
     const fl_train_opts *opts = r->opts;
@@ -591,30 +615,73 @@ static int run_restore(train_run *r)
     memset(st, 0, sizeof *st);
     st->first_sat_step = st->first_down_sat_step = UINT64_MAX;
     st->threads = (uint32_t)(opts->threads > 0 ? opts->threads : omp_get_num_procs());
-    char path[4096];
+    if (!opts->resume && r->cfg.fork_from[0]) {
+        const uint32_t threads = st->threads;
+        if (load_checkpoint(r->cfg.fork_from, 1, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
+            return FL_EXIT_FAIL;
+        st->threads = threads;
+        st->metrics_off = st->tele_off = st->sites_off = st->chan_off = st->rec_off = 0;
+    }
+    return FL_EXIT_OK;
+}
+
+/* The locked folder: a resume reads its checkpoint; a fresh run or fork finds it free of another
+   run's files (or, with --overwrite, removes them).  Temporary files of killed writers are swept. */
+static int run_claim_folder(train_run *r)
+{
+    const fl_train_opts *opts = r->opts;
+    int rc = fl_rundir_acquire(&r->folder, opts->dir, "train");
+    if (rc)
+        return rc;
+    const int swept = fl_rundir_sweep_temps(opts->dir);
+    if (swept && !opts->quiet)
+        fprintf(stderr, "fp8lab train: %s: removed %d temporary file%s of an interrupted write\n", opts->dir, swept,
+                swept > 1 ? "s" : "");
+    char path[4096], err[4400];
     path_join(path, sizeof path, opts->dir, "checkpoint.bin");
     if (opts->resume) {
+        fl_train_state *st = &r->st;
         if (load_checkpoint(path, 0, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
             return FL_EXIT_FAIL;
         if (opts->threads > 0)
             st->threads = (uint32_t)opts->threads;
-    } else {
-        unlink(path); /* a fresh run replaces what the folder held */
-        if (r->cfg.fork_from[0]) {
-            const uint32_t threads = st->threads;
-            if (load_checkpoint(r->cfg.fork_from, 1, &r->cfg, st, &r->m, r->am, r->av, &r->rec))
-                return FL_EXIT_FAIL;
-            st->threads = threads;
-            st->metrics_off = st->tele_off = st->sites_off = st->chan_off = st->rec_off = 0;
-            if (r->cfg.decor_k && run_decorrelate(r))
-                return FL_EXIT_FAIL;
-        }
+        return FL_EXIT_OK;
     }
-    memcpy(r->m.chan_rec_max, st->rec_max, sizeof st->rec_max);
-    r->m.chan_on = r->cfg.chan_every ? 1 : 0;
-    omp_set_num_threads((int)st->threads);
-    openblas_set_num_threads((int)st->threads);
+    const char *held = fl_rundir_run_file(opts->dir);
+    if (held && !opts->overwrite) {
+        fprintf(stderr, "fp8lab train: %s holds a run already (%s): continue it with --resume %s, replace it with "
+                        "--overwrite, or choose another --out\n", opts->dir, held, opts->dir);
+        return FL_EXIT_USAGE;
+    }
+    if (held && fl_rundir_clear(opts->dir, err, sizeof err)) {
+        fprintf(stderr, "fp8lab train: %s\n", err);
+        return FL_EXIT_FAIL;
+    }
+    if (r->cfg.decor_k && run_decorrelate(r))
+        return FL_EXIT_FAIL;
     return FL_EXIT_OK;
+}
+
+/* A log at least as long as the checkpoint recorded: truncate it there.  A shorter one was cut or
+   replaced after the checkpoint, and the run cannot continue it bit for bit. */
+static int truncate_log(const char *path, uint64_t off, uint64_t step)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "fp8lab train: %s: cannot resume: the log is missing: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if ((uint64_t)sb.st_size < off) {
+        fprintf(stderr, "fp8lab train: %s: cannot resume: the log has %llu bytes, fewer than the %llu the checkpoint "
+                        "recorded at step %llu (it was cut or replaced); start the run again with --overwrite\n",
+                path, (unsigned long long)sb.st_size, (unsigned long long)off, (unsigned long long)step);
+        return -1;
+    }
+    if (truncate(path, (off_t)off) != 0) {
+        fprintf(stderr, "fp8lab train: %s: cannot truncate the log to the checkpoint: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* config.json (atomic), metrics.csv and telemetry.jsonl (truncated to the checkpoint on resume). */
@@ -622,11 +689,6 @@ static int run_open_files(train_run *r)
 {
     const fl_train_opts *opts = r->opts;
     char path[4096], err[4400];
-    path_join(path, sizeof path, opts->dir, "config.json");
-    if (fl_write_atomic(path, cfg_json_fill, &r->cfg, err, sizeof err)) {
-        fprintf(stderr, "fp8lab train: %s\n", err);
-        return FL_EXIT_FAIL;
-    }
     char pm[4096], pt[4096], ps[4096], pc[4096], pr[4096];
     path_join(pm, sizeof pm, opts->dir, "metrics.csv");
     path_join(pt, sizeof pt, opts->dir, "telemetry.jsonl");
@@ -634,36 +696,32 @@ static int run_open_files(train_run *r)
     path_join(pc, sizeof pc, opts->dir, "channels.csv");
     path_join(pr, sizeof pr, opts->dir, "records.csv");
     const int chan = r->cfg.chan_every > 0;
-    if (opts->resume) {
-        if (truncate(pm, (off_t)r->st.metrics_off) || truncate(pt, (off_t)r->st.tele_off) ||
-            truncate(ps, (off_t)r->st.sites_off) ||
-            (chan && (truncate(pc, (off_t)r->st.chan_off) || truncate(pr, (off_t)r->st.rec_off)))) {
-            fprintf(stderr, "fp8lab train: %s: cannot truncate the run's logs to the checkpoint: %s\n", opts->dir, strerror(errno));
-            return FL_EXIT_FAIL;
-        }
-        r->fm = fopen(pm, "a");
-        r->ft = fopen(pt, "a");
-        r->fs = fopen(ps, "a");
-        if (chan) {
-            r->fc = fopen(pc, "a");
-            r->fr = fopen(pr, "a");
-        }
-    } else {
-        r->fm = fopen(pm, "w");
-        r->ft = fopen(pt, "w");
-        r->fs = fopen(ps, "w");
+    const fl_train_state *st = &r->st;
+    if (opts->resume &&
+        (truncate_log(pm, st->metrics_off, st->step) || truncate_log(pt, st->tele_off, st->step) ||
+         truncate_log(ps, st->sites_off, st->step) ||
+         (chan && (truncate_log(pc, st->chan_off, st->step) || truncate_log(pr, st->rec_off, st->step)))))
+        return FL_EXIT_FAIL;
+    path_join(path, sizeof path, opts->dir, "config.json");
+    if (fl_write_atomic(path, cfg_json_fill, &r->cfg, err, sizeof err)) {
+        fprintf(stderr, "fp8lab train: %s\n", err);
+        return FL_EXIT_FAIL;
+    }
+    const char *mode = opts->resume ? "a" : "w";
+    r->fm = fopen(pm, mode);
+    r->ft = fopen(pt, mode);
+    r->fs = fopen(ps, mode);
+    if (chan) {
+        r->fc = fopen(pc, mode);
+        r->fr = fopen(pr, mode);
+    }
+    if (!opts->resume) {
         if (r->fm)
             fl_tele_metrics_header(r->fm);
         if (r->fs)
             fl_tele_sites_header(r->fs);
-        if (chan) {
-            r->fc = fopen(pc, "w");
-            r->fr = fopen(pr, "w");
+        if (chan && r->fc && r->fr)
             fl_chan_headers(r->fc, r->fr);
-        } else {
-            unlink(pc);
-            unlink(pr);
-        }
     }
     if (!r->fm || !r->ft || !r->fs || (chan && (!r->fc || !r->fr))) {
         fprintf(stderr, "fp8lab train: %s: cannot open the run's logs\n", opts->dir);
@@ -672,19 +730,25 @@ static int run_open_files(train_run *r)
     return FL_EXIT_OK;
 }
 
+/* Data, model and a fork's parent first (nothing written), then the folder, then the logs.  A run
+   refused before its folder holds anything leaves no folder behind. */
 static int run_setup(train_run *r)
 {
-    if (mkdir(r->opts->dir, 0755) && errno != EEXIST) {
-        fprintf(stderr, "fp8lab train: %s: cannot create the run folder: %s\n", r->opts->dir, strerror(errno));
-        return FL_EXIT_FAIL;
-    }
     int rc = run_open_data(r);
     if (rc == FL_EXIT_OK)
         rc = run_build(r);
     if (rc == FL_EXIT_OK)
         rc = run_restore(r);
+    if (rc != FL_EXIT_OK)
+        return rc;
+    rc = run_claim_folder(r);
     if (rc == FL_EXIT_OK)
         rc = run_open_files(r);
+    if (rc == FL_EXIT_OK) {
+        memcpy(r->m.chan_rec_max, r->st.rec_max, sizeof r->st.rec_max);
+        r->m.chan_on = r->cfg.chan_every ? 1 : 0;
+        omp_set_num_threads((int)r->st.threads); /* the GEMMs too: one OpenBLAS call per tile (model.c) */
+    }
     return rc;
 }
 
@@ -712,6 +776,7 @@ static void run_free(train_run *r)
     free(r->roles);
     free(r->hp);
     fl_data_free(&r->data);
+    fl_rundir_release(&r->folder, r->opts->dir, 1);
 }
 
 /* One optimisation step on the batch of step st.step: forward, backward, global-norm clip, AdamW.
@@ -720,10 +785,7 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
 {
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
-    if (cfg->bos)
-        fl_data_batch_bos(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T, 256);
-    else
-        fl_data_batch(r->batch, &r->data, cfg->seed, step, cfg->model.B, cfg->model.T);
+    fl_train_batch(r->batch, &r->data, cfg, step);
     const int chan_rows = cfg->chan_every && step % cfg->chan_every == 0;
     if (cfg->chan_every)
         r->m.chan_on = chan_rows ? 2 : 1;
@@ -918,10 +980,21 @@ int fl_train_run(const fl_train_cfg *cfg_in, const fl_train_opts *opts)
         fprintf(stderr, "fp8lab train: %s\n", why);
         return FL_EXIT_USAGE;
     }
+    if (!fl_rundir_path_ok(opts->dir)) {
+        fprintf(stderr, "fp8lab train: the run folder's path is too long (%zu bytes; at most %d): %.80s...\n",
+                strlen(opts->dir), 4096 - 2 - FL_RUNDIR_NAME_MAX, opts->dir);
+        return FL_EXIT_USAGE;
+    }
+    if (!opts->resume && cfg_in->fork_from[0] && fl_rundir_contains(opts->dir, cfg_in->fork_from)) {
+        fprintf(stderr, "fp8lab train: --fork %s lies in the run folder %s: a fork writes a folder of its own "
+                        "(its parent's files stay as they are); choose another --out\n", cfg_in->fork_from, opts->dir);
+        return FL_EXIT_USAGE;
+    }
     train_run r;
     memset(&r, 0, sizeof r);
     r.cfg = *cfg_in;
     r.opts = opts;
+    r.folder.fd = -1;
     int rc = run_setup(&r);
     if (rc == FL_EXIT_OK)
         rc = run_train(&r);

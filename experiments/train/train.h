@@ -34,6 +34,7 @@
 #ifndef FL_TRAIN_H
 #define FL_TRAIN_H
 
+#include "data.h"
 #include "model.h"
 #include "recipe.h"
 
@@ -81,9 +82,11 @@ void fl_train_demo_preset(fl_train_cfg *c);
 /* Options of one invocation (not part of the run's identity). */
 typedef struct {
     const char *dir;
-    int threads;      /* OpenMP and OpenBLAS threads; 0 = keep the checkpoint's / default */
+    int threads;      /* OpenMP threads (speed only: the bits do not depend on it); 0 = the
+                         checkpoint's on resume, else all cores */
     int quiet;        /* no progress bar / summary line */
     int resume;
+    int overwrite;    /* a fresh run may replace the run files of the folder (--overwrite) */
 } fl_train_opts;
 
 /* The step at which the weight-decay clock t/tau = sum_{s < step} lr_s * wd first reaches x (the
@@ -127,6 +130,12 @@ int fl_train_same_data(const fl_train_cfg *a, const fl_train_cfg *b);
 /* What a fork (configuration c) may not change from its parent p: the model's shapes (an activation
    with the same weight shapes may replace the parent's), the seed, the data.  NULL, or what differs. */
 const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c);
+
+/* The run's corpus, as the run reads it (generated, the text file, or fortunes): 0, or -1 with a
+   message naming the file. */
+int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t errlen);
+/* The batch of step `step` (B, T+1 tokens), as the run reads it (with --bos or not). */
+void fl_train_batch(uint16_t *out, const fl_data *d, const fl_train_cfg *cfg, uint64_t step);
 
 /* Run (or resume) a training run in opts->dir.  Returns a CLI exit status (cli.h). */
 int fl_train_run(const fl_train_cfg *cfg, const fl_train_opts *opts);

@@ -44,6 +44,7 @@ static const char *const help =
     "  --range LO:HI     only elements LO <= i < HI (shards of a big file)\n"
     "  --index-base B    the arrays hold elements B, B+1, ... of a larger set written in pieces: indices\n"
     "                    and shards are reported from B, so that the pieces' reports --merge\n"
+    "                    (B + the elements <= 2^63 - 1: reports hold 64-bit signed integers)\n"
     "Built-in implementations (--list shows them):\n"
     "  --impl NAME       FN and FMT default to the implementation's; inputs are every encoding of its\n"
     "                    input format (pairs for two inputs of <= 16 bits), indexed by their bit patterns\n"
@@ -72,7 +73,7 @@ static const char *const help =
     "                    saturation) differs from the reference's\n"
     "  --json            one JSON object on stdout (merge shards with --merge)\n"
     "  --mpfr-only       no fast path: MPFR for every output (same report, much slower)\n"
-    "  --threads N       OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  --threads N       OpenMP threads, 1 .. 1024 (default: OMP_NUM_THREADS or all cores)\n"
     "  --no-progress     no progress bar (it is shown on a terminal for long runs)\n"
     "Exit status: 0 done (gate passed), 1 failure (unreadable input), 2 bad usage, 3 gate failed.\n";
 
@@ -246,6 +247,9 @@ static int open_arrays(ulp_plan *p, ulp_opts *o)
         o->lo = 0;
         o->hi = o->outs.count;
     }
+    if (o->index_base > (uint64_t)INT64_MAX - o->outs.count) /* the report's indices and shards are int64 */
+        return fl_cli_usage_error(cmd, "--index-base %llu + %llu elements is beyond 2^63 - 1, the largest index a "
+                                  "report holds", (unsigned long long)o->index_base, (unsigned long long)o->outs.count);
     snprintf(p->source, sizeof p->source, "outputs %s", o->outs.path);
     return FL_EXIT_OK;
 }

@@ -131,6 +131,7 @@ extern const char *const ulp_dist_names[DIST_COUNT];
 /* ---- the command line (ulp_args.c) ---------------------------------------------------------------- */
 
 #define ULP_MAX_PARAMS 16
+#define ULP_MAX_THREADS 1024 /* --threads 1 .. 1024 */
 
 typedef struct {
     int help, list;
@@ -143,7 +144,7 @@ typedef struct {
     int exhaustive, range_set, sample_set;
     uint64_t lo, hi;            /* --range */
     uint64_t nsample, seed;     /* --sample, --seed */
-    int threads;                /* --threads; 0: OpenMP's default */
+    int threads;                /* --threads 1 .. ULP_MAX_THREADS; 0: not given (OpenMP's default) */
     long row_len;               /* --row-len; 0: the default */
     int dist;                   /* --dist; -1: the default */
     const char *save_prefix;    /* --save */
@@ -200,6 +201,26 @@ void ulp_progress_tick(ulp_progress *p, uint64_t n);
 void ulp_progress_end(ulp_progress *p);
 
 void ulp_emit_report(const fl_ulp_report *r, const ulp_meta *m, const char *recheck, double T, int gated, int json);
+
+/* A report read back from the JSON of `ulp --json` (what --merge reads; the fuzz target's entry). */
+typedef struct {
+    json_t *root;       /* the parsed document: owns meta's strings and meta.shards */
+    fl_ulp_report rep;  /* counts, histogram, maximum, exact sum, worst cases */
+    ulp_meta meta;      /* function, format, overflow, inputs, source, params, row_len, shards */
+} ulp_report_doc;
+
+/* Parses the report in data[0, size) (JSON text; no NUL needed, any bytes accepted) and checks every
+   field it reads: types; counts non-negative integers (int64) consistent with each other (parts of
+   "count" at most "count", the histogram summing to it, "faithful" its buckets <= 1 ulp, the shards
+   disjoint and covering it, the worst list min(count, 10) long and ordered, "max_ulp" in its top
+   bucket and at the worst list's first finite case, the exact sum between max_ulp and count * max_ulp);
+   errors on the 2^-20 grid, >= 0, below 2^300, or "inf" in the worst list; formats, functions and
+   the overflow policy from the known lists; 1 .. FL_MAX_INPUTS inputs, as many in every worst case,
+   each encoding within its format's bits; row_len (1 .. 2^24 - 1) exactly for row-wise functions.
+   0 with *d filled in (release it with ulp_report_doc_free), or -1 with *d zeroed and err one line
+   naming the field, e.g. "\"overflow\": missing". */
+int ulp_report_parse(ulp_report_doc *d, const char *data, size_t size, char *err, size_t errlen);
+void ulp_report_doc_free(ulp_report_doc *d);
 /* `fp8lab ulp ... --merge FILES...`: argv[first..] are the files and the options that may follow them. */
 int ulp_merge_main(int argc, char **argv, int first, int json, int gated, double T);
 

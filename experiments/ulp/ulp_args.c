@@ -121,6 +121,9 @@ static int take_flag(ulp_opts *o, opt_id id, const char *a, const char *val, int
     case OPT_SAMPLE:
     case OPT_SEED:
     case OPT_THREADS:
+        if (id == OPT_THREADS && (!val || fl_cli_parse_u64(&v, val) || v < 1 || v > ULP_MAX_THREADS))
+            return fl_cli_usage_error(cmd, "--threads needs an integer from 1 to %d%s%s%s", ULP_MAX_THREADS,
+                                      val ? " (got '" : "", val ? val : "", val ? "')" : "");
         if (!val || fl_cli_parse_u64(&v, val))
             return fl_cli_usage_error(cmd, "%s needs a non-negative integer", a);
         if (id == OPT_SAMPLE) {
@@ -155,8 +158,11 @@ static int take_flag(ulp_opts *o, opt_id id, const char *a, const char *val, int
         *used = 1;
         break;
     case OPT_INDEX_BASE:
-        if (!val || fl_cli_parse_u64(&o->index_base, val))
-            return fl_cli_usage_error(cmd, "--index-base needs a non-negative integer");
+        /* a report's indices are JSON integers (int64): the arrays' elements end at 2^63 - 1 at most
+           (checked against their count once they are open, cmd_ulp.c) */
+        if (!val || fl_cli_parse_u64(&o->index_base, val) || o->index_base > (unsigned long long)INT64_MAX)
+            return fl_cli_usage_error(cmd, "--index-base needs an integer from 0 to 2^63 - 1%s%s%s",
+                                      val ? " (got '" : "", val ? val : "", val ? "')" : "");
         *used = 1;
         break;
     case OPT_WRT:
@@ -351,7 +357,7 @@ int ulp_setup_job(ulp_plan *p, ulp_opts *o)
     rc = set_job(p, o);
     if (rc != FL_EXIT_OK)
         return rc;
-    if (o->threads > 0)
+    if (o->threads > 0) /* 0: --threads not given */
         omp_set_num_threads(o->threads);
     return check_impl(p, o);
 }

@@ -1,8 +1,11 @@
 /* ulp_output.c — the reports of `fp8lab ulp`: JSON (written, and read back for --merge) and text,
  * and `--merge`, which adds shards' JSON reports into the report of the whole (cmd_ulp_internal.h). */
 #include "cmd_ulp_internal.h"
+#include "fl_json.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,8 +44,8 @@ static json_t *report_json(const fl_ulp_report *r, const ulp_meta *m)
     for (int k = 0; k < m->n_inputs; k++)
         json_array_append_new(ins, json_string(ulp_kind_name(m->in_kind[k])));
     json_object_set_new(o, "input_formats", ins);
-    json_object_set_new(o, "source", json_string(m->source));
-    json_object_set_new(o, "params", json_string(m->params));
+    json_object_set_new(o, "source", fl_json_string(m->source)); /* a path: any bytes (fl_json.h) */
+    json_object_set_new(o, "params", fl_json_string(m->params)); /* --param values: any bytes */
     if (m->shards) {
         json_object_set(o, "shards", m->shards);
     } else {
@@ -93,87 +96,383 @@ static json_t *report_json(const fl_ulp_report *r, const ulp_meta *m)
     return o;
 }
 
-static int parse_hex(uint64_t *out, json_t *v)
+/* ---- a report read back (ulp_report_parse, for --merge and the fuzz target) -------------------- */
+
+/* One line naming the field into err; -1. */
+static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t errlen, const char *fmt, ...)
 {
-    json_t *h = json_object_get(v, "hex");
-    if (!json_is_string(h))
-        return -1;
-    char *end;
-    *out = strtoull(json_string_value(h), &end, 16);
-    return *end ? -1 : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
-/* A report back from JSON (the fields report_json writes).  0, or -1 with err. */
-static int report_from_json(fl_ulp_report *r, const json_t *o, int n_inputs, char *err, size_t errlen)
+/* Errors are below 2^300 ulp (ulp_report.h: what the exact sum of 2^64 of them holds). */
+#define ULP_READ_MAX_ERR 0x1p300
+/* A report larger than this is no report of `ulp --json` (a merged one lists its shards: ~30 bytes each). */
+#define ULP_READ_MAX_BYTES ((size_t)256 << 20)
+
+/* o[key]: an integer 0 .. 2^63 - 1 (JSON integers are int64, so within uint64). */
+static int get_count(uint64_t *out, const json_t *o, const char *key, char *err, size_t errlen)
 {
-    fl_ulp_report_init(r);
-#define GETU(field, key)                                                                            \
-    do {                                                                                            \
-        json_t *v_ = json_object_get(o, key);                                                       \
-        if (!json_is_integer(v_) || json_integer_value(v_) < 0) {                                   \
-            snprintf(err, errlen, "missing or bad '%s'", key);                                      \
-            return -1;                                                                              \
-        }                                                                                           \
-        r->field = (uint64_t)json_integer_value(v_);                                                \
-    } while (0)
-    GETU(count, "count");
-    GETU(correctly_rounded, "correctly_rounded");
-    GETU(faithful, "faithful");
-    GETU(mismatched_special, "mismatched_special");
-    GETU(infinite, "infinite_errors");
-#undef GETU
-    json_t *mx = json_object_get(o, "max_ulp");
-    json_t *sum = json_object_get(o, "sum_ulp_units");
-    json_t *h = json_object_get(o, "histogram");
-    json_t *w = json_object_get(o, "worst");
-    json_t *g = json_object_get(o, "grid_bits");
-    if (!json_is_number(mx) || !json_is_string(sum) || !json_is_object(h) || !json_is_array(w) ||
-        !json_is_integer(g) || json_integer_value(g) != FL_ULP_GRID_BITS) {
-        snprintf(err, errlen, "missing or bad max_ulp, sum_ulp_units, histogram, worst or grid_bits");
-        return -1;
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return bad(err, errlen, "\"%s\": missing", key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return bad(err, errlen, "\"%s\": not a non-negative integer", key);
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int get_string(const char **out, const json_t *o, const char *key, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return bad(err, errlen, "\"%s\": missing", key);
+    if (!json_is_string(v))
+        return bad(err, errlen, "\"%s\": not a string", key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* An input or output kind by its report name: "f64" or a format (not e8m0, a scale format). */
+static int parse_kind(int *kind, const char *s)
+{
+    fl_format f;
+    if (!strcmp(s, "f64")) {
+        *kind = KIND_F64;
+        return 0;
     }
-    r->max_ulp = json_number_value(mx);
-    if (fl_ulp_sum_from_string(r->sum, json_string_value(sum))) {
-        snprintf(err, errlen, "bad sum_ulp_units");
+    if (fl_format_parse(&f, s) || f == FL_FMT_E8M0)
         return -1;
+    *kind = (int)f;
+    return 0;
+}
+
+static int kind_bits(int kind) { return kind == KIND_F64 ? 64 : fl_format_storage_bits((fl_format)kind); }
+
+/* v's "hex": "0x" and 1..16 hex digits (as report_json writes them), a value below 2^bits. */
+static int get_hex(uint64_t *out, const json_t *v, int bits, const char *what, char *err, size_t errlen)
+{
+    json_t *h = json_is_object(v) ? json_object_get(v, "hex") : NULL;
+    if (!json_is_string(h))
+        return bad(err, errlen, "%s: not an object with a \"hex\" string", what);
+    const char *s = json_string_value(h);
+    const size_t n = strlen(s);
+    uint64_t x = 0;
+    int ok = n > 2 && n <= 18 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    for (size_t i = 2; ok && i < n; i++) {
+        const char c = s[i];
+        const int d = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+        ok = d >= 0;
+        x = x << 4 | (uint64_t)(d & 15);
     }
-    for (int b = 0; b < FL_ULP_HIST_COUNT; b++) {
-        json_t *v = json_object_get(h, fl_ulp_hist_label((fl_ulp_hist)b));
-        if (!json_is_integer(v)) {
-            snprintf(err, errlen, "histogram lacks '%s'", fl_ulp_hist_label((fl_ulp_hist)b));
-            return -1;
+    if (!ok)
+        return bad(err, errlen, "%s: hex \"%.40s\" is not 0x and 1 to 16 hex digits", what, s);
+    if (bits < 64 && x >> bits)
+        return bad(err, errlen, "%s: hex %s does not fit the %d bits of its format", what, s, bits);
+    *out = x;
+    return 0;
+}
+
+/* An error as written: a number on the reporting grid, >= 0 and below 2^300, or "inf". */
+static int get_ulp(double *out, const json_t *v, const char *what, char *err, size_t errlen)
+{
+    if (json_is_string(v) && !strcmp(json_string_value(v), "inf")) {
+        *out = INFINITY;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return bad(err, errlen, "%s: not a number or \"inf\"", what);
+    const double e = json_number_value(v);
+    if (!(e >= 0 && e < ULP_READ_MAX_ERR) || !fl_ulp_on_grid(e))
+        return bad(err, errlen, "%s: %g is not an error in ulps (>= 0, below 2^300, a multiple of 2^-%d)", what, e,
+                   FL_ULP_GRID_BITS);
+    *out = e;
+    return 0;
+}
+
+static int cmp_shard(const void *a, const void *b)
+{
+    const json_int_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* "shards": [[lo, hi], ...], 0 <= lo <= hi, disjoint, covering count elements in all. */
+static int check_shards(const json_t *o, uint64_t count, char *err, size_t errlen)
+{
+    json_t *sh = json_object_get(o, "shards");
+    if (!sh)
+        return bad(err, errlen, "\"shards\": missing");
+    const size_t n = json_array_size(sh);
+    if (!json_is_array(sh) || n == 0)
+        return bad(err, errlen, "\"shards\": not a non-empty array of [lo, hi] pairs");
+    json_int_t *lh = malloc(2 * n * sizeof *lh);
+    if (!lh)
+        return bad(err, errlen, "\"shards\": out of memory for %zu shards", n);
+    uint64_t total = 0;
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++) {
+        json_t *a = json_array_get(sh, k), *lo = json_array_get(a, 0), *hi = json_array_get(a, 1);
+        if (json_array_size(a) != 2 || !json_is_integer(lo) || !json_is_integer(hi) || json_integer_value(lo) < 0 ||
+            json_integer_value(hi) < json_integer_value(lo)) {
+            rc = bad(err, errlen, "\"shards[%zu]\": not a pair of integers 0 <= lo <= hi", k);
+            break;
         }
-        r->hist[b] = (uint64_t)json_integer_value(v);
+        lh[2 * k] = json_integer_value(lo);
+        lh[2 * k + 1] = json_integer_value(hi);
+        total += (uint64_t)(lh[2 * k + 1] - lh[2 * k]); /* < 2^63 each: no overflow before the check below */
+        if (total > (uint64_t)INT64_MAX)
+            rc = bad(err, errlen, "\"shards\": cover more than 2^63 - 1 elements");
     }
-    if (json_array_size(w) > FL_ULP_WORST) {
-        snprintf(err, errlen, "more than %d worst cases", FL_ULP_WORST);
+    if (!rc) {
+        /* by lo: a non-empty shard overlaps an earlier one iff it starts below the furthest end so far */
+        qsort(lh, n, 2 * sizeof *lh, cmp_shard);
+        json_int_t end = 0;
+        for (size_t k = 0; k < n && !rc; k++) {
+            if (lh[2 * k] == lh[2 * k + 1])
+                continue;
+            if (lh[2 * k] < end)
+                rc = bad(err, errlen, "\"shards\": [%lld, %lld) overlaps another shard of the report",
+                         (long long)lh[2 * k], (long long)lh[2 * k + 1]);
+            end = lh[2 * k + 1] > end ? lh[2 * k + 1] : end;
+        }
+    }
+    if (!rc && total != count)
+        rc = bad(err, errlen, "\"shards\" cover %llu elements but \"count\" is %llu", (unsigned long long)total,
+                 (unsigned long long)count);
+    free(lh);
+    return rc;
+}
+
+/* What the report says besides its counts: function, format, overflow, inputs, source, params,
+   row_len; m->shards is the document's list. */
+static int read_meta(ulp_meta *m, const json_t *o, char *err, size_t errlen)
+{
+    const char *fmt = NULL, *ovf = NULL, *params = NULL;
+    memset(m, 0, sizeof *m);
+    if (get_string(&m->fn_name, o, "function", err, errlen) || get_string(&fmt, o, "format", err, errlen) ||
+        get_string(&ovf, o, "overflow", err, errlen) || get_string(&m->source, o, "source", err, errlen) ||
+        get_string(&params, o, "params", err, errlen))
         return -1;
+    const fl_ref_fn *fn = fl_ref_lookup(m->fn_name);
+    if (!fn)
+        return bad(err, errlen, "\"function\": unknown function \"%.64s\"", m->fn_name);
+    int kind;
+    if (parse_kind(&kind, fmt) || kind == KIND_F64)
+        return bad(err, errlen, "\"format\": unknown output format \"%.32s\" (formats: %s)", fmt, fl_format_names());
+    m->fmt = (fl_format)kind;
+    if (!strcmp(ovf, "saturate"))
+        m->ovf = FL_OVF_SATURATE;
+    else if (!strcmp(ovf, "no-saturate"))
+        m->ovf = FL_OVF_NOSATURATE;
+    else
+        return bad(err, errlen, "\"overflow\": \"%.32s\" is neither \"saturate\" nor \"no-saturate\"", ovf);
+    json_t *ins = json_object_get(o, "input_formats");
+    if (!ins)
+        return bad(err, errlen, "\"input_formats\": missing");
+    if (!json_is_array(ins) || json_array_size(ins) < 1 || json_array_size(ins) > FL_MAX_INPUTS)
+        return bad(err, errlen, "\"input_formats\": not an array of 1 to %d format names", FL_MAX_INPUTS);
+    m->n_inputs = (int)json_array_size(ins);
+    for (int k = 0; k < m->n_inputs; k++) {
+        json_t *v = json_array_get(ins, (size_t)k);
+        if (!json_is_string(v) || parse_kind(&m->in_kind[k], json_string_value(v)))
+            return bad(err, errlen, "\"input_formats[%d]\": not \"f64\" or a format name (%s)", k, fl_format_names());
     }
+    if (strlen(params) >= sizeof m->params)
+        return bad(err, errlen, "\"params\": longer than %zu bytes", sizeof m->params - 1);
+    memcpy(m->params, params, strlen(params) + 1);
+    json_t *rl = json_object_get(o, "row_len");
+    if (rl && (!json_is_integer(rl) || json_integer_value(rl) < 1 || json_integer_value(rl) >= (1 << 24)))
+        return bad(err, errlen, "\"row_len\": not a row length 1 .. 2^24 - 1");
+    if (!rl != !fn->rowwise)
+        return bad(err, errlen, "\"row_len\": %s for %s, a%s function", rl ? "present" : "missing", fn->name,
+                   fn->rowwise ? " row-wise" : "n elementwise");
+    m->row_len = rl ? (long)json_integer_value(rl) : 0;
+    m->shards = json_object_get(o, "shards");
+    return 0;
+}
+
+/* The counts, histogram, maximum and exact sum, each checked and against each other. */
+static int read_counts(fl_ulp_report *r, const json_t *o, char *err, size_t errlen)
+{
+    if (get_count(&r->count, o, "count", err, errlen) ||
+        get_count(&r->correctly_rounded, o, "correctly_rounded", err, errlen) ||
+        get_count(&r->faithful, o, "faithful", err, errlen) ||
+        get_count(&r->mismatched_special, o, "mismatched_special", err, errlen) ||
+        get_count(&r->infinite, o, "infinite_errors", err, errlen))
+        return -1;
+    static const char *const part[] = { "correctly_rounded", "mismatched_special", "infinite_errors" };
+    const uint64_t part_v[] = { r->correctly_rounded, r->mismatched_special, r->infinite };
+    for (int k = 0; k < 3; k++)
+        if (part_v[k] > r->count)
+            return bad(err, errlen, "\"%s\" %llu exceeds \"count\" %llu", part[k], (unsigned long long)part_v[k],
+                       (unsigned long long)r->count);
+    json_t *g = json_object_get(o, "grid_bits");
+    if (!json_is_integer(g) || json_integer_value(g) != FL_ULP_GRID_BITS)
+        return bad(err, errlen, "\"grid_bits\": %s (this fp8lab reports on the 2^-%d grid)", g ? "not 20" : "missing",
+                   FL_ULP_GRID_BITS);
+    json_t *h = json_object_get(o, "histogram");
+    if (!json_is_object(h))
+        return bad(err, errlen, "\"histogram\": %s", h ? "not an object" : "missing");
+    uint64_t hsum = 0;
+    for (int b = 0; b < FL_ULP_HIST_COUNT; b++) {
+        const char *label = fl_ulp_hist_label((fl_ulp_hist)b);
+        json_t *v = json_object_get(h, label);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return bad(err, errlen, "\"histogram.%s\": %s", label, v ? "not a non-negative integer" : "missing");
+        r->hist[b] = (uint64_t)json_integer_value(v);
+        if (__builtin_add_overflow(hsum, r->hist[b], &hsum))
+            return bad(err, errlen, "\"histogram\": the counts overflow 2^64");
+    }
+    if (hsum != r->count)
+        return bad(err, errlen, "\"histogram\" counts %llu outputs but \"count\" is %llu", (unsigned long long)hsum,
+                   (unsigned long long)r->count);
+    const uint64_t le1 = r->hist[FL_ULP_HIST_0] + r->hist[FL_ULP_HIST_HALF] + r->hist[FL_ULP_HIST_1];
+    if (r->faithful != le1)
+        return bad(err, errlen, "\"faithful\" %llu differs from the \"histogram\"'s %llu errors <= 1 ulp",
+                   (unsigned long long)r->faithful, (unsigned long long)le1);
+    if (r->hist[FL_ULP_HIST_MORE] < r->infinite)
+        return bad(err, errlen, "\"infinite_errors\" %llu exceed the \"histogram\"'s %llu errors > 16 ulp",
+                   (unsigned long long)r->infinite, (unsigned long long)r->hist[FL_ULP_HIST_MORE]);
+    /* the largest finite error: the top non-empty bucket of the finite errors holds it */
+    json_t *mx = json_object_get(o, "max_ulp");
+    if (!mx)
+        return bad(err, errlen, "\"max_ulp\": missing");
+    if (!json_is_number(mx) || get_ulp(&r->max_ulp, mx, "\"max_ulp\"", err, errlen))
+        return bad(err, errlen, "\"max_ulp\": not a finite error in ulps (>= 0, below 2^300, a multiple of 2^-%d)",
+                   FL_ULP_GRID_BITS);
+    const uint64_t finite = r->count - r->infinite;
+    const int top = fl_ulp_hist_bucket(r->max_ulp);
+    for (int b = 0; b < FL_ULP_HIST_COUNT; b++) {
+        const uint64_t fin = r->hist[b] - (b == FL_ULP_HIST_MORE ? r->infinite : 0);
+        if ((b > top && fin) || (b == top && finite && !fin) || (!finite && r->max_ulp != 0))
+            return bad(err, errlen, "\"max_ulp\" %g disagrees with the \"histogram\"", r->max_ulp);
+    }
+    json_t *mean = json_object_get(o, "mean_ulp");
+    if (!json_is_number(mean) || !(json_number_value(mean) >= 0 && json_number_value(mean) <= r->max_ulp))
+        return bad(err, errlen, "\"mean_ulp\": %s", mean ? "not a number 0 .. max_ulp" : "missing");
+    const char *sum = NULL;
+    if (get_string(&sum, o, "sum_ulp_units", err, errlen))
+        return -1;
+    if (fl_ulp_sum_from_string(r->sum, sum))
+        return bad(err, errlen, "\"sum_ulp_units\": not a decimal integer below 2^384");
+    int zero = 1;
+    for (int k = 0; k < FL_ULP_SUM_LIMBS; k++)
+        zero &= r->sum[k] == 0;
+    /* max_ulp <= the exact mean <= max_ulp: the exact sum lies in [max, finite * max] 2^20 units */
+    const double mean_v = fl_ulp_report_mean(r);
+    if (zero != (r->max_ulp == 0) ||
+        (!zero && !(mean_v <= r->max_ulp && mean_v * (double)finite >= r->max_ulp * (1 - 0x1p-40))))
+        return bad(err, errlen, "\"sum_ulp_units\" %.60s is not a sum of %llu errors of at most \"max_ulp\" %g", sum,
+                   (unsigned long long)finite, r->max_ulp);
+    return 0;
+}
+
+/* The worst list: min(count, 10) cases, (error desc, index asc), infinite ones first as many as
+   there are, the first finite one at max_ulp; each case's encodings within their formats. */
+static int read_worst(fl_ulp_report *r, const ulp_meta *m, const json_t *o, char *err, size_t errlen)
+{
+    json_t *w = json_object_get(o, "worst");
+    if (!json_is_array(w))
+        return bad(err, errlen, "\"worst\": %s", w ? "not an array" : "missing");
+    const uint64_t want = r->count < FL_ULP_WORST ? r->count : FL_ULP_WORST;
+    if (json_array_size(w) != want)
+        return bad(err, errlen, "\"worst\": %zu cases, but %llu outputs keep %llu", json_array_size(w),
+                   (unsigned long long)r->count, (unsigned long long)want);
+    const int out_bits = kind_bits((int)m->fmt);
+    uint64_t n_inf = 0;
     for (size_t i = 0; i < json_array_size(w); i++) {
         json_t *e = json_array_get(w, i);
         fl_ulp_case c;
         memset(&c, 0, sizeof c);
+        char what[64];
+        if (!json_is_object(e))
+            return bad(err, errlen, "\"worst[%zu]\": not an object", i);
         json_t *idx = json_object_get(e, "index"), *in = json_object_get(e, "inputs"), *u = json_object_get(e, "ulp");
-        uint64_t out, ref;
-        if (!json_is_integer(idx) || !json_is_array(in) || (int)json_array_size(in) != n_inputs ||
-            parse_hex(&out, json_object_get(e, "output")) || parse_hex(&ref, json_object_get(e, "reference"))) {
-            snprintf(err, errlen, "bad worst case %zu", i);
-            return -1;
-        }
+        json_t *cr = json_object_get(e, "correctly_rounded"), *sp = json_object_get(e, "mismatched_special");
+        if (!json_is_integer(idx) || json_integer_value(idx) < 0)
+            return bad(err, errlen, "\"worst[%zu].index\": %s", i, idx ? "not a non-negative integer" : "missing");
         c.index = (uint64_t)json_integer_value(idx);
-        for (int k = 0; k < n_inputs; k++)
-            if (parse_hex(&c.in[k], json_array_get(in, (size_t)k))) {
-                snprintf(err, errlen, "bad input of worst case %zu", i);
+        if (!json_is_array(in) || (int)json_array_size(in) != m->n_inputs)
+            return bad(err, errlen, "\"worst[%zu].inputs\": %s of %d (one per \"input_formats\")", i,
+                       in ? "not an array" : "missing", m->n_inputs);
+        for (int k = 0; k < m->n_inputs; k++) {
+            snprintf(what, sizeof what, "\"worst[%zu].inputs[%d]\"", i, k);
+            if (get_hex(&c.in[k], json_array_get(in, (size_t)k), kind_bits(m->in_kind[k]), what, err, errlen))
                 return -1;
-            }
+        }
+        uint64_t out, ref;
+        snprintf(what, sizeof what, "\"worst[%zu].output\"", i);
+        if (get_hex(&out, json_object_get(e, "output"), out_bits, what, err, errlen))
+            return -1;
+        snprintf(what, sizeof what, "\"worst[%zu].reference\"", i);
+        if (get_hex(&ref, json_object_get(e, "reference"), out_bits, what, err, errlen))
+            return -1;
         c.out = (uint32_t)out;
         c.ref = (uint32_t)ref;
-        c.ulp = json_is_string(u) && !strcmp(json_string_value(u), "inf") ? INFINITY : json_number_value(u);
-        c.cr = json_is_true(json_object_get(e, "correctly_rounded"));
-        c.special = json_is_true(json_object_get(e, "mismatched_special"));
+        snprintf(what, sizeof what, "\"worst[%zu].ulp\"", i);
+        if (!u)
+            return bad(err, errlen, "%s: missing", what);
+        if (get_ulp(&c.ulp, u, what, err, errlen))
+            return -1;
+        if (!json_is_boolean(cr) || !json_is_boolean(sp))
+            return bad(err, errlen, "\"worst[%zu].%s\": %s", i, !json_is_boolean(cr) ? "correctly_rounded"
+                       : "mismatched_special", (!json_is_boolean(cr) ? cr : sp) ? "not true or false" : "missing");
+        c.cr = json_is_true(cr);
+        c.special = json_is_true(sp);
+        if (i > 0 && fl_ulp_case_before(&c, &r->worst[i - 1]))
+            return bad(err, errlen, "\"worst[%zu]\": out of order (error descending, then index ascending)", i);
+        if (isinf(c.ulp))
+            n_inf++;
+        else if (n_inf == (uint64_t)i && c.ulp != r->max_ulp)
+            return bad(err, errlen, "\"worst[%zu].ulp\" %g: the largest finite error differs from \"max_ulp\" %g",
+                       i, c.ulp, r->max_ulp);
         r->worst[r->n_worst++] = c;
     }
+    if (n_inf != (r->infinite < want ? r->infinite : want))
+        return bad(err, errlen, "\"worst\": %llu infinite errors, but \"infinite_errors\" is %llu",
+                   (unsigned long long)n_inf, (unsigned long long)r->infinite);
     return 0;
+}
+
+int ulp_report_parse(ulp_report_doc *d, const char *data, size_t size, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    if (size > ULP_READ_MAX_BYTES)
+        return bad(err, errlen, "%zu bytes: larger than any report (%zu MiB)", size, ULP_READ_MAX_BYTES >> 20);
+    json_error_t je;
+    json_t *o = json_loadb(data, size, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return bad(err, errlen, "not a JSON report: %s (line %d, column %d)", je.text, je.line, je.column);
+    fl_ulp_report_init(&d->rep);
+    int rc = json_is_object(o) ? 0 : bad(err, errlen, "not an ulp report (a JSON object)");
+    if (!rc)
+        rc = read_meta(&d->meta, o, err, errlen);
+    if (!rc)
+        rc = read_counts(&d->rep, o, err, errlen);
+    if (!rc)
+        rc = check_shards(o, d->rep.count, err, errlen);
+    if (!rc)
+        rc = read_worst(&d->rep, &d->meta, o, err, errlen);
+    if (rc) {
+        json_decref(o);
+        memset(d, 0, sizeof *d);
+        return -1;
+    }
+    d->root = o;
+    return 0;
+}
+
+void ulp_report_doc_free(ulp_report_doc *d)
+{
+    json_decref(d->root);
+    memset(d, 0, sizeof *d);
 }
 
 /* ---- text report -------------------------------------------------------------------------------- */
@@ -278,25 +577,55 @@ static int add_shards(json_t *all, json_t *sh, const char *path)
     return rc;
 }
 
-/* What the merged report says besides its counts: the first report's, with every shard. */
-static void meta_from_json(ulp_meta *m, json_t *head, int n_inputs, json_t *shards)
+/* The file at path into memory (at most ULP_READ_MAX_BYTES + 1 bytes: the parser refuses more). */
+static char *read_file(const char *path, size_t *n, char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
-    m->fn_name = json_string_value(json_object_get(head, "function"));
-    fl_format_parse(&m->fmt, json_string_value(json_object_get(head, "format")));
-    m->ovf = !strcmp(json_string_value(json_object_get(head, "overflow")), "saturate") ? FL_OVF_SATURATE
-                                                                                      : FL_OVF_NOSATURATE;
-    m->n_inputs = n_inputs;
-    for (int k = 0; k < n_inputs && k < FL_MAX_INPUTS; k++) {
-        const char *s = json_string_value(json_array_get(json_object_get(head, "input_formats"), (size_t)k));
-        fl_format f;
-        m->in_kind[k] = s && !strcmp(s, "f64") ? KIND_F64 : s && !fl_format_parse(&f, s) ? (int)f : FL_FMT_FP32;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        bad(err, errlen, "cannot open: %s", strerror(errno));
+        return NULL;
     }
-    m->source = json_string_value(json_object_get(head, "source"));
-    snprintf(m->params, sizeof m->params, "%s", json_string_value(json_object_get(head, "params")));
-    m->shards = shards;
-    json_t *rl = json_object_get(head, "row_len");
-    m->row_len = json_is_integer(rl) && json_integer_value(rl) > 0 ? (long)json_integer_value(rl) : 0;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap || len > ULP_READ_MAX_BYTES)
+            break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb)
+            free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    if (!buf || ferror(f)) {
+        bad(err, errlen, "%s%s", buf ? "cannot read: " : "out of memory", buf ? strerror(errno) : "");
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *n = len;
+    return buf;
+}
+
+/* The field in which report b differs from a (shards of one run agree on everything but their counts),
+   or NULL. */
+static const char *meta_differs(const ulp_meta *a, const ulp_meta *b)
+{
+    if (strcmp(a->fn_name, b->fn_name))
+        return "function";
+    if (a->fmt != b->fmt)
+        return "format";
+    if (a->ovf != b->ovf)
+        return "overflow";
+    if (a->n_inputs != b->n_inputs || memcmp(a->in_kind, b->in_kind, (size_t)a->n_inputs * sizeof a->in_kind[0]))
+        return "input_formats";
+    if (strcmp(a->source, b->source))
+        return "source";
+    if (strcmp(a->params, b->params))
+        return "params";
+    if (a->row_len != b->row_len)
+        return "row_len";
+    return NULL;
 }
 
 static int cmd_merge(int argc, char **argv, int first, int json, int gated, double T)
@@ -304,57 +633,50 @@ static int cmd_merge(int argc, char **argv, int first, int json, int gated, doub
     const char *cmd = "ulp";
     fl_ulp_report total;
     fl_ulp_report_init(&total);
-    json_t *head = NULL, *shards = json_array();
-    int n_inputs = 0;
+    ulp_report_doc head, d;
+    memset(&head, 0, sizeof head);
+    json_t *shards = json_array();
     int rc = FL_EXIT_OK;
     for (int i = first; i < argc && rc == FL_EXIT_OK; i++) {
         if (argv[i][0] == '-')
             continue;
-        json_error_t je;
-        json_t *o = json_load_file(argv[i], 0, &je);
-        char err[256];
-        if (!o || !json_is_object(o)) {
-            fprintf(stderr, "fp8lab %s: %s: not a JSON report (%s)\n", cmd, argv[i], o ? "not an object" : je.text);
-            json_decref(o);
+        char err[512];
+        size_t n;
+        char *text = read_file(argv[i], &n, err, sizeof err);
+        if (!text || ulp_report_parse(&d, text, n, err, sizeof err)) {
+            fprintf(stderr, "fp8lab %s: %s: %s\n", cmd, argv[i], err);
+            free(text);
             rc = FL_EXIT_FAIL;
             break;
         }
-        if (!head) {
-            head = o;
-            n_inputs = (int)json_array_size(json_object_get(o, "input_formats"));
-        } else {
-            static const char *const same[] = { "function", "format", "overflow", "input_formats", "source", "params" };
-            for (size_t k = 0; k < FL_ARRAY_LEN(same); k++)
-                if (!json_equal(json_object_get(head, same[k]), json_object_get(o, same[k]))) {
-                    fprintf(stderr, "fp8lab %s: %s: '%s' differs from the first report's; not shards of one run\n", cmd,
-                            argv[i], same[k]);
-                    rc = FL_EXIT_FAIL;
-                }
-        }
-        fl_ulp_report r;
-        if (rc == FL_EXIT_OK && report_from_json(&r, o, n_inputs, err, sizeof err)) {
-            fprintf(stderr, "fp8lab %s: %s: %s\n", cmd, argv[i], err);
+        free(text);
+        const char *differs = head.root ? meta_differs(&head.meta, &d.meta) : NULL;
+        if (differs) {
+            fprintf(stderr, "fp8lab %s: %s: \"%s\" differs from the first report's; not shards of one run\n", cmd,
+                    argv[i], differs);
             rc = FL_EXIT_FAIL;
         }
         if (rc == FL_EXIT_OK)
-            rc = add_shards(shards, json_object_get(o, "shards"), argv[i]);
+            rc = add_shards(shards, d.meta.shards, argv[i]);
         if (rc == FL_EXIT_OK)
-            fl_ulp_report_merge(&total, &r);
-        if (o != head)
-            json_decref(o);
+            fl_ulp_report_merge(&total, &d.rep);
+        if (!head.root)
+            head = d;
+        else
+            ulp_report_doc_free(&d);
     }
-    if (!head) {
+    if (!head.root) {
         json_decref(shards);
         return rc == FL_EXIT_OK ? fl_cli_usage_error(cmd, "--merge needs report files") : rc;
     }
     if (rc == FL_EXIT_OK) {
-        ulp_meta m;
-        meta_from_json(&m, head, n_inputs, shards);
+        ulp_meta m = head.meta;
+        m.shards = shards;
         ulp_emit_report(&total, &m, NULL, T, gated, json);
         if (gated && (total.max_ulp > T || total.mismatched_special))
             rc = FL_EXIT_GATE;
     }
-    json_decref(head);
+    ulp_report_doc_free(&head);
     json_decref(shards);
     return rc;
 }
