@@ -49,7 +49,10 @@ static char tmp[256];
 #define TINY "--width", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--seq", "8", "--batch", "2", \
              "--data-len", "4096", "--quiet"
 
-/* A formatted path, allocated (a test's few leaks are harmless). */
+/* A formatted path, kept until free_paths at the end of the test. */
+static char *paths[4096];
+static int npaths;
+
 static const char *P(const char *fmt, ...)
 {
     char b[4200];
@@ -58,9 +61,16 @@ static const char *P(const char *fmt, ...)
     const int n = vsnprintf(b, sizeof b, fmt, ap);
     va_end(ap);
     CHECK(n > 0 && (size_t)n < sizeof b, "path too long");
+    CHECK(npaths < (int)(sizeof paths / sizeof *paths), "too many paths");
     char *r = strdup(b);
     CHECK(r, "out of memory");
-    return r;
+    return paths[npaths++] = r;
+}
+
+static void free_paths(void)
+{
+    while (npaths)
+        free(paths[--npaths]);
 }
 
 static int exists(const char *p)
@@ -427,5 +437,6 @@ int main(int argc, char **argv)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     CHECK(system(cmd) == 0, "clean up");
+    free_paths();
     PASS("test_train_folder");
 }
