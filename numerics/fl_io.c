@@ -12,6 +12,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The folder of path into dir (n bytes): "." for a bare name, "/" for a file in the root.  0, or -1 when
+   it does not fit. */
+static int dir_of(char *dir, size_t n, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const int k = !slash ? snprintf(dir, n, ".") : slash == path ? snprintf(dir, n, "/")
+                                                 : snprintf(dir, n, "%.*s", (int)(slash - path), path);
+    return k >= 0 && (size_t)k < n ? 0 : -1;
+}
+
 /* ---- the temporaries of this process, removed on SIGINT / SIGTERM / SIGHUP ------------------------- */
 
 /* A fixed table, so that the signal handler reads it without locks or allocation: a slot is claimed
@@ -108,13 +118,7 @@ int fl_atomic_sweep(const char *path)
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     char dir[PATH_MAX];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else if ((size_t)(slash - path) < sizeof dir)
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    else
+    if (dir_of(dir, sizeof dir, path))
         return 0;
     const size_t blen = strlen(base);
     DIR *d = blen ? opendir(dir) : NULL;
@@ -136,14 +140,9 @@ int fl_atomic_sweep(const char *path)
 
 static int fsync_dir_of(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    char dir[PATH_MAX];
+    if (dir_of(dir, sizeof dir, path))
+        return -1;
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
         return -1;

@@ -50,3 +50,28 @@ void fl_cli_json_print(json_t *root, int digits)
     free(s);
     json_decref(root);
 }
+
+size_t fl_cli_sh_quote(char *buf, size_t cap, const char *s, size_t n)
+{
+    size_t w = 0;
+#define PUT(c)                                                                                     \
+    do {                                                                                           \
+        if (w + 1 < cap)                                                                           \
+            buf[w] = (c);                                                                          \
+        w++;                                                                                       \
+    } while (0)
+    PUT('\'');
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\'') {
+            PUT('\'');
+            PUT('\\');
+            PUT('\'');
+            PUT('\'');
+        } else
+            PUT(s[i]);
+    PUT('\'');
+#undef PUT
+    if (cap)
+        buf[w < cap ? w : cap - 1] = 0;
+    return w;
+}

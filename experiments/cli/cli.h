@@ -31,6 +31,11 @@ int fl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((for
 int fl_cli_parse_u64(unsigned long long *out, const char *s);
 int fl_cli_parse_double(double *out, const char *s);
 
+/* s (n bytes) as one word for a POSIX shell: in single quotes, where every byte stands for itself but
+   ', which is written '\'' (close, an escaped quote, reopen).  Written as snprintf writes: at most
+   cap - 1 bytes and a NUL into buf (buf may be NULL when cap is 0); returns the quoted length. */
+size_t fl_cli_sh_quote(char *buf, size_t cap, const char *s, size_t n);
+
 /* Print a command's JSON report on stdout: indented by 2, reals with `digits` significant digits, one
    trailing newline; the reference is released (json_t is jansson's; declared opaque here). */
 struct json_t;

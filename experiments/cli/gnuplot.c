@@ -1,6 +1,8 @@
 /* gnuplot.c — see gnuplot.h. */
 #include "gnuplot.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -20,13 +22,13 @@ static void put_word(FILE *f, const char *s)
     for (const unsigned char *c = (const unsigned char *)s; *c; c++)
         ctl |= *c < 0x20 || *c == 0x7f;
     if (!ctl) {
-        fputc('\'', f);
-        for (; *s; s++)
-            if (*s == '\'')
-                fputs("'\\''", f);
-            else
-                fputc(*s, f);
-        fputc('\'', f);
+        const size_t n = strlen(s), len = fl_cli_sh_quote(NULL, 0, s, n);
+        char *q = malloc(len + 1);
+        if (q) {
+            fl_cli_sh_quote(q, len + 1, s, n);
+            fputs(q, f);
+        }
+        free(q);
         return;
     }
     fputs("$'", f);

@@ -1,6 +1,7 @@
 /* attrib.c — per-channel attribution of down-projection outliers (attrib.h). */
 #include "attrib.h"
 #include "ffn_act.h"
+#include "model.h"
 #include "fl_json.h"
 
 #include <errno.h>
@@ -367,10 +368,10 @@ static int load_config(fl_attrib_run *r, const char *dir, char *err, size_t errn
         rc = fail(err, errn, "%s: unknown act '%s'", p, json_string_value(act));
     else if (!json_is_number(wd) || !(json_number_value(wd) >= 0.0) || !isfinite(json_number_value(wd)))
         rc = fail(err, errn, "%s: \"wd\" is not a finite non-negative number", p);
-    else if (!json_is_integer(ffn) || json_integer_value(ffn) < 1 || json_integer_value(ffn) > FL_ATTRIB_MAX_F)
-        rc = fail(err, errn, "%s: \"ffn\" is not an integer in [1, %d]", p, FL_ATTRIB_MAX_F);
-    else if (!json_is_integer(layers) || json_integer_value(layers) < 1 || json_integer_value(layers) > FL_ATTRIB_MAX_L)
-        rc = fail(err, errn, "%s: \"layers\" is not an integer in [1, %d]", p, FL_ATTRIB_MAX_L);
+    else if (!json_is_integer(ffn) || json_integer_value(ffn) < 1 || json_integer_value(ffn) > FL_MODEL_MAX_F) /* what train accepts */
+        rc = fail(err, errn, "%s: \"ffn\" is not an integer in [1, %d]", p, FL_MODEL_MAX_F);
+    else if (!json_is_integer(layers) || json_integer_value(layers) < 1 || json_integer_value(layers) > FL_MODEL_MAX_L)
+        rc = fail(err, errn, "%s: \"layers\" is not an integer in [1, %d]", p, FL_MODEL_MAX_L);
     else {
         snprintf(r->act, sizeof r->act, "%s", fl_act_name(a));
         r->gated = fl_act_gated(a);

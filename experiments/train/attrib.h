@@ -50,11 +50,6 @@
 
 #include <stddef.h>
 
-/* The sizes config.json may give: those `fp8lab train` accepts (model.c).  channels.csv must also be
-   large enough for one logged step of L*F rows before anything is allocated. */
-#define FL_ATTRIB_MAX_L 64
-#define FL_ATTRIB_MAX_F 65536
-
 #define FL_ATTRIB_MAXLAG 8
 #define FL_ATTRIB_NLAG (2 * FL_ATTRIB_MAXLAG + 1)
 

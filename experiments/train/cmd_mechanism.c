@@ -1108,9 +1108,8 @@ int fl_cmd_mechanism(int argc, char **argv)
     mech_plan(&m);
     fl_rundir folder; /* locked until the command ends: one mechanism per folder at a time */
     const int lrc = fl_rundir_acquire(&folder, m.out, "mechanism");
-    if (lrc) {
+    if (lrc)
         return lrc;
-    }
     char sp[DIR_MAX + 32], args[8192];
     fl_train_cfg_args(args, sizeof args, &m.base);
     printf("fp8lab mechanism: %d runs, %d at a time -> %s/\n  base (SwiGLU trajectory): %s\n"

@@ -346,17 +346,11 @@ __attribute__((format(printf, 4, 5))) static void addf(char *buf, size_t n, size
     *w += k > 0 ? (size_t)k : 0;
 }
 
-/* Append " FLAG 'V'" with V (k bytes) quoted for sh: inside single quotes every byte stands for itself
-   but ', which is written '\'' (close, an escaped quote, reopen). */
+/* Append " FLAG V" with V (k bytes) quoted for sh (fl_cli_sh_quote). */
 static void addq(char *buf, size_t n, size_t *w, const char *flag, const char *v, size_t k)
 {
-    addf(buf, n, w, " %s '", flag);
-    for (size_t i = 0; i < k; i++)
-        if (v[i] == '\'')
-            addf(buf, n, w, "'\\''");
-        else
-            addf(buf, n, w, "%c", v[i]);
-    addf(buf, n, w, "'");
+    addf(buf, n, w, " %s ", flag);
+    *w += fl_cli_sh_quote(*w < n ? buf + *w : NULL, *w < n ? n - *w : 0, v, k);
 }
 
 int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c)

@@ -21,9 +21,9 @@ const char *fl_model_cfg_check(const fl_model_cfg *c)
 {
     if (c->V < 2 || c->V > 65536)
         return "vocabulary size must be in [2, 65536]";
-    if (c->C < 4 || c->C > 4096 || c->L < 1 || c->L > 64 || c->H < 1 || c->C % c->H)
+    if (c->C < 4 || c->C > 4096 || c->L < 1 || c->L > FL_MODEL_MAX_L || c->H < 1 || c->C % c->H)
         return "need 4 <= width <= 4096, 1 <= layers <= 64, heads dividing the width";
-    if (c->F < 1 || c->F > 65536 || c->T < 2 || c->T > 4096 || c->B < 1 || c->B > 4096)
+    if (c->F < 1 || c->F > FL_MODEL_MAX_F || c->T < 2 || c->T > 4096 || c->B < 1 || c->B > 4096)
         return "need 1 <= ffn <= 65536, 2 <= seq <= 4096, 1 <= batch <= 4096";
     if ((size_t)c->B * c->T > (1u << 20))
         return "batch * seq must be at most 2^20 tokens";

@@ -27,6 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The largest --layers and --ffn (fl_model_cfg_check); the per-layer arrays below hold FL_MODEL_MAX_L. */
+enum { FL_MODEL_MAX_L = 64, FL_MODEL_MAX_F = 65536 };
+
 typedef struct {
     uint32_t V, C, L, H, F, T, B;
     fl_act act;
@@ -99,9 +102,9 @@ typedef struct {
     float *rstdf;  /* (N) */
     float *logits; /* (N, V) softmax probabilities after forward */
     double *tokloss; /* (N) */
-    fl_lin_q lq[64 * FL_LIN_COUNT + 1]; /* per Linear; [L * FL_LIN_COUNT] is the head */
+    fl_lin_q lq[FL_MODEL_MAX_L * FL_LIN_COUNT + 1]; /* per Linear; [L * FL_LIN_COUNT] is the head */
     float *smooth_s, *smooth_si;        /* (max(N, F)) Smooth-SwiGLU scales */
-    fl_ffn_fwd_stats ffn[64];
+    fl_ffn_fwd_stats ffn[FL_MODEL_MAX_L];
     /* Per-channel statistics of every FFN's down-projection input (channels.h), captured by the
        forward before the down projection's cast (which may overwrite h):
          chan_on 0: never (the default); 1: for the layers whose act_amax sets a record (exceeds
@@ -111,8 +114,8 @@ typedef struct {
     float *chan_gmax, *chan_umax; /* (L, F) max over tokens |gate_i| (the FC output of non-gated
                                     activations) and |up_i| (0 for them) */
     int chan_on;
-    float chan_rec_max[64], chan_prev_max[64]; /* the running maxima; the one a record beat */
-    uint8_t chan_have[64], chan_record[64];
+    float chan_rec_max[FL_MODEL_MAX_L], chan_prev_max[FL_MODEL_MAX_L]; /* the running maxima; the one a record beat */
+    uint8_t chan_have[FL_MODEL_MAX_L], chan_record[FL_MODEL_MAX_L];
 
     /* backward scratch */
     float *dres;  /* (N, C) */

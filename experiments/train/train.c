@@ -501,7 +501,6 @@ typedef struct {
     uint64_t step0;        /* st.step at the start of this invocation */
 } train_run;
 
-/* The corpus (generated, or the text file), checked against the checkpoint's on resume. */
 int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t errlen)
 {
     if (cfg->data_kind == FL_DATA_TEXT)
@@ -524,6 +523,7 @@ void fl_train_batch(uint16_t *out, const fl_data *d, const fl_train_cfg *cfg, ui
         fl_data_batch(out, d, cfg->seed, step, cfg->model.B, cfg->model.T);
 }
 
+/* The corpus (generated, or the text file), checked against the checkpoint's on resume. */
 static int run_open_data(train_run *r)
 {
     fl_train_cfg *cfg = &r->cfg;
@@ -607,7 +607,7 @@ static int run_decorrelate(train_run *r)
 }
 
 /* The run state before the folder is touched: fresh, or a fork's parent's (read from its file).  The
-   thread count is --threads, else all cores (a resume takes the checkpoint's in run_resume). */
+   thread count is --threads, else all cores (a resume takes the checkpoint's in run_claim_folder). */
 static int run_restore(train_run *r)
 {
     const fl_train_opts *opts = r->opts;
