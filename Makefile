@@ -15,7 +15,11 @@
 #   numerics/*.c reference/*.c kernels/*.c experiments/*/*.c  -> build/libfp8lab.a
 #   experiments/ has one folder per subsystem: cli/ (the fp8lab command and the small commands),
 #   ulp/ (the ULP validation engine), train/ (the training harness and the demo), polyorder/ (the
-#   polynomial-order study).  A new .c in any of them builds with no edit here.
+#   polynomial-order study), and common/ below them (what the commands share: exit codes, argument
+#   parsing, sh quoting, JSON printing, the gnuplot runner, the run plots).  Includes point down
+#   only: cli/ is the top, no other folder of the library includes its headers; each subsystem
+#   declares its commands in its own commands.h (tests/test_layout.c checks this).  A new .c in any
+#   of them builds with no edit here.
 #   experiments/cli/fp8lab.c holds main() of the CLI and is the one file kept out of the library.
 #   tests/test_*.c   -> build/tests/test_*    (C, linked with the library)
 #   tests/test_*.cpp -> build/tests/test_*    (C++, for oracles from NVIDIA's host headers)
@@ -222,10 +226,12 @@ ulp-sweeps: $(CLI)
 	@for i in $(ULP_SWEEPS); do for m in "" --mpfr-only; do echo "== $$i, 2^22 inputs in [0.5, 1) $$m"; \
 		$(CLI) ulp --impl $$i --range 0x3f000000:0x3f400000 --no-progress $$m | tail -n 1 || exit 1; done; done
 
-# twin-table: the kernels' CPU twins against MPFR (kernels/README.md), into build/twin-table/table.md
+# twin-table: every CPU twin of kernels/twins.c against MPFR (experiments/ulp/twin_table.sh), into
+# build/twin-table/table.md and, once all have run, kernels/README.md's accuracy table (between its
+# twin-table markers).  TWINS="silu_bf16 polyrelu3_bf16": only those, README untouched (a quick check).
 .PHONY: twin-table
 twin-table: $(CLI)
-	@sh experiments/ulp/twin_table.sh $(CLI) $(BUILD)/twin-table
+	@TWINS="$(TWINS)" sh experiments/ulp/twin_table.sh $(CLI) $(BUILD)/twin-table kernels/README.md
 
 # torch-table: PyTorch's activation kernels judged by `fp8lab ulp` (experiments/torchval/torch_table.py;
 # explained in experiments/torchval/TORCH.md), into $(BUILD)/torch-table/torch-table.{md,json}.  Needs a

@@ -503,20 +503,13 @@ FL_HD float fl_tree_sum(float *v)
 /* ==== 7. CUDA device I/O ======================================================================= */
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
+#include <initializer_list>
 #include <stdio.h>
 
-#include "cuda_check.h" /* FL_CUDA_CHECK */
+#include "cuda_check.h" /* FL_CUDA_CHECK, FL_REQUIRE */
 
 /* Precondition failures of a launcher: print and return -1. */
-#define FL_LAUNCH_REQUIRE(cond, ...)                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: precondition failed: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define FL_LAUNCH_REQUIRE(cond, ...) FL_REQUIRE("", cond, #cond, __VA_ARGS__)
 
 /* Storage types.  Each has: bytes per element; load of one element (decode, exact); store of two
  * elements (the hardware's paired conversion).  Decode of FP8 uses the hardware cvt to f16x2 (exact),
@@ -535,9 +528,22 @@ struct fl_io_bf16 {
     }
 };
 
-struct fl_io_e4m3 {
+/* The FP8 formats: one byte each, stored in pairs by cvt.rn.satfinite.{e4m3,e5m2}x2.f32. */
+template <fl_format F> struct fl_io_fp8 {
     typedef uint8_t storage;
-    static constexpr fl_format fmt = FL_FMT_E4M3;
+    static constexpr fl_format fmt = F;
+    static __device__ __forceinline__ uint32_t store2(float lo, float hi)
+    {
+        unsigned short r;
+        if constexpr (F == FL_FMT_E4M3)
+            asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+        else
+            asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+        return r; /* lo in bits 0..7, hi in 8..15 */
+    }
+};
+
+struct fl_io_e4m3 : fl_io_fp8<FL_FMT_E4M3> {
     static __device__ __forceinline__ float load(storage c)
     {
         unsigned short h;
@@ -547,29 +553,15 @@ struct fl_io_e4m3 {
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
         return f;
     }
-    static __device__ __forceinline__ uint32_t store2(float lo, float hi)
-    {
-        unsigned short r;
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-        return r; /* lo in bits 0..7, hi in 8..15 */
-    }
 };
 
-struct fl_io_e5m2 {
-    typedef uint8_t storage;
-    static constexpr fl_format fmt = FL_FMT_E5M2;
+struct fl_io_e5m2 : fl_io_fp8<FL_FMT_E5M2> {
     static __device__ __forceinline__ float load(storage c)
     {
         /* e5m2 is the top byte of an fp16: exact */
         float f;
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)((unsigned short)c << 8)));
         return f;
-    }
-    static __device__ __forceinline__ uint32_t store2(float lo, float hi)
-    {
-        unsigned short r;
-        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-        return r;
     }
 };
 
@@ -671,9 +663,21 @@ __device__ __forceinline__ void fl_atomic_amax(float *amax, float v)
     if (v > 0.0f)
         atomicMax(reinterpret_cast<unsigned int *>(amax), __float_as_uint(v));
 }
+
+/* Fold the threads' amaxes v into *amax (NULL: nothing).  Every thread of the block calls it. */
+__device__ __forceinline__ void fl_block_amax_publish(float *amax, float v, float *sh)
+{
+    if (!amax)
+        return;
+    const float m = fl_block_amax(v, sh);
+    if (threadIdx.x == 0)
+        fl_atomic_amax(amax, m);
+}
+
 /* The final reduction of K interleaved partial arrays (ws[m * K + k], m < count) by one block, in the
    order of fl_partials_sum_order: thread t adds partials t, t + 256, ..., then the block tree. */
-__device__ __forceinline__ void fl_partials_block_sum(float *out, const float *ws, size_t count, int K)
+static __global__ void __launch_bounds__(FL_RED_THREADS)
+fl_partials_sum_kernel(float *__restrict__ out, const float *__restrict__ ws, size_t count, int K)
 {
     __shared__ float sh[FL_RED_THREADS / 32];
     for (int k = 0; k < K; k++) {
@@ -763,16 +767,9 @@ __global__ void __launch_bounds__(FL_RED_THREADS) fl_ew_kernel(fl_ew_args a, typ
             }
         }
     }
-    if (a.amax[0]) {
-        const float m = fl_block_amax(amax0, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(a.amax[0], m);
-    }
-    if (Op::n_out > 1 && a.amax[1]) {
-        const float m = fl_block_amax(amax1, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(a.amax[1], m);
-    }
+    fl_block_amax_publish(a.amax[0], amax0, sh);
+    if (Op::n_out > 1)
+        fl_block_amax_publish(a.amax[1], amax1, sh);
 }
 
 /* Grid size for a grid-stride kernel over `work` items of FL_RED_THREADS threads each:
@@ -805,6 +802,76 @@ template <class F> static int fl_io_dispatch_grad(fl_format f, F fn)
 }
 
 static inline int fl_io_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Grid of a row-wise kernel: one block per row, capped (blocks then loop over rows). */
+static inline unsigned fl_row_grid(size_t R) { return (unsigned)(R < (1u << 20) ? R : (1u << 20)); }
+
+/* The device multiplier of an output view (kernels.h's fl_kout): its FP8 scale; NULL (1) for bf16 and
+   fp32, which store unscaled. */
+template <class Out> static inline const float *fl_out_mul(const Out &o)
+{
+    return (o.fmt == FL_FMT_E4M3 || o.fmt == FL_FMT_E5M2) ? o.scale : nullptr;
+}
+
+/* fl_ew_args over n elements from input views (fl_kin) and output views (fl_kout), in operand order;
+   vec_ok when every pointer is 16-byte aligned. */
+template <class In, class Out>
+static inline fl_ew_args fl_ew_args_of(size_t n, std::initializer_list<In> in, std::initializer_list<Out> out)
+{
+    fl_ew_args a = {};
+    int k = 0, ok = 1;
+    for (const In &v : in) {
+        a.in[k] = v.data;
+        a.in_mul[k++] = v.scale_inv;
+        ok = ok && fl_io_aligned(v.data);
+    }
+    k = 0;
+    for (const Out &o : out) {
+        a.out[k] = o.data;
+        a.out_mul[k] = fl_out_mul(o);
+        a.amax[k++] = o.amax;
+        ok = ok && fl_io_aligned(o.data);
+    }
+    a.n = n;
+    a.vec_ok = ok;
+    return a;
+}
+
+/* The frame of a backward with coefficient gradients (PolyReLU, PolyNorm).  With no partials (an empty
+   input) da is zeroed.  Otherwise launch(X, DY, DX, ws) runs the backward kernel for the formats of x,
+   dy and dx (IO tags); it writes `parts` rows of order + 1 partials to ws, which is NULL when da is not
+   wanted; then one block reduces them into da (fl_partials_sum_kernel). */
+template <class Launch>
+static int fl_coef_bwd(float *da, float *ws, size_t parts, int order, fl_format x, fl_format dy, fl_format dx,
+                       void *stream, Launch launch)
+{
+    if (parts == 0) {
+        if (da)
+            FL_CUDA_CHECK(cudaMemsetAsync(da, 0, (order + 1) * sizeof(float), (cudaStream_t)stream));
+        return 0;
+    }
+    float *wsp = da ? ws : nullptr;
+    const int rc = fl_io_dispatch_fwd(x, [&](auto xi) {
+        return fl_io_dispatch_grad(dy, [&](auto di) {
+            return fl_io_dispatch_grad(dx, [&](auto oi) { return launch(xi, di, oi, wsp); });
+        });
+    });
+    if (rc || !da)
+        return rc;
+    fl_partials_sum_kernel<<<1, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(da, ws, parts, order + 1);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+/* Launch fl_ew_kernel over a's n elements (grid-stride, fl_grid_for of the vector count). */
+template <class Op, class I0, class I1, class I2, class O0, class O1>
+static int fl_ew_launch(const fl_ew_args &a, const typename Op::params &p, void *stream)
+{
+    fl_ew_kernel<Op, I0, I1, I2, O0, O1>
+        <<<fl_grid_for((a.n + FL_VEC - 1) / FL_VEC), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(a, p);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
 #endif /* __CUDACC__ */
 
 #endif /* FL_ACTIVATIONS_H */

@@ -16,6 +16,19 @@
         }                                                                                          \
     } while (0)
 
+/* A launcher's precondition, for the launchers' own macros: when cond is false, print file, line, who
+   (a "name: " prefix, or ""), text (the caller's #cond: the condition as written) and the printf-style
+   message, and return -1. */
+#define FL_REQUIRE(who, cond, text, ...)                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %sprecondition failed: %s: ", __FILE__, __LINE__, who, text); \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
 #define FL_CUBLAS_CHECK(call)                                                                      \
     do {                                                                                           \
         cublasStatus_t st_ = (call);                                                               \

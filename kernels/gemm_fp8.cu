@@ -3,23 +3,14 @@
 // every path (RAII).  The GEMM is compute-bound and cuBLASLt's own; nothing here touches the data.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <initializer_list>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "cuda_check.h"
 #include "gemm_fp8.h"
 
-
-
-#define FL_GEMM_REQUIRE(cond, ...)                                                                 \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: fl_cuda_gemm_fp8: precondition failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define FL_GEMM_REQUIRE(cond, ...) FL_REQUIRE("fl_cuda_gemm_fp8: ", cond, #cond, __VA_ARGS__)
 
 namespace {
 
@@ -34,14 +25,9 @@ struct lt_call {
     {
         if (pref)
             cublasLtMatmulPreferenceDestroy(pref);
-        if (d)
-            cublasLtMatrixLayoutDestroy(d);
-        if (c)
-            cublasLtMatrixLayoutDestroy(c);
-        if (b)
-            cublasLtMatrixLayoutDestroy(b);
-        if (a)
-            cublasLtMatrixLayoutDestroy(a);
+        for (cublasLtMatrixLayout_t l : { d, c, b, a })
+            if (l)
+                cublasLtMatrixLayoutDestroy(l);
         if (op)
             cublasLtMatmulDescDestroy(op);
         if (own_handle && handle)

@@ -64,11 +64,7 @@ polynorm_fwd_kernel(typename Y::storage *__restrict__ y, const typename X::stora
             }
         }
     }
-    if (amax) {
-        const float m = fl_block_amax(am, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(amax, m);
-    }
+    fl_block_amax_publish(amax, am, sh);
 }
 
 template <class X, class DY, class DX>
@@ -141,25 +137,8 @@ polynorm_bwd_kernel(typename DX::storage *__restrict__ dx, float *__restrict__ w
             }
         }
     }
-    if (amax) {
-        const float m = fl_block_amax(am, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(amax, m);
-    }
+    fl_block_amax_publish(amax, am, sh);
 }
-
-__global__ void __launch_bounds__(FL_RED_THREADS)
-polynorm_coef_sum_kernel(float *__restrict__ da, const float *__restrict__ ws, size_t R, int K)
-{
-    fl_partials_block_sum(da, ws, R, K);
-}
-
-const float *out_mul(const fl_kout &o)
-{
-    return (o.fmt == FL_FMT_E4M3 || o.fmt == FL_FMT_E5M2) ? o.scale : nullptr;
-}
-
-unsigned row_grid(size_t R) { return (unsigned)(R < (1u << 20) ? R : (1u << 20)); }
 
 } // namespace
 
@@ -178,8 +157,8 @@ extern "C" int fl_cuda_polynorm_fwd(fl_kout y, fl_kin x, size_t R, size_t H, con
         return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
             using X = decltype(xi);
             using Y = decltype(yi);
-            polynorm_fwd_kernel<X, Y><<<row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
-                (typename Y::storage *)y.data, (const typename X::storage *)x.data, x.scale_inv, out_mul(y),
+            polynorm_fwd_kernel<X, Y><<<fl_row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
+                (typename Y::storage *)y.data, (const typename X::storage *)x.data, x.scale_inv, fl_out_mul(y),
                 y.amax, R, H, cc, eps, vec_ok);
             FL_CUDA_CHECK(cudaGetLastError());
             return 0;
@@ -196,32 +175,18 @@ extern "C" int fl_cuda_polynorm_bwd(fl_kout dx, float *da, float *ws, fl_kin x, 
     FL_LAUNCH_REQUIRE(x.data && dy.data && dx.data, "NULL data");
     FL_LAUNCH_REQUIRE(H > 0 && H < (1u << 24), "row length H = %zu (float(H) must be exact)", H);
     FL_LAUNCH_REQUIRE(!da || ws, "coefficient gradients need a workspace of fl_cuda_polynorm_ws_floats() floats");
-    if (R == 0) {
-        if (da)
-            FL_CUDA_CHECK(cudaMemsetAsync(da, 0, (c->order + 1) * sizeof(float), (cudaStream_t)stream));
-        return 0;
-    }
     const int vec_ok = H % FL_VEC == 0 && fl_io_aligned(x.data) && fl_io_aligned(dy.data) && fl_io_aligned(dx.data);
     const fl_poly_coef cc = *c;
-    float *wsp = da ? ws : nullptr;
-    const int rc = fl_io_dispatch_fwd(x.fmt, [&](auto xi) {
-        return fl_io_dispatch_grad(dy.fmt, [&](auto di) {
-            return fl_io_dispatch_grad(dx.fmt, [&](auto oi) {
-                using X = decltype(xi);
-                using DY = decltype(di);
-                using DX = decltype(oi);
-                polynorm_bwd_kernel<X, DY, DX><<<row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
-                    (typename DX::storage *)dx.data, wsp, (const typename X::storage *)x.data,
-                    (const typename DY::storage *)dy.data, x.scale_inv, dy.scale_inv, out_mul(dx), dx.amax,
-                    R, H, cc, eps, vec_ok);
-                FL_CUDA_CHECK(cudaGetLastError());
-                return 0;
-            });
-        });
+    // one partial row per row of x
+    return fl_coef_bwd(da, ws, R, c->order, x.fmt, dy.fmt, dx.fmt, stream, [&](auto xi, auto di, auto oi, float *wsp) {
+        using X = decltype(xi);
+        using DY = decltype(di);
+        using DX = decltype(oi);
+        polynorm_bwd_kernel<X, DY, DX><<<fl_row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
+            (typename DX::storage *)dx.data, wsp, (const typename X::storage *)x.data,
+            (const typename DY::storage *)dy.data, x.scale_inv, dy.scale_inv, fl_out_mul(dx), dx.amax, R, H, cc,
+            eps, vec_ok);
+        FL_CUDA_CHECK(cudaGetLastError());
+        return 0;
     });
-    if (rc || !da)
-        return rc;
-    polynorm_coef_sum_kernel<<<1, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(da, ws, R, c->order + 1);
-    FL_CUDA_CHECK(cudaGetLastError());
-    return 0;
 }

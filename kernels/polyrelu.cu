@@ -22,11 +22,6 @@ struct op_polyrelu_fwd {
     }
 };
 
-const float *out_mul(const fl_kout &o)
-{
-    return (o.fmt == FL_FMT_E4M3 || o.fmt == FL_FMT_E5M2) ? o.scale : nullptr;
-}
-
 // One tile per iteration of the block loop.  Thread t handles vectors t, t + 256, t + 512, t + 768
 // of the tile; the coefficient terms accumulate element by element in that order.
 template <class X, class DY, class DX>
@@ -90,17 +85,7 @@ polyrelu_bwd_kernel(typename DX::storage *__restrict__ dx, float *__restrict__ w
                 }
         }
     }
-    if (amax) {
-        const float m = fl_block_amax(am, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(amax, m);
-    }
-}
-
-__global__ void __launch_bounds__(FL_RED_THREADS)
-polyrelu_coef_sum_kernel(float *__restrict__ da, const float *__restrict__ ws, size_t ntiles, int K)
-{
-    fl_partials_block_sum(da, ws, ntiles, K);
+    fl_block_amax_publish(amax, am, sh);
 }
 
 } // namespace
@@ -111,22 +96,12 @@ extern "C" int fl_cuda_polyrelu_fwd(fl_kout y, fl_kin x, size_t n, const fl_poly
     FL_LAUNCH_REQUIRE(x.data && y.data, "NULL data");
     if (n == 0)
         return 0;
-    fl_ew_args a = {};
-    a.in[0] = x.data;
-    a.in_mul[0] = x.scale_inv;
-    a.out[0] = y.data;
-    a.out_mul[0] = out_mul(y);
-    a.amax[0] = y.amax;
-    a.n = n;
-    a.vec_ok = fl_io_aligned(x.data) && fl_io_aligned(y.data);
+    const fl_ew_args a = fl_ew_args_of(n, { x }, { y });
     const op_polyrelu_fwd::params p = { *c };
-    const unsigned grid = fl_grid_for((n + FL_VEC - 1) / FL_VEC);
     return fl_io_dispatch_fwd(x.fmt, [&](auto xi) {
         return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
-            fl_ew_kernel<op_polyrelu_fwd, decltype(xi), fl_io_none, fl_io_none, decltype(yi), fl_io_none>
-                <<<grid, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(a, p);
-            FL_CUDA_CHECK(cudaGetLastError());
-            return 0;
+            return fl_ew_launch<op_polyrelu_fwd, decltype(xi), fl_io_none, fl_io_none, decltype(yi), fl_io_none>(
+                a, p, stream);
         });
     });
 }
@@ -142,34 +117,20 @@ extern "C" int fl_cuda_polyrelu_bwd(fl_kout dx, float *da, float *ws, fl_kin x, 
     FL_LAUNCH_REQUIRE(c && c->order >= 2 && c->order <= FL_POLY_MAX_ORDER, "order %d", c ? c->order : -1);
     FL_LAUNCH_REQUIRE(x.data && dy.data && dx.data, "NULL data");
     FL_LAUNCH_REQUIRE(!da || ws, "coefficient gradients need a workspace of fl_cuda_polyrelu_ws_floats() floats");
-    if (n == 0) {
-        if (da)
-            FL_CUDA_CHECK(cudaMemsetAsync(da, 0, (c->order + 1) * sizeof(float), (cudaStream_t)stream));
-        return 0;
-    }
     const size_t ntiles = (n + FL_TILE - 1) / FL_TILE;
     const int vec_ok = fl_io_aligned(x.data) && fl_io_aligned(dy.data) && fl_io_aligned(dx.data);
     const unsigned grid = (unsigned)(ntiles < 65535 ? ntiles : 65535);
-    float *wsp = da ? ws : nullptr;
     const fl_poly_coef cc = *c;
-    const int rc = fl_io_dispatch_fwd(x.fmt, [&](auto xi) {
-        return fl_io_dispatch_grad(dy.fmt, [&](auto di) {
-            return fl_io_dispatch_grad(dx.fmt, [&](auto oi) {
-                using X = decltype(xi);
-                using DY = decltype(di);
-                using DX = decltype(oi);
-                polyrelu_bwd_kernel<X, DY, DX><<<grid, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
-                    (typename DX::storage *)dx.data, wsp, (const typename X::storage *)x.data,
-                    (const typename DY::storage *)dy.data, x.scale_inv, dy.scale_inv, out_mul(dx),
-                    dx.amax, n, ntiles, cc, vec_ok);
-                FL_CUDA_CHECK(cudaGetLastError());
-                return 0;
-            });
-        });
+    // one partial row per tile
+    return fl_coef_bwd(da, ws, ntiles, c->order, x.fmt, dy.fmt, dx.fmt, stream, [&](auto xi, auto di, auto oi, float *wsp) {
+        using X = decltype(xi);
+        using DY = decltype(di);
+        using DX = decltype(oi);
+        polyrelu_bwd_kernel<X, DY, DX><<<grid, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
+            (typename DX::storage *)dx.data, wsp, (const typename X::storage *)x.data,
+            (const typename DY::storage *)dy.data, x.scale_inv, dy.scale_inv, fl_out_mul(dx), dx.amax, n, ntiles,
+            cc, vec_ok);
+        FL_CUDA_CHECK(cudaGetLastError());
+        return 0;
     });
-    if (rc || !da)
-        return rc;
-    polyrelu_coef_sum_kernel<<<1, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(da, ws, ntiles, c->order + 1);
-    FL_CUDA_CHECK(cudaGetLastError());
-    return 0;
 }

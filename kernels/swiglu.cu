@@ -38,13 +38,6 @@ struct op_swiglu_bwd {
     }
 };
 
-const float *out_mul(const fl_kout &o)
-{
-    return (o.fmt == FL_FMT_E4M3 || o.fmt == FL_FMT_E5M2) ? o.scale : nullptr;
-}
-
-unsigned row_grid(size_t R) { return (unsigned)(R < (1u << 20) ? R : (1u << 20)); }
-
 // Column amax of h = silu(g) u over a stripe of rows: block (bx, by) covers columns
 // [bx * 4096, bx * 4096 + 4096) and rows [by * ROWS, by * ROWS + ROWS); thread t owns 16 columns.
 constexpr int COLMAX_ROWS = 64;
@@ -152,11 +145,7 @@ smooth_swiglu_fwd_kernel(typename Y::storage *__restrict__ y, float *__restrict_
             }
         }
     }
-    if (amax) {
-        const float m = fl_block_amax(am, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(amax, m);
-    }
+    fl_block_amax_publish(amax, am, sh);
 }
 
 // One block per row: dh = dv * s_k, then the SwiGLU backward.
@@ -205,16 +194,8 @@ smooth_swiglu_bwd_kernel(typename DX::storage *__restrict__ dg, typename DX::sto
             }
         }
     }
-    if (amax_g) {
-        const float m = fl_block_amax(ag, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(amax_g, m);
-    }
-    if (amax_u) {
-        const float m = fl_block_amax(au, sh);
-        if (threadIdx.x == 0)
-            fl_atomic_amax(amax_u, m);
-    }
+    fl_block_amax_publish(amax_g, ag, sh);
+    fl_block_amax_publish(amax_u, au, sh);
 }
 
 } // namespace
@@ -225,25 +206,11 @@ extern "C" int fl_cuda_swiglu_fwd(fl_kout y, fl_kin g, fl_kin u, size_t n, void 
     FL_LAUNCH_REQUIRE(g.fmt == u.fmt, "gate and up must share a format (%d, %d)", (int)g.fmt, (int)u.fmt);
     if (n == 0)
         return 0;
-    fl_ew_args a = {};
-    a.in[0] = g.data;
-    a.in[1] = u.data;
-    a.in_mul[0] = g.scale_inv;
-    a.in_mul[1] = u.scale_inv;
-    a.out[0] = y.data;
-    a.out_mul[0] = out_mul(y);
-    a.amax[0] = y.amax;
-    a.n = n;
-    a.vec_ok = fl_io_aligned(g.data) && fl_io_aligned(u.data) && fl_io_aligned(y.data);
-    const op_swiglu_fwd::params p = { 0 };
-    const unsigned grid = fl_grid_for((n + FL_VEC - 1) / FL_VEC);
+    const fl_ew_args a = fl_ew_args_of(n, { g, u }, { y });
     return fl_io_dispatch_fwd(g.fmt, [&](auto gi) {
         return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
             using G = decltype(gi);
-            fl_ew_kernel<op_swiglu_fwd, G, G, fl_io_none, decltype(yi), fl_io_none>
-                <<<grid, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(a, p);
-            FL_CUDA_CHECK(cudaGetLastError());
-            return 0;
+            return fl_ew_launch<op_swiglu_fwd, G, G, fl_io_none, decltype(yi), fl_io_none>(a, { 0 }, stream);
         });
     });
 }
@@ -255,33 +222,13 @@ extern "C" int fl_cuda_swiglu_bwd(fl_kout dg, fl_kout du, fl_kin g, fl_kin u, fl
     FL_LAUNCH_REQUIRE(dg.fmt == du.fmt, "dgate and dup must share a format (%d, %d)", (int)dg.fmt, (int)du.fmt);
     if (n == 0)
         return 0;
-    fl_ew_args a = {};
-    a.in[0] = g.data;
-    a.in[1] = u.data;
-    a.in[2] = dy.data;
-    a.in_mul[0] = g.scale_inv;
-    a.in_mul[1] = u.scale_inv;
-    a.in_mul[2] = dy.scale_inv;
-    a.out[0] = dg.data;
-    a.out[1] = du.data;
-    a.out_mul[0] = out_mul(dg);
-    a.out_mul[1] = out_mul(du);
-    a.amax[0] = dg.amax;
-    a.amax[1] = du.amax;
-    a.n = n;
-    a.vec_ok = fl_io_aligned(g.data) && fl_io_aligned(u.data) && fl_io_aligned(dy.data) &&
-               fl_io_aligned(dg.data) && fl_io_aligned(du.data);
-    const op_swiglu_bwd::params p = { 0 };
-    const unsigned grid = fl_grid_for((n + FL_VEC - 1) / FL_VEC);
+    const fl_ew_args a = fl_ew_args_of(n, { g, u, dy }, { dg, du });
     return fl_io_dispatch_fwd(g.fmt, [&](auto gi) {
         return fl_io_dispatch_grad(dy.fmt, [&](auto di) {
             return fl_io_dispatch_grad(dg.fmt, [&](auto oi) {
                 using G = decltype(gi);
                 using O = decltype(oi);
-                fl_ew_kernel<op_swiglu_bwd, G, G, decltype(di), O, O>
-                    <<<grid, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(a, p);
-                FL_CUDA_CHECK(cudaGetLastError());
-                return 0;
+                return fl_ew_launch<op_swiglu_bwd, G, G, decltype(di), O, O>(a, { 0 }, stream);
             });
         });
     });
@@ -314,9 +261,9 @@ extern "C" int fl_cuda_smooth_swiglu_fwd(fl_kout y, float *s, fl_kin g, fl_kin u
         }
         return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
             using Y = decltype(yi);
-            smooth_swiglu_fwd_kernel<G, Y><<<row_grid(R), FL_RED_THREADS, 0, st>>>(
+            smooth_swiglu_fwd_kernel<G, Y><<<fl_row_grid(R), FL_RED_THREADS, 0, st>>>(
                 (typename Y::storage *)y.data, s, (const typename G::storage *)g.data,
-                (const typename G::storage *)u.data, g.scale_inv, u.scale_inv, out_mul(y), y.amax, R, C,
+                (const typename G::storage *)u.data, g.scale_inv, u.scale_inv, fl_out_mul(y), y.amax, R, C,
                 per_token, compute && per_token, vec_ok);
             FL_CUDA_CHECK(cudaGetLastError());
             return 0;
@@ -341,11 +288,11 @@ extern "C" int fl_cuda_smooth_swiglu_bwd(fl_kout dg, fl_kout du, fl_kin g, fl_ki
                 using G = decltype(gi);
                 using DV = decltype(di);
                 using DX = decltype(oi);
-                smooth_swiglu_bwd_kernel<G, DV, DX><<<row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
+                smooth_swiglu_bwd_kernel<G, DV, DX><<<fl_row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
                     (typename DX::storage *)dg.data, (typename DX::storage *)du.data,
                     (const typename G::storage *)g.data, (const typename G::storage *)u.data,
                     (const typename DV::storage *)dv.data, s, g.scale_inv, u.scale_inv, dv.scale_inv,
-                    out_mul(dg), out_mul(du), dg.amax, du.amax, R, C, axis == FL_SMOOTH_TOKEN, vec_ok);
+                    fl_out_mul(dg), fl_out_mul(du), dg.amax, du.amax, R, C, axis == FL_SMOOTH_TOKEN, vec_ok);
                 FL_CUDA_CHECK(cudaGetLastError());
                 return 0;
             });

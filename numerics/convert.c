@@ -30,13 +30,15 @@ size_t fl_format_storage_bytes(fl_format f)
             dst[i] = (T)fl_encode_f32_bits(&d, u[i], FL_RND_NE, OVF, 0);                            \
     }
 
-FL_RNE_LOOP(rne_e4m3_sat, FL_DESC_E4M3, FL_OVF_SATURATE, uint8_t)
-FL_RNE_LOOP(rne_e5m2_sat, FL_DESC_E5M2, FL_OVF_SATURATE, uint8_t)
-FL_RNE_LOOP(rne_e5m2_nosat, FL_DESC_E5M2, FL_OVF_NOSATURATE, uint8_t)
-FL_RNE_LOOP(rne_bf16_sat, FL_DESC_BF16, FL_OVF_SATURATE, uint16_t)
-FL_RNE_LOOP(rne_bf16_nosat, FL_DESC_BF16, FL_OVF_NOSATURATE, uint16_t)
-FL_RNE_LOOP(rne_fp16_sat, FL_DESC_FP16, FL_OVF_SATURATE, uint16_t)
-FL_RNE_LOOP(rne_fp16_nosat, FL_DESC_FP16, FL_OVF_NOSATURATE, uint16_t)
+/* Both policies of a format (descriptor FL_DESC_FMT): rne_F_sat and rne_F_nosat. */
+#define FL_RNE_LOOPS(F, FMT, T)                                                                    \
+    FL_RNE_LOOP(rne_##F##_sat, FL_DESC_##FMT, FL_OVF_SATURATE, T)                                  \
+    FL_RNE_LOOP(rne_##F##_nosat, FL_DESC_##FMT, FL_OVF_NOSATURATE, T)
+
+FL_RNE_LOOP(rne_e4m3_sat, FL_DESC_E4M3, FL_OVF_SATURATE, uint8_t) /* rne_e4m3_nosat: below */
+FL_RNE_LOOPS(e5m2, E5M2, uint8_t)
+FL_RNE_LOOPS(bf16, BF16, uint16_t)
+FL_RNE_LOOPS(fp16, FP16, uint16_t)
 
 /* e4m3 without saturation.  The encoder's early return to the signed NaN on overflow keeps the
    compiler from vectorising the loop (0.7 GB/s against 7.6 for the saturating one), so this runs the
@@ -108,6 +110,20 @@ static void store(void *dst, size_t bytes, size_t i, uint32_t code)
         ((uint32_t *)dst)[i] = code;
 }
 
+/* The general loop: any format, mode and policy, the descriptor read at run time; src holds floats
+   (f64 = 0) or doubles.  Element i draws its random bits from fl_sr_bits(seed, offset + i). */
+static void convert_general(void *dst, fl_format to, const void *src, int f64, size_t n, fl_rounding mode,
+                            fl_overflow ovf, uint64_t seed, uint64_t offset)
+{
+    const fl_format_desc *d = fl_format_get(to);
+    const size_t bytes = fl_format_storage_bytes(to);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0;
+        store(dst, bytes, i, f64 ? fl_encode_f64_bits(d, ((const uint64_t *)src)[i], mode, ovf, r)
+                                 : fl_encode_f32_bits(d, ((const uint32_t *)src)[i], mode, ovf, r));
+    }
+}
+
 static int isa_cap = -1; /* fl_convert_set_isa's cap, -1 for none */
 
 static int isa_default(void)
@@ -151,13 +167,7 @@ static void convert_f32_span(void *dst, fl_format to, const float *src, size_t n
         return;
     if (mode == FL_RND_SR && convert_sr_fast(dst, to, src, n, ovf, seed, offset))
         return;
-    const fl_format_desc *d = fl_format_get(to);
-    const size_t bytes = fl_format_storage_bytes(to);
-    const uint32_t *u = (const uint32_t *)src;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0;
-        store(dst, bytes, i, fl_encode_f32_bits(d, u[i], mode, ovf, r));
-    }
+    convert_general(dst, to, src, 0, n, mode, ovf, seed, offset);
 }
 
 void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
@@ -183,13 +193,7 @@ void fl_convert_from_f32(void *dst, fl_format to, const float *src, size_t n, fl
 void fl_convert_from_f64(void *dst, fl_format to, const double *src, size_t n, fl_rounding mode,
                          fl_overflow ovf, uint64_t seed, uint64_t offset)
 {
-    const fl_format_desc *d = fl_format_get(to);
-    const size_t bytes = fl_format_storage_bytes(to);
-    const uint64_t *u = (const uint64_t *)src;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t r = mode == FL_RND_SR ? fl_sr_bits(seed, offset + i) : 0;
-        store(dst, bytes, i, fl_encode_f64_bits(d, u[i], mode, ovf, r));
-    }
+    convert_general(dst, to, src, 1, n, mode, ovf, seed, offset);
 }
 
 void fl_convert_to_f32(float *dst, fl_format from, const void *src, size_t n)

@@ -43,33 +43,19 @@ FL_HD uint64_t fl_splitmix64(uint64_t *state) { return fl_mix64(*state += FL_GOL
 /* A uniform double in (0, 1) from the top 53 bits of z (never 0 or 1: safe under log). */
 FL_HD double fl_open01(uint64_t z) { return ((double)(z >> 11) + 0.5) * 0x1p-53; }
 
-/* Reinterpret bits without aliasing problems (memcpy is not available in device code). */
-FL_HD uint32_t fl_f32_bits(float x)
-{
-    union { float f; uint32_t u; } v;
-    v.f = x;
-    return v.u;
-}
-
-FL_HD float fl_f32_from_bits(uint32_t u)
-{
-    union { float f; uint32_t u; } v;
-    v.u = u;
-    return v.f;
-}
-
-FL_HD uint64_t fl_f64_bits(double x)
-{
-    union { double f; uint64_t u; } v;
-    v.f = x;
-    return v.u;
-}
-
-FL_HD double fl_f64_from_bits(uint64_t u)
-{
-    union { double f; uint64_t u; } v;
-    v.u = u;
-    return v.f;
-}
+/* Reinterpret bits without aliasing problems (memcpy is not available in device code):
+   fl_f32_bits, fl_f32_from_bits, fl_f64_bits, fl_f64_from_bits. */
+#define FL_BIT_CAST(NAME, TO, FROM)                                                                \
+    FL_HD TO NAME(FROM x)                                                                          \
+    {                                                                                              \
+        union { FROM from; TO to; } v;                                                             \
+        v.from = x;                                                                                \
+        return v.to;                                                                               \
+    }
+FL_BIT_CAST(fl_f32_bits, uint32_t, float)
+FL_BIT_CAST(fl_f32_from_bits, float, uint32_t)
+FL_BIT_CAST(fl_f64_bits, uint64_t, double)
+FL_BIT_CAST(fl_f64_from_bits, double, uint64_t)
+#undef FL_BIT_CAST
 
 #endif /* FL_BASE_H */

@@ -11,8 +11,14 @@ static const char *const format_names[] = {
 };
 static_assert(FL_ARRAY_LEN(format_names) == FL_FMT_COUNT, "format_names out of step with fl_format");
 
+/* Another spelling of a name: the enum value it stands for. */
+typedef struct {
+    const char *alias;
+    int value;
+} name_alias;
+
 /* Other spellings users type: NumPy/ml_dtypes, PyTorch and safetensors names. */
-static const struct { const char *alias; fl_format f; } format_aliases[] = {
+static const name_alias format_aliases[] = {
     { "float32", FL_FMT_FP32 },        { "f32", FL_FMT_FP32 },
     { "bfloat16", FL_FMT_BF16 },       { "float16", FL_FMT_FP16 },      { "f16", FL_FMT_FP16 },
     { "half", FL_FMT_FP16 },           { "float8_e4m3fn", FL_FMT_E4M3 }, { "e4m3fn", FL_FMT_E4M3 },
@@ -28,38 +34,40 @@ static_assert(FL_ARRAY_LEN(rounding_names) == FL_RND_COUNT, "rounding_names out 
 const char *fl_format_name(fl_format f) { return (unsigned)f < FL_FMT_COUNT ? format_names[f] : "?"; }
 const char *fl_rounding_name(fl_rounding r) { return (unsigned)r < FL_RND_COUNT ? rounding_names[r] : "?"; }
 
+/* The enum value of name (case-insensitive): its index in names[0..n), else its alias's value; -1 for
+   neither. */
+static int parse_name(const char *name, const char *const *names, int n, const name_alias *aliases,
+                      size_t n_aliases)
+{
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return i;
+    for (size_t i = 0; i < n_aliases; i++)
+        if (strcasecmp(name, aliases[i].alias) == 0)
+            return aliases[i].value;
+    return -1;
+}
+
 int fl_format_parse(fl_format *out, const char *name)
 {
-    for (int i = 0; i < FL_FMT_COUNT; i++)
-        if (strcasecmp(name, format_names[i]) == 0) {
-            *out = (fl_format)i;
-            return 0;
-        }
-    for (size_t i = 0; i < FL_ARRAY_LEN(format_aliases); i++)
-        if (strcasecmp(name, format_aliases[i].alias) == 0) {
-            *out = format_aliases[i].f;
-            return 0;
-        }
-    return -1;
+    const int v = parse_name(name, format_names, FL_FMT_COUNT, format_aliases, FL_ARRAY_LEN(format_aliases));
+    if (v < 0)
+        return -1;
+    *out = (fl_format)v;
+    return 0;
 }
 
 int fl_rounding_parse(fl_rounding *out, const char *name)
 {
-    static const struct { const char *alias; fl_rounding r; } aliases[] = {
+    static const name_alias aliases[] = {
         { "ne", FL_RND_NE }, { "nearest", FL_RND_NE }, { "zero", FL_RND_ZERO }, { "trunc", FL_RND_ZERO },
         { "stochastic", FL_RND_SR },
     };
-    for (int i = 0; i < FL_RND_COUNT; i++)
-        if (strcasecmp(name, rounding_names[i]) == 0) {
-            *out = (fl_rounding)i;
-            return 0;
-        }
-    for (size_t i = 0; i < FL_ARRAY_LEN(aliases); i++)
-        if (strcasecmp(name, aliases[i].alias) == 0) {
-            *out = aliases[i].r;
-            return 0;
-        }
-    return -1;
+    const int v = parse_name(name, rounding_names, FL_RND_COUNT, aliases, FL_ARRAY_LEN(aliases));
+    if (v < 0)
+        return -1;
+    *out = (fl_rounding)v;
+    return 0;
 }
 
 const char *fl_format_names(void)

@@ -579,11 +579,108 @@ struct fl_npy_reader {
     int end_checked;
 };
 
+/* Opens path for reading: the descriptor, or -1 with err set.  *file_size is -1 when path is not a
+ * regular file (a pipe). */
+static int reader_open_fd(const char *path, long long *file_size, char *err, size_t errlen)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errlen, path, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        fail(err, errlen, path, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fail(err, errlen, path, "is a directory, not a .npy file");
+        close(fd);
+        return -1;
+    }
+    *file_size = S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+    if (*file_size >= 0)
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return fd;
+}
+
+/* Magic, version and header length: the header's length into *hlen, the data's offset into
+ * *data_off.  Returns 0, or -1 with err set. */
+static int reader_preamble(int fd, long long file_size, uint32_t *hlen, uint64_t *data_off, const char *path,
+                           char *err, size_t errlen)
+{
+    unsigned char pre[12];
+    long long got = read_full(fd, pre, 8);
+    if (got < 0)
+        return fail(err, errlen, path, "read error: %s", strerror(errno));
+    if (got < MAGIC_LEN || memcmp(pre, MAGIC, MAGIC_LEN) != 0) {
+        if (got < MAGIC_LEN && memcmp(pre, MAGIC, (size_t)got) == 0)
+            return fail(err, errlen, path, "bad magic: file is only %lld bytes long, not a .npy file", got);
+        return fail(err, errlen, path, "bad magic: not a .npy file (expected \\x93NUMPY)");
+    }
+    if (got < 8)
+        return fail(err, errlen, path, "truncated header: file ends inside the version bytes");
+    const unsigned major = pre[6], minor = pre[7];
+    if (!(minor == 0 && (major == 1 || major == 2 || major == 3)))
+        return fail(err, errlen, path, "unsupported version %u.%u (known: 1.0, 2.0, 3.0)", major, minor);
+    const size_t lenbytes = major == 1 ? 2 : 4;
+    got = read_full(fd, pre + 8, lenbytes);
+    if (got < 0)
+        return fail(err, errlen, path, "read error: %s", strerror(errno));
+    if ((size_t)got < lenbytes)
+        return fail(err, errlen, path, "truncated header: file ends inside the header length field");
+    uint32_t n = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    if (lenbytes == 4)
+        n |= (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
+    *data_off = 8 + lenbytes + (uint64_t)n;
+    if (file_size >= 0 && *data_off > (uint64_t)file_size)
+        return fail(err, errlen, path, "header length %u extends beyond end of file (file has %lld bytes)", n,
+                    file_size);
+    if (n > HEADER_MAX)
+        return fail(err, errlen, path, "header length %u exceeds the limit of %u bytes", n, HEADER_MAX);
+    *hlen = n;
+    return 0;
+}
+
+/* The header text, hlen bytes ending in '\n', parsed into *h.  Returns 0, or -1 with err set. */
+static int reader_header(int fd, uint32_t hlen, npy_header *h, const char *path, char *err, size_t errlen)
+{
+    char *text = malloc(hlen ? hlen : 1);
+    if (!text)
+        return fail(err, errlen, path, "out of memory for a %u-byte header", hlen);
+    const long long got = read_full(fd, text, hlen);
+    int rc;
+    if (got < 0)
+        rc = fail(err, errlen, path, "read error: %s", strerror(errno));
+    else if (got < hlen)
+        rc = fail(err, errlen, path, "header length %u extends beyond end of file", hlen);
+    else if (hlen == 0 || text[hlen - 1] != '\n')
+        rc = fail(err, errlen, path, "header not terminated by '\\n'");
+    else
+        rc = parse_header(text, hlen - 1, path, h, err, errlen) ? -1 : 0;
+    free(text);
+    return rc;
+}
+
+/* A regular file (file_size >= 0) holds exactly nbytes of data after data_off.  Returns 0, or -1 with
+ * err set. */
+static int reader_check_size(long long file_size, uint64_t data_off, uint64_t nbytes, const char *path, char *err,
+                             size_t errlen)
+{
+    if (file_size < 0)
+        return 0;
+    const uint64_t have = (uint64_t)file_size - data_off;
+    if (have < nbytes)
+        return fail(err, errlen, path, "truncated data: header promises %llu bytes, file has %llu",
+                    (unsigned long long)nbytes, (unsigned long long)have);
+    if (have > nbytes)
+        return fail(err, errlen, path, "%llu bytes of trailing data after the %llu bytes of array data",
+                    (unsigned long long)(have - nbytes), (unsigned long long)nbytes);
+    return 0;
+}
+
 fl_npy_reader *fl_npy_reader_open(const char *path, fl_array *hdr, char *err, size_t errlen)
 {
     fl_npy_reader *r = NULL;
-    char *text = NULL;
-    int fd = -1;
     fl_array unused;
 
     if (!hdr)
@@ -593,114 +690,19 @@ fl_npy_reader *fl_npy_reader_open(const char *path, fl_array *hdr, char *err, si
         fail(err, errlen, path, "no path given");
         return NULL;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fail(err, errlen, path, "cannot open: %s", strerror(errno));
+    long long file_size;
+    const int fd = reader_open_fd(path, &file_size, err, errlen);
+    if (fd < 0)
         return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        fail(err, errlen, path, "cannot stat: %s", strerror(errno));
-        goto fail;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        fail(err, errlen, path, "is a directory, not a .npy file");
-        goto fail;
-    }
-    const long long file_size = S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
-    if (file_size >= 0)
-        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-
-    /* Magic, version, header length. */
-    unsigned char pre[12];
-    long long got = read_full(fd, pre, 8);
-    if (got < 0) {
-        fail(err, errlen, path, "read error: %s", strerror(errno));
-        goto fail;
-    }
-    if (got < MAGIC_LEN || memcmp(pre, MAGIC, MAGIC_LEN) != 0) {
-        if (got < MAGIC_LEN && memcmp(pre, MAGIC, (size_t)got) == 0)
-            fail(err, errlen, path, "bad magic: file is only %lld bytes long, not a .npy file",
-                 got);
-        else
-            fail(err, errlen, path, "bad magic: not a .npy file (expected \\x93NUMPY)");
-        goto fail;
-    }
-    if (got < 8) {
-        fail(err, errlen, path, "truncated header: file ends inside the version bytes");
-        goto fail;
-    }
-    const unsigned major = pre[6], minor = pre[7];
-    if (!(minor == 0 && (major == 1 || major == 2 || major == 3))) {
-        fail(err, errlen, path, "unsupported version %u.%u (known: 1.0, 2.0, 3.0)", major, minor);
-        goto fail;
-    }
-    const size_t lenbytes = major == 1 ? 2 : 4;
-    got = read_full(fd, pre + 8, lenbytes);
-    if (got < 0) {
-        fail(err, errlen, path, "read error: %s", strerror(errno));
-        goto fail;
-    }
-    if ((size_t)got < lenbytes) {
-        fail(err, errlen, path, "truncated header: file ends inside the header length field");
-        goto fail;
-    }
-    uint32_t hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
-    if (lenbytes == 4)
-        hlen |= (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
-    const uint64_t data_off = 8 + lenbytes + (uint64_t)hlen;
-    if (file_size >= 0 && data_off > (uint64_t)file_size) {
-        fail(err, errlen, path, "header length %u extends beyond end of file (file has %lld bytes)",
-             hlen, file_size);
-        goto fail;
-    }
-    if (hlen > HEADER_MAX) {
-        fail(err, errlen, path, "header length %u exceeds the limit of %u bytes", hlen, HEADER_MAX);
-        goto fail;
-    }
-    text = malloc(hlen ? hlen : 1);
-    if (!text) {
-        fail(err, errlen, path, "out of memory for a %u-byte header", hlen);
-        goto fail;
-    }
-    got = read_full(fd, text, hlen);
-    if (got < 0) {
-        fail(err, errlen, path, "read error: %s", strerror(errno));
-        goto fail;
-    }
-    if (got < hlen) {
-        fail(err, errlen, path, "header length %u extends beyond end of file", hlen);
-        goto fail;
-    }
-    if (hlen == 0 || text[hlen - 1] != '\n') {
-        fail(err, errlen, path, "header not terminated by '\\n'");
-        goto fail;
-    }
-
+    uint32_t hlen = 0;
+    uint64_t data_off = 0, nbytes = 0;
     npy_header h;
-    if (parse_header(text, hlen - 1, path, &h, err, errlen))
+    size_t count = 0;
+    if (reader_preamble(fd, file_size, &hlen, &data_off, path, err, errlen) ||
+        reader_header(fd, hlen, &h, path, err, errlen) ||
+        shape_size(h.shape, h.ndim, fl_dtype_size(h.dtype), &count, &nbytes, path, err, errlen) ||
+        reader_check_size(file_size, data_off, nbytes, path, err, errlen))
         goto fail;
-    free(text);
-    text = NULL;
-
-    const size_t esize = fl_dtype_size(h.dtype);
-    size_t count;
-    uint64_t nbytes;
-    if (shape_size(h.shape, h.ndim, esize, &count, &nbytes, path, err, errlen))
-        goto fail;
-    if (file_size >= 0) {
-        const uint64_t have = (uint64_t)file_size - data_off;
-        if (have < nbytes) {
-            fail(err, errlen, path, "truncated data: header promises %llu bytes, file has %llu",
-                 (unsigned long long)nbytes, (unsigned long long)have);
-            goto fail;
-        }
-        if (have > nbytes) {
-            fail(err, errlen, path, "%llu bytes of trailing data after the %llu bytes of array data",
-                 (unsigned long long)(have - nbytes), (unsigned long long)nbytes);
-            goto fail;
-        }
-    }
 
     r = calloc(1, sizeof *r);
     if (r)
@@ -710,7 +712,7 @@ fl_npy_reader *fl_npy_reader_open(const char *path, fl_array *hdr, char *err, si
         goto fail;
     }
     r->fd = fd;
-    r->esize = esize;
+    r->esize = fl_dtype_size(h.dtype);
     r->swap = h.swap;
     r->count = count;
     r->data_bytes = nbytes;
@@ -728,9 +730,7 @@ fail:
     if (r)
         free(r->path);
     free(r);
-    free(text);
-    if (fd >= 0)
-        close(fd);
+    close(fd);
     memset(hdr, 0, sizeof *hdr);
     return NULL;
 }

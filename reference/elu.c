@@ -58,10 +58,8 @@ int fl_ref_eval_elu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p,
 {
     (void)wp;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_sgn(v) > 0 || p->alpha == 0.0) {
         mpfr_set_d(y, mpfr_sgn(v) > 0 ? 1.0 : 0.0, MPFR_RNDN); /* 1; or alpha e^x = +0 */
         return FL_REF_SURE;
@@ -115,10 +113,8 @@ int fl_ref_eval_selu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_sgn(v) < 0 && (mpfr_inf_p(v) || exp_tiny(v, 1.0)))
         return fl_ref_tiny(y, 0);
     mpfr_t s, sa;

@@ -14,9 +14,8 @@
  * Tails: x > 20: 2z > 602, fl_ref_near(x, toward 0); x < -20: |y| < 20 e^-602, tiny negative. */
 #include "ref.h"
 
-/* gelu by the formula (pattention.c uses it too), into y at wp; the caller multiplies further if it wants.  */
-void fl_ref_gelu_core(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp);
-void fl_ref_gelu_core(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp)
+/* Phi(x) = erfc(-x/sqrt2)/2 at wp (the /2 is exact). */
+static void phi(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp)
 {
     mpfr_t s;
     mpfr_init2(s, wp);
@@ -24,34 +23,59 @@ void fl_ref_gelu_core(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp)
     mpfr_div(y, v, s, MPFR_RNDN);
     mpfr_neg(y, y, MPFR_RNDN);
     mpfr_erfc(y, y, MPFR_RNDN);
-    mpfr_mul(y, y, v, MPFR_RNDN);
     mpfr_div_2ui(y, y, 1, MPFR_RNDN);
     mpfr_clear(s);
 }
 
-/* Specials of gelu: NaN, +Inf -> +Inf, -Inf -> -0, +-0 -> +-0.  Returns 1 if handled. */
-static int gelu_special(mpfr_ptr y, mpfr_srcptr v)
+/* gelu by the formula (pattention.c uses it too), into y at wp; the caller multiplies further if it wants.  */
+void fl_ref_gelu_core(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp);
+void fl_ref_gelu_core(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp)
 {
-    if (mpfr_regular_p(v))
-        return 0;
-    if (mpfr_inf_p(v) && mpfr_sgn(v) < 0)
-        mpfr_set_zero(y, -1);
+    phi(y, v, wp);
+    mpfr_mul(y, y, v, MPFR_RNDN);
+}
+
+int fl_ref_gated_tails(mpfr_ptr y, mpfr_srcptr v, long hi, long lo)
+{
+    if (!mpfr_regular_p(v)) {
+        if (mpfr_inf_p(v) && mpfr_sgn(v) < 0)
+            mpfr_set_zero(y, -1);
+        else
+            mpfr_set(y, v, MPFR_RNDN); /* NaN, +Inf, +-0 */
+        return 1;
+    }
+    if (mpfr_cmp_si(v, hi) > 0)
+        fl_ref_near(y, v, -1);
+    else if (mpfr_cmp_si(v, lo) < 0)
+        fl_ref_tiny(y, 1);
     else
-        mpfr_set(y, v, MPFR_RNDN);
+        return 0;
+    return 1;
+}
+
+int fl_ref_gated_dx_tails(mpfr_ptr y, mpfr_srcptr v, long hi, long lo)
+{
+    if (mpfr_nan_p(v))
+        mpfr_set_nan(y);
+    else if (mpfr_inf_p(v) && mpfr_sgn(v) > 0)
+        mpfr_set_ui(y, 1, MPFR_RNDN);
+    else if (mpfr_inf_p(v))
+        mpfr_set_zero(y, -1);
+    else if (mpfr_cmp_si(v, hi) > 0)
+        fl_ref_near_unit(y, 1, 1);
+    else if (mpfr_cmp_si(v, lo) < 0)
+        fl_ref_tiny(y, 1);
+    else
+        return 0;
     return 1;
 }
 
 int fl_ref_eval_gelu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
     (void)p;
-    mpfr_srcptr v = x[0];
-    if (gelu_special(y, v))
+    if (fl_ref_gated_tails(y, x[0], 20, -40))
         return FL_REF_SURE;
-    if (mpfr_cmp_si(v, 20) > 0)
-        return fl_ref_near(y, v, -1);
-    if (mpfr_cmp_si(v, -40) < 0)
-        return fl_ref_tiny(y, 1);
-    fl_ref_gelu_core(y, v, wp);
+    fl_ref_gelu_core(y, x[0], wp);
     return 15;
 }
 
@@ -77,83 +101,81 @@ int fl_ref_gelu_times(mpfr_ptr y, mpfr_srcptr g, mpfr_srcptr u, mpfr_prec_t wp)
     return 16;
 }
 
+/* c = sqrt(2/pi) (within 3u), q = 0.044715 x^2 and e = e^-2z, z = c x (1 + q) (within 2^13 u for
+   |x| <= 20), at the precision of c, q and e. */
+static void gelu_tanh_exp(mpfr_ptr e, mpfr_ptr c, mpfr_ptr q, mpfr_srcptr v)
+{
+    mpfr_const_pi(c, MPFR_RNDN);
+    mpfr_ui_div(c, 2, c, MPFR_RNDN);
+    mpfr_sqrt(c, c, MPFR_RNDN);
+    mpfr_set_str(q, "0.044715", 10, MPFR_RNDN);
+    mpfr_mul(q, q, v, MPFR_RNDN);
+    mpfr_mul(q, q, v, MPFR_RNDN);
+    mpfr_add_ui(e, q, 1, MPFR_RNDN);             /* 1 + 0.044715 x^2 */
+    mpfr_mul(e, e, c, MPFR_RNDN);
+    mpfr_mul(e, e, v, MPFR_RNDN);
+    mpfr_mul_si(e, e, -2, MPFR_RNDN);            /* -2z */
+    mpfr_exp(e, e, MPFR_RNDN);
+}
+
 int fl_ref_eval_gelu_tanh(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (gelu_special(y, v))
+    if (fl_ref_gated_tails(y, v, 20, -20))
         return FL_REF_SURE;
-    if (mpfr_cmp_si(v, 20) > 0)
-        return fl_ref_near(y, v, -1);
-    if (mpfr_cmp_si(v, -20) < 0)
-        return fl_ref_tiny(y, 1);
-    mpfr_t c, q;
-    mpfr_inits2(wp, c, q, (mpfr_ptr)0);
-    mpfr_const_pi(c, MPFR_RNDN);
-    mpfr_ui_div(c, 2, c, MPFR_RNDN);
-    mpfr_sqrt(c, c, MPFR_RNDN);                  /* c = sqrt(2/pi) */
-    mpfr_set_str(q, "0.044715", 10, MPFR_RNDN);
-    mpfr_mul(q, q, v, MPFR_RNDN);
-    mpfr_mul(q, q, v, MPFR_RNDN);
-    mpfr_add_ui(q, q, 1, MPFR_RNDN);             /* 1 + 0.044715 x^2 */
-    mpfr_mul(q, q, c, MPFR_RNDN);
-    mpfr_mul(q, q, v, MPFR_RNDN);
-    mpfr_mul_si(q, q, -2, MPFR_RNDN);            /* -2z */
-    mpfr_exp(q, q, MPFR_RNDN);
-    mpfr_add_ui(q, q, 1, MPFR_RNDN);
-    mpfr_div(y, v, q, MPFR_RNDN);
-    mpfr_clears(c, q, (mpfr_ptr)0);
+    mpfr_t c, q, e;
+    mpfr_inits2(wp, c, q, e, (mpfr_ptr)0);
+    gelu_tanh_exp(e, c, q, v);
+    mpfr_add_ui(e, e, 1, MPFR_RNDN);
+    mpfr_div(y, v, e, MPFR_RNDN);
+    mpfr_clears(c, q, e, (mpfr_ptr)0);
     return 15;
 }
 
-/* d gelu/dx = Phi(x) + x phi(x), phi(x) = e^{-x^2/2}/sqrt(2 pi).  For x >= 0 both terms are positive.
-   For x < 0 the sum Phi(x) + x phi(x) cancels as x -> -Inf (it behaves as phi(x)/x^2), but never
-   vanishes: its error is bounded dynamically from the terms' magnitudes. */
-int fl_ref_eval_gelu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
+/* The derivatives at +-0: Phi(0) = sigma(0) = 1/2.  Returns 1 if v is a zero. */
+static int dx_at_zero(mpfr_ptr y, mpfr_srcptr v)
 {
-    (void)p;
-    mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
-    if (mpfr_inf_p(v)) {
-        if (mpfr_sgn(v) > 0)
-            mpfr_set_ui(y, 1, MPFR_RNDN);
-        else
-            mpfr_set_zero(y, -1); /* Phi(x) + x phi(x) ~ -phi(x)/x^2 -> -0 */
-        return FL_REF_SURE;
-    }
-    if (mpfr_zero_p(v)) {
-        mpfr_set_d(y, 0.5, MPFR_RNDN);
-        return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, 40) > 0) {
-        /* 1 - Phi(-x) + x phi(x) > 1, gap < 41 phi(40) < 2^-1100 */
-        mpfr_t one;
-        mpfr_init2(one, 2);
-        mpfr_set_ui(one, 1, MPFR_RNDN);
-        fl_ref_near(y, one, 1);
-        mpfr_clear(one);
-        return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, -40) < 0)
-        return fl_ref_tiny(y, 1);
-    mpfr_t a, b, s;
-    mpfr_inits2(wp, a, b, s, (mpfr_ptr)0);
-    mpfr_sqrt_ui(s, 2, MPFR_RNDN);
-    mpfr_div(a, v, s, MPFR_RNDN);
-    mpfr_neg(a, a, MPFR_RNDN);
-    mpfr_erfc(a, a, MPFR_RNDN);
-    mpfr_div_2ui(a, a, 1, MPFR_RNDN);            /* Phi(x) within 2^13 u (as in gelu) */
+    if (!mpfr_zero_p(v))
+        return 0;
+    mpfr_set_d(y, 0.5, MPFR_RNDN);
+    return 1;
+}
+
+/* The two terms of gelu'(x) = Phi(x) + x phi(x), phi(x) = e^{-x^2/2}/sqrt(2 pi), at wp: a = Phi(x),
+   b = x phi(x) (pattention.c uses them too). */
+void fl_ref_gelu_dx_terms(mpfr_ptr a, mpfr_ptr b, mpfr_srcptr v, mpfr_prec_t wp);
+void fl_ref_gelu_dx_terms(mpfr_ptr a, mpfr_ptr b, mpfr_srcptr v, mpfr_prec_t wp)
+{
+    mpfr_t s;
+    mpfr_init2(s, wp);
+    phi(a, v, wp);
     mpfr_sqr(b, v, MPFR_RNDN);
     mpfr_div_si(b, b, -2, MPFR_RNDN);
-    mpfr_exp(b, b, MPFR_RNDN);                   /* |x^2/2| <= 800: within 800u + 2u */
+    mpfr_exp(b, b, MPFR_RNDN);
     mpfr_const_pi(s, MPFR_RNDN);
     mpfr_mul_2ui(s, s, 1, MPFR_RNDN);
     mpfr_sqrt(s, s, MPFR_RNDN);
     mpfr_div(b, b, s, MPFR_RNDN);
-    mpfr_mul(b, b, v, MPFR_RNDN);                /* x phi(x) within 2^10 u */
+    mpfr_mul(b, b, v, MPFR_RNDN);
+    mpfr_clear(s);
+}
+
+/* d gelu/dx = Phi(x) + x phi(x).  For x >= 0 both terms are positive.
+   For x < 0 the sum Phi(x) + x phi(x) cancels as x -> -Inf (it behaves as phi(x)/x^2), but never
+   vanishes: its error is bounded dynamically from the terms' magnitudes.  Tails: x > 40: 1 - Phi(-x)
+   + x phi(x) > 1, gap < 41 phi(40) < 2^-1100; x < -40: ~ -phi(x)/x^2, tiny negative. */
+int fl_ref_eval_gelu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
+{
+    (void)p;
+    mpfr_srcptr v = x[0];
+    if (fl_ref_gated_dx_tails(y, v, 40, -40) || dx_at_zero(y, v))
+        return FL_REF_SURE;
+    mpfr_t a, b;
+    mpfr_inits2(wp, a, b, (mpfr_ptr)0);
+    /* |x| <= 40: Phi(x) within 2^13 u (as in gelu); e^{-x^2/2} with |x^2/2| <= 800 within 800u + 2u,
+       so x phi(x) within 2^10 u */
+    fl_ref_gelu_dx_terms(a, b, v, wp);
     mpfr_add(y, a, b, MPFR_RNDN);
     int k;
     if (mpfr_zero_p(y)) {
@@ -165,55 +187,23 @@ int fl_ref_eval_gelu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p
             r = 0;
         k = (int)r + 16; /* (2^13 + 2^10) * 2 * 2^r + 2 <= 2^(r+16) */
     }
-    mpfr_clears(a, b, s, (mpfr_ptr)0);
+    mpfr_clears(a, b, (mpfr_ptr)0);
     return k;
 }
 
 /* d gelu_tanh/dx = sigma(2z) + x sigma(2z) sigma(-2z) 2 dz/dx, dz/dx = c (1 + 3*0.044715 x^2).
    = [1 + e(1 + x * 2c(1 + 0.134145 x^2))] / (1 + e)^2 with e = e^-2z; the numerator cancels for x < 0:
-   dynamic bound as in silu.c. */
+   dynamic bound as in silu.c.  Tails: x > 20: 1 + e(...) - ... with e < e^-602, just above 1;
+   x < -20: tiny negative. */
 int fl_ref_eval_gelu_tanh_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
+    if (fl_ref_gated_dx_tails(y, v, 20, -20) || dx_at_zero(y, v))
         return FL_REF_SURE;
-    }
-    if (mpfr_inf_p(v)) {
-        if (mpfr_sgn(v) > 0)
-            mpfr_set_ui(y, 1, MPFR_RNDN);
-        else
-            mpfr_set_zero(y, -1);
-        return FL_REF_SURE;
-    }
-    if (mpfr_zero_p(v)) {
-        mpfr_set_d(y, 0.5, MPFR_RNDN);
-        return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, 20) > 0) {
-        mpfr_t one;
-        mpfr_init2(one, 2);
-        mpfr_set_ui(one, 1, MPFR_RNDN);
-        fl_ref_near(y, one, 1); /* 1 + e(...) - ... with e < e^-602 */
-        mpfr_clear(one);
-        return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, -20) < 0)
-        return fl_ref_tiny(y, 1);
     mpfr_t c, q, e, m;
     mpfr_inits2(wp, c, q, e, m, (mpfr_ptr)0);
-    mpfr_const_pi(c, MPFR_RNDN);
-    mpfr_ui_div(c, 2, c, MPFR_RNDN);
-    mpfr_sqrt(c, c, MPFR_RNDN);                  /* within 3u */
-    mpfr_set_str(q, "0.044715", 10, MPFR_RNDN);
-    mpfr_mul(q, q, v, MPFR_RNDN);
-    mpfr_mul(q, q, v, MPFR_RNDN);
-    mpfr_add_ui(e, q, 1, MPFR_RNDN);
-    mpfr_mul(e, e, c, MPFR_RNDN);
-    mpfr_mul(e, e, v, MPFR_RNDN);
-    mpfr_mul_si(e, e, -2, MPFR_RNDN);
-    mpfr_exp(e, e, MPFR_RNDN);                   /* e^-2z within 2^13 u */
+    gelu_tanh_exp(e, c, q, v);                   /* e^-2z within 2^13 u */
     mpfr_mul_ui(q, q, 3, MPFR_RNDN);
     mpfr_add_ui(q, q, 1, MPFR_RNDN);
     mpfr_mul(q, q, c, MPFR_RNDN);

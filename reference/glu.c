@@ -172,6 +172,8 @@ int fl_ref_eval_silu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p
 int fl_ref_eval_gelu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp);
 int fl_ref_eval_silu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp);
 int fl_ref_eval_gelu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp);
+int fl_ref_eval_relu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp);
+int fl_ref_eval_relu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp);
 
 /* y = h'(g) * u, where h'(g) comes from an elementwise evaluator ev and u is exact.  A SURE h' (exact,
    or a tail stand-in: tiny below 2^-1200 stays below 2^-150 after |u| < 2^1024; near-c becomes near-cu)
@@ -195,27 +197,6 @@ static int times_u(mpfr_ptr y, fl_ref_eval_fn ev, mpfr_srcptr g, mpfr_srcptr u, 
     }
     mpfr_mul(y, y, u, MPFR_RNDN);
     return k + 2;
-}
-
-static int gate_relu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)p; (void)wp;
-    if (mpfr_nan_p(x[0]))
-        mpfr_set_nan(y);
-    else
-        mpfr_set_ui(y, mpfr_sgn(x[0]) > 0, MPFR_RNDN);
-    return FL_REF_SURE;
-}
-
-static int gate_relu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)p; (void)wp;
-    mpfr_set_prec(y, mpfr_get_prec(x[0]));
-    if (mpfr_nan_p(x[0]) || mpfr_sgn(x[0]) > 0)
-        mpfr_set(y, x[0], MPFR_RNDN);
-    else
-        mpfr_set_zero(y, 1);
-    return FL_REF_SURE;
 }
 
 static int one(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
@@ -248,7 +229,7 @@ static int one(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_pr
 
 GATE_DERIVS(glu, fl_ref_eval_sigmoid, fl_ref_eval_sigmoid_dx)
 GATE_DERIVS(bilinear, gate_id, one)
-GATE_DERIVS(reglu, gate_relu, gate_relu_dx)
+GATE_DERIVS(reglu, fl_ref_eval_relu, fl_ref_eval_relu_dx)
 GATE_DERIVS(geglu, fl_ref_eval_gelu, fl_ref_eval_gelu_dx)
 GATE_DERIVS(swiglu, fl_ref_eval_silu, fl_ref_eval_silu_dx)
 
@@ -265,19 +246,15 @@ int fl_ref_eval_smooth_swiglu_dg(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_
 
 int fl_ref_eval_smooth_swiglu_du(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
-    if (mpfr_nan_p(x[1])) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(x[1]))
+        return fl_ref_nan(y);
     return times_u(y, fl_ref_eval_silu, x[0], x[2], p, wp);
 }
 
 int fl_ref_eval_smooth_swiglu_ds(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
     (void)p; (void)wp;
-    if (mpfr_nan_p(x[2])) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(x[2]))
+        return fl_ref_nan(y);
     return swiglu(y, x[0], x[1]);
 }

@@ -14,17 +14,8 @@ int fl_ref_eval_mish(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, m
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (!mpfr_regular_p(v)) {
-        if (mpfr_inf_p(v) && mpfr_sgn(v) < 0)
-            mpfr_set_zero(y, -1);
-        else
-            mpfr_set(y, v, MPFR_RNDN); /* NaN, +Inf, +-0 */
+    if (fl_ref_gated_tails(y, v, 120, -160))
         return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, 120) > 0)
-        return fl_ref_near(y, v, -1);
-    if (mpfr_cmp_si(v, -160) < 0)
-        return fl_ref_tiny(y, 1);
     mpfr_t n;
     mpfr_init2(n, wp);
     mpfr_exp(y, v, MPFR_RNDN);
@@ -41,28 +32,10 @@ int fl_ref_eval_mish_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
+    /* x > 900: derivative = 1 - 2/(n+2) + x*4(w+1)w/(n+2)^2 ~ 1 + (4x - 2) e^-2x: above 1, gap < 2^-2000;
+       x < -900: ~ e^x (1 + x) < 0, tiny */
+    if (fl_ref_gated_dx_tails(y, v, 900, -900))
         return FL_REF_SURE;
-    }
-    if (mpfr_inf_p(v)) {
-        if (mpfr_sgn(v) > 0)
-            mpfr_set_ui(y, 1, MPFR_RNDN);
-        else
-            mpfr_set_zero(y, -1);
-        return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, 900) > 0) {
-        /* derivative = 1 - 2/(n+2) + x*4(w+1)w/(n+2)^2 ~ 1 + (4x - 2) e^-2x: above 1, gap < 2^-2000 */
-        mpfr_t one;
-        mpfr_init2(one, 2);
-        mpfr_set_ui(one, 1, MPFR_RNDN);
-        fl_ref_near(y, one, 1);
-        mpfr_clear(one);
-        return FL_REF_SURE;
-    }
-    if (mpfr_cmp_si(v, -900) < 0)
-        return fl_ref_tiny(y, 1); /* ~ e^x (1 + x) < 0 */
     mpfr_t w, n, a, b;
     mpfr_inits2(wp, w, n, a, b, (mpfr_ptr)0);
     int inex = mpfr_exp(w, v, MPFR_RNDN);

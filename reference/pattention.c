@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 void fl_ref_gelu_core(mpfr_ptr y, mpfr_srcptr v, mpfr_prec_t wp);
+void fl_ref_gelu_dx_terms(mpfr_ptr a, mpfr_ptr b, mpfr_srcptr v, mpfr_prec_t wp);
 
 /* nrm2 = sum A^2 (rounded, within u) into q at wp; returns -1 for a bad row (NaN/Inf/all zero). */
 static int norm2(mpfr_ptr q, mpfr_srcptr const *a, long n)
@@ -126,19 +127,7 @@ int fl_ref_row_pattention_vjp(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, 
         if (zd > zmax)
             zmax = zd;
         /* gelu'(z) by the formula Phi(z) + z phi(z), no tails (|z| <= 2^15 keeps MPFR in range) */
-        mpfr_sqrt_ui(t, 2, MPFR_RNDN);
-        mpfr_div(g, z, t, MPFR_RNDN);
-        mpfr_neg(g, g, MPFR_RNDN);
-        mpfr_erfc(g, g, MPFR_RNDN);
-        mpfr_div_2ui(g, g, 1, MPFR_RNDN);
-        mpfr_sqr(t, z, MPFR_RNDN);
-        mpfr_div_si(t, t, -2, MPFR_RNDN);
-        mpfr_exp(t, t, MPFR_RNDN);
-        mpfr_mul(t, t, z, MPFR_RNDN);
-        mpfr_const_pi(tk, MPFR_RNDN);
-        mpfr_mul_2ui(tk, tk, 1, MPFR_RNDN);
-        mpfr_sqrt(tk, tk, MPFR_RNDN);
-        mpfr_div(t, t, tk, MPFR_RNDN);
+        fl_ref_gelu_dx_terms(g, t, z, wp);
         mpfr_add(g, g, t, MPFR_RNDN);
         mpfr_mul(g, g, dy[j], MPFR_RNDN);
         if (j == kk)

@@ -40,9 +40,20 @@ static void clear_coeffs(mpfr_t num[5])
         mpfr_clear(num[i]);
 }
 
-/* y = sum_{i=0..deg} c[i] x^i / den for a positive regular x; returns the error code. */
+/* y = sum_{i=0..deg} c[i] x^i / den for x > 0; returns the error code.  At x = +Inf: +-Inf by the sign of
+   the highest-order nonzero c[i] (i >= 1), else c[0] / den. */
 static int poly(mpfr_ptr y, mpfr_srcptr x, mpfr_t *c, int deg, unsigned den)
 {
+    if (mpfr_inf_p(x)) {
+        int i = deg;
+        while (i > 0 && mpfr_zero_p(c[i]))
+            i--;
+        if (i > 0) {
+            mpfr_set_inf(y, mpfr_sgn(c[i]));
+            return FL_REF_SURE;
+        }
+        return mpfr_div_ui(y, c[0], den, MPFR_RNDN) ? fl_ref_chain_err(1) : FL_REF_SURE;
+    }
     mpfr_t t[5];
     mpfr_ptr tp[5] = { 0 };
     const mpfr_prec_t px = mpfr_get_prec(x);
@@ -60,17 +71,15 @@ static int poly(mpfr_ptr y, mpfr_srcptr x, mpfr_t *c, int deg, unsigned den)
     return inex ? fl_ref_chain_err(2) : FL_REF_SURE;
 }
 
-int fl_ref_eval_polyrelu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
+/* PolyReLU (deriv 0) or its derivative (deriv 1). */
+static int polyrelu(mpfr_ptr y, mpfr_srcptr v, const fl_ref_params *p, int deriv)
 {
-    (void)wp;
-    mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_sgn(v) <= 0) {
+        /* relu(x <= 0) = 0: a_0 for the value, 0 for the derivative */
         mpfr_set_prec(y, 53);
-        if (p->a_set & 1)
+        if (!deriv && (p->a_set & 1))
             mpfr_set_d(y, p->a[0], MPFR_RNDN);
         else
             mpfr_set_zero(y, 1);
@@ -79,66 +88,33 @@ int fl_ref_eval_polyrelu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *
     mpfr_t num[5];
     unsigned den;
     coeffs(num, &den, p);
-    int k;
-    if (mpfr_inf_p(v)) {
-        int i = p->order;
-        while (i > 0 && mpfr_zero_p(num[i]))
-            i--;
-        if (i > 0)
-            mpfr_set_inf(y, mpfr_sgn(num[i]));
-        else
-            mpfr_div_ui(y, num[0], den, MPFR_RNDN); /* wp >= 96: exact */
-        k = FL_REF_SURE;
-    } else {
-        k = poly(y, v, num, p->order, den);
+    if (deriv) {
+        for (int i = 0; i < p->order; i++)
+            mpfr_mul_ui(num[i], num[i + 1], (unsigned long)(i + 1), MPFR_RNDN); /* exact at 80 bits */
+        mpfr_set_zero(num[p->order], 1);
     }
+    int k = poly(y, v, num, p->order - deriv, den);
     clear_coeffs(num);
     return k;
+}
+
+int fl_ref_eval_polyrelu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
+{
+    (void)wp;
+    return polyrelu(y, x[0], p, 0);
 }
 
 int fl_ref_eval_polyrelu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
     (void)wp;
-    mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
-    if (mpfr_sgn(v) <= 0) {
-        mpfr_set_zero(y, 1); /* relu'(x <= 0) = 0: every term vanishes */
-        return FL_REF_SURE;
-    }
-    mpfr_t num[5];
-    unsigned den;
-    coeffs(num, &den, p);
-    for (int i = 0; i < p->order; i++)
-        mpfr_mul_ui(num[i], num[i + 1], (unsigned long)(i + 1), MPFR_RNDN); /* exact at 80 bits */
-    mpfr_set_zero(num[p->order], 1);
-    int k;
-    if (mpfr_inf_p(v)) {
-        int i = p->order - 1;
-        while (i > 0 && mpfr_zero_p(num[i]))
-            i--;
-        if (i > 0) {
-            mpfr_set_inf(y, mpfr_sgn(num[i]));
-            k = FL_REF_SURE;
-        } else {
-            k = mpfr_div_ui(y, num[0], den, MPFR_RNDN) ? fl_ref_chain_err(1) : FL_REF_SURE;
-        }
-    } else {
-        k = poly(y, v, num, p->order - 1, den);
-    }
-    clear_coeffs(num);
-    return k;
+    return polyrelu(y, x[0], p, 1);
 }
 
 /* d/da_i = relu(x)^i (1 for i = 0), exact; 0 for i > order. */
 static int dai(mpfr_ptr y, mpfr_srcptr v, const fl_ref_params *p, int i)
 {
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (i > p->order) {
         mpfr_set_zero(y, 1);
         return FL_REF_SURE;

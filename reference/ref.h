@@ -1,7 +1,7 @@
 /* ref.h — the MPFR reference for activations and their derivatives, correctly rounded into any format.
  *
- * Every function is a table row (fl_ref_table) holding evaluators: one for the value and one per
- * derivative.  An evaluator approximates the exact result at a working precision wp and says how good
+ * Every function is a table row (fl_ref_table, generated from the list reference/act_list.h) holding
+ * evaluators: one for the value and one per derivative.  An evaluator approximates the exact result at a working precision wp and says how good
  * the approximation is; one generic Ziv driver (fl_ref_round) raises wp until the result can be
  * rounded, then rounds ONCE into the target format with fl_mpfr_encode (format precision, exponent
  * range, mpfr_subnormalize, overflow policy, e4m3 top-binade clamp).  The definitions, special values,
@@ -23,6 +23,7 @@
 #include <mpfr.h>
 #include <stdint.h>
 
+#include "act_list.h"
 #include "fl_format.h"
 
 #define FL_REF_SURE (-1)
@@ -62,16 +63,15 @@ typedef struct {
     const char *inputs;      /* "x", "g,u", ... */
     const char *definition;
     const char *params;      /* parameters and defaults, "" for none */
-    void (*defaults)(fl_ref_params *p); /* NULL: fl_ref_params_init only */
+    const char *defaults;    /* "name=value ..." over fl_ref_params_init's common defaults, or "" */
     fl_ref_evaluator evals[FL_REF_MAX_EVALS]; /* evals[0] is the value; ends at wrt == NULL */
 } fl_ref_fn;
 
+/* One id per row of reference/act_list.h that has a reference, in the list's order. */
 typedef enum {
-    FL_REF_RELU, FL_REF_RELU2, FL_REF_LEAKY_RELU, FL_REF_PRELU, FL_REF_ELU, FL_REF_SELU,
-    FL_REF_GELU, FL_REF_GELU_TANH, FL_REF_SIGMOID, FL_REF_TANH, FL_REF_SILU, FL_REF_SWISH,
-    FL_REF_MISH, FL_REF_SOFTPLUS, FL_REF_POLYRELU,
-    FL_REF_GLU, FL_REF_BILINEAR, FL_REF_REGLU, FL_REF_GEGLU, FL_REF_SWIGLU, FL_REF_SMOOTH_SWIGLU,
-    FL_REF_POLYNORM, FL_REF_SOFTMAX, FL_REF_PATTENTION,
+#define FL_REF_ID_(ID, ...) FL_REF_##ID,
+    FL_ACT_REFS(FL_REF_ID_)
+#undef FL_REF_ID_
     FL_REF_COUNT
 } fl_ref_id;
 
@@ -82,10 +82,13 @@ const fl_ref_fn *fl_ref_lookup(const char *name);
 const fl_ref_evaluator *fl_ref_find_eval(const fl_ref_fn *fn, const char *wrt);
 
 /* Defaults common to every function (alpha 0.01, beta 1, eps 1e-6, order 3, ...), then the
-   function's own (prelu alpha 0.25, elu alpha 1). */
+   function's own (fn->defaults: prelu alpha 0.25, elu alpha 1). */
 void fl_ref_params_init(fl_ref_params *p, const fl_ref_fn *fn);
 /* Set "name=value" (alpha, beta, order, a0..a4, eps, tau).  Returns 0, or -1 for a bad name/value. */
 int fl_ref_params_set(fl_ref_params *p, const char *name, const char *value);
+/* fl_ref_params_set for each of the space-separated "name=value" of list (at most 255 characters;
+   "" sets nothing).  Returns 0, or -1 at the first bad one. */
+int fl_ref_params_apply(fl_ref_params *p, const char *list);
 
 /* The Ziv driver: *out = the encoding of f(x) in format f, rounded once with rnd (not FL_RND_SR) and the
    overflow policy ovf.  Returns 0, or -1 if no working precision up to FL_REF_MAX_PREC sufficed
@@ -115,6 +118,10 @@ int fl_ref_near(mpfr_ptr y, mpfr_srcptr c, int dir);
 /* y = sign * 2^-(2^20); returns FL_REF_SURE.  For a tail where 0 < |f(x)| < 2^-1100: both lie below
    half the smallest subnormal of every format, so they round alike. */
 int fl_ref_tiny(mpfr_ptr y, int negative);
+/* fl_ref_near of the constant sign * 1 (a tail that approaches +-1); returns FL_REF_SURE. */
+int fl_ref_near_unit(mpfr_ptr y, int sign, int dir);
+/* y = NaN; returns FL_REF_SURE. */
+int fl_ref_nan(mpfr_ptr y);
 /* Error exponent for a chain of n correctly rounded operations without cancellation (reference/README.md):
    relative error <= n u (1 + n u) < (n + 1) u and |f| < 2^EXP(y) (1 + (n+1) u), so |y - f| < 2 (n + 1) ulp_wp(y):
    k = ceil(log2(2 (n + 1))). */
@@ -124,5 +131,13 @@ double fl_ref_log2abs(mpfr_srcptr x);
 
 /* Evaluators shared between families (sigmoid.c, gelu.c). */
 int fl_ref_eval_sigmoid(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp);
+/* Special values and tails of a self-gated activation x h(x) whose gate h tends to 1 at +Inf and whose
+   value tends to -0 at -Inf (gelu, gelu_tanh, mish; swish's derivative in t = beta x; gelu.c).  Each sets
+   y and returns 1 where it decides, else returns 0.  The value: NaN, +Inf, +-0 stay, -Inf -> -0;
+   x > hi: fl_ref_near(x, toward 0); x < lo: tiny negative.  The derivative: NaN; +Inf -> 1, -Inf -> -0;
+   x > hi: just above 1; x < lo: tiny negative.  The caller's error analysis shows the tails hold beyond
+   hi and lo. */
+int fl_ref_gated_tails(mpfr_ptr y, mpfr_srcptr v, long hi, long lo);
+int fl_ref_gated_dx_tails(mpfr_ptr y, mpfr_srcptr v, long hi, long lo);
 
 #endif /* FL_REF_H */

@@ -82,29 +82,22 @@ static int leaky_dx(mpfr_ptr y, mpfr_srcptr x, double alpha)
     return FL_REF_SURE;
 }
 
-int fl_ref_eval_leaky_relu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)wp;
-    return leaky(y, x[0], p->alpha);
-}
+/* leaky_relu and prelu are one function of x and alpha (prelu's alpha is learned, hence its d/dalpha). */
+#define LEAKY_EVALS(NAME)                                                                            \
+    int fl_ref_eval_##NAME(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)  \
+    {                                                                                                \
+        (void)wp;                                                                                    \
+        return leaky(y, x[0], p->alpha);                                                             \
+    }                                                                                                \
+    int fl_ref_eval_##NAME##_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p,            \
+                                mpfr_prec_t wp)                                                      \
+    {                                                                                                \
+        (void)wp;                                                                                    \
+        return leaky_dx(y, x[0], p->alpha);                                                          \
+    }
 
-int fl_ref_eval_leaky_relu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)wp;
-    return leaky_dx(y, x[0], p->alpha);
-}
-
-int fl_ref_eval_prelu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)wp;
-    return leaky(y, x[0], p->alpha);
-}
-
-int fl_ref_eval_prelu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)wp;
-    return leaky_dx(y, x[0], p->alpha);
-}
+LEAKY_EVALS(leaky_relu)
+LEAKY_EVALS(prelu)
 
 /* d prelu / d alpha = min(x, 0) (x for x <= 0, +0 for x > 0). */
 int fl_ref_eval_prelu_dalpha(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)

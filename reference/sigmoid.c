@@ -11,22 +11,14 @@ int fl_ref_eval_sigmoid(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p
 {
     (void)p; (void)wp;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_inf_p(v)) {
         mpfr_set_ui(y, mpfr_sgn(v) > 0, MPFR_RNDN); /* 1 or +0 */
         return FL_REF_SURE;
     }
-    if (mpfr_cmp_si(v, 160) > 0) {
-        mpfr_t one;
-        mpfr_init2(one, 2);
-        mpfr_set_ui(one, 1, MPFR_RNDN);
-        fl_ref_near(y, one, -1);
-        mpfr_clear(one);
-        return FL_REF_SURE;
-    }
+    if (mpfr_cmp_si(v, 160) > 0)
+        return fl_ref_near_unit(y, 1, -1);
     if (mpfr_cmp_si(v, -160) < 0)
         return fl_ref_tiny(y, 0);
     int inex = mpfr_neg(y, v, MPFR_RNDN);
@@ -40,10 +32,8 @@ int fl_ref_eval_sigmoid_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_inf_p(v)) {
         mpfr_set_zero(y, 1);
         return FL_REF_SURE;

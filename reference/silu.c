@@ -21,10 +21,8 @@ static void beta_x(mpfr_ptr t, mpfr_srcptr x, double beta)
 static int swish_eval(mpfr_ptr y, mpfr_srcptr v, double beta, mpfr_prec_t wp)
 {
     (void)wp;
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_zero_p(v)) {
         mpfr_set(y, v, MPFR_RNDN); /* x sigma(0) = x / 2 = +-0 */
         return FL_REF_SURE;
@@ -56,46 +54,22 @@ static int swish_eval(mpfr_ptr y, mpfr_srcptr v, double beta, mpfr_prec_t wp)
     return k;
 }
 
-int fl_ref_eval_silu(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)p;
-    return swish_eval(y, x[0], 1.0, wp);
-}
-
-int fl_ref_eval_swish(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    return swish_eval(y, x[0], p->beta, wp);
-}
-
 /* d/dx x sigma(beta x) = sigma(t) (1 + t sigma(-t)), t = beta x. */
 static int swish_dx(mpfr_ptr y, mpfr_srcptr v, double beta, mpfr_prec_t wp)
 {
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     mpfr_t t;
     beta_x(t, v, beta);
     int k;
     if (mpfr_nan_p(t)) { /* Inf * 0: beta = 0, the derivative is 1/2 */
         mpfr_set_d(y, 0.5, MPFR_RNDN);
         k = FL_REF_SURE;
-    } else if (mpfr_inf_p(t)) { /* the limits: 1 at t = +Inf, -0 at t = -Inf */
-        if (mpfr_sgn(t) > 0)
-            mpfr_set_ui(y, 1, MPFR_RNDN);
-        else
-            mpfr_set_zero(y, -1);
+    } else if (fl_ref_gated_dx_tails(y, t, 900, -900)) {
+        /* the limits: 1 at t = +Inf, -0 at t = -Inf.  t > 900: derivative - 1 ~ e^-t (t - 1 + ...) /
+           (1+e^-t)^2 > 0, below 2^-1200; t < -900: sigma(t)(1 + t sigma(-t)) ~ e^t (1 + t) < 0,
+           |.| < 2^-1200 */
         k = FL_REF_SURE;
-    } else if (mpfr_cmp_si(t, 900) > 0) {
-        /* 1 - derivative = e^-t (t - 1 + ...) / (1+e^-t)^2 > 0, below 2^-1200 */
-        mpfr_t one;
-        mpfr_init2(one, 2);
-        mpfr_set_ui(one, 1, MPFR_RNDN);
-        k = fl_ref_near(y, one, 1); /* for t > 1 the derivative exceeds 1 */
-        mpfr_clear(one);
-    } else if (mpfr_cmp_si(t, -900) < 0) {
-        /* sigma(t)(1 + t sigma(-t)) ~ e^t (1 + t) < 0, |.| < 2^-1200 */
-        k = fl_ref_tiny(y, 1);
     } else {
         mpfr_t e, m, d;
         mpfr_inits2(wp, e, m, d, (mpfr_ptr)0);
@@ -125,13 +99,19 @@ static int swish_dx(mpfr_ptr y, mpfr_srcptr v, double beta, mpfr_prec_t wp)
     return k;
 }
 
-int fl_ref_eval_silu_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    (void)p;
-    return swish_dx(y, x[0], 1.0, wp);
-}
+/* silu is swish at beta = 1. */
+#define SWISH_EVALS(SUFFIX, F)                                                                       \
+    int fl_ref_eval_silu##SUFFIX(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p,           \
+                                 mpfr_prec_t wp)                                                     \
+    {                                                                                                \
+        (void)p;                                                                                     \
+        return F(y, x[0], 1.0, wp);                                                                  \
+    }                                                                                                \
+    int fl_ref_eval_swish##SUFFIX(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p,          \
+                                  mpfr_prec_t wp)                                                    \
+    {                                                                                                \
+        return F(y, x[0], p->beta, wp);                                                              \
+    }
 
-int fl_ref_eval_swish_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
-{
-    return swish_dx(y, x[0], p->beta, wp);
-}
+SWISH_EVALS(, swish_eval)
+SWISH_EVALS(_dx, swish_dx)

@@ -159,10 +159,8 @@ int fl_ref_row_softmax_vjp(mpfr_ptr y, mpfr_srcptr const *const *xs, long n, lon
     (void)p;
     mpfr_srcptr const *x = xs[0], *dy = xs[1];
     for (long i = 0; i < n; i++)
-        if (!mpfr_number_p(x[i]) || !mpfr_number_p(dy[i])) {
-            mpfr_set_nan(y);
-            return FL_REF_SURE;
-        }
+        if (!mpfr_number_p(x[i]) || !mpfr_number_p(dy[i]))
+            return fl_ref_nan(y);
     long im = 0;
     for (long i = 1; i < n; i++)
         if (mpfr_cmp(x[i], x[im]) > 0)

@@ -13,10 +13,8 @@ int fl_ref_eval_softplus(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *
 {
     (void)wp;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v) || p->beta <= 0.0) {
-        mpfr_set_nan(y); /* beta <= 0 is outside the definition */
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v) || p->beta <= 0.0)
+        return fl_ref_nan(y); /* beta <= 0 is outside the definition */
     if (mpfr_inf_p(v)) {
         if (mpfr_sgn(v) > 0)
             mpfr_set_inf(y, 1);
@@ -44,10 +42,8 @@ int fl_ref_eval_softplus(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *
 
 int fl_ref_eval_softplus_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, mpfr_prec_t wp)
 {
-    if (mpfr_nan_p(x[0]) || p->beta <= 0.0) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(x[0]) || p->beta <= 0.0)
+        return fl_ref_nan(y);
     mpfr_t t;
     mpfr_init2(t, mpfr_get_prec(x[0]) + 53);
     mpfr_mul_d(t, x[0], p->beta, MPFR_RNDN);

@@ -17,14 +17,8 @@ int fl_ref_eval_tanh(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p, m
             mpfr_set(y, v, MPFR_RNDN); /* NaN, +-0 */
         return FL_REF_SURE;
     }
-    if (mpfr_cmpabs_ui(v, 160) > 0) {
-        mpfr_t one;
-        mpfr_init2(one, 2);
-        mpfr_set_si(one, mpfr_sgn(v), MPFR_RNDN);
-        fl_ref_near(y, one, -1);
-        mpfr_clear(one);
-        return FL_REF_SURE;
-    }
+    if (mpfr_cmpabs_ui(v, 160) > 0)
+        return fl_ref_near_unit(y, mpfr_sgn(v), -1);
     if (mpfr_get_exp(v) < -120)
         return fl_ref_near(y, v, -1);
     mpfr_tanh(y, v, MPFR_RNDN);
@@ -35,10 +29,8 @@ int fl_ref_eval_tanh_dx(mpfr_ptr y, mpfr_srcptr const *x, const fl_ref_params *p
 {
     (void)p;
     mpfr_srcptr v = x[0];
-    if (mpfr_nan_p(v)) {
-        mpfr_set_nan(y);
-        return FL_REF_SURE;
-    }
+    if (mpfr_nan_p(v))
+        return fl_ref_nan(y);
     if (mpfr_inf_p(v) || mpfr_cmpabs_ui(v, 900) > 0) {
         if (mpfr_inf_p(v)) {
             mpfr_set_zero(y, 1);

@@ -5,12 +5,41 @@
 #define FL_CLI_TEST_H
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static const char *cli;
+
+/* cli = $FP8LAB, else build/fp8lab; it must be executable. */
+static void cli_init(void)
+{
+    cli = getenv("FP8LAB");
+    if (!cli || !*cli)
+        cli = "build/fp8lab";
+    CHECK(access(cli, X_OK) == 0, "no CLI at %s (set FP8LAB)", cli);
+}
+
+/* Run `cli args` through the shell (args: shell words), stdout and stderr captured into out (len - 1
+   bytes at most, NUL-terminated; the rest is read and dropped, so that the CLI never dies of SIGPIPE).
+   The exit status. */
+static int run_sh(char *out, size_t len, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
+    FILE *p = popen(cmd, "r");
+    CHECK(p, "popen %s", cmd);
+    const size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0)
+        ;
+    const int st = pclose(p);
+    CHECK(WIFEXITED(st), "%s did not exit normally", cmd);
+    return WEXITSTATUS(st);
+}
 
 /* Start cli with args (NULL-terminated): stdout to outfile, stderr to errfile (one file, written in
    order, when they are the same string). */
@@ -48,6 +77,15 @@ static int run_out(const char *outfile, const char *errfile, const char *const *
     const pid_t p = spawn_out(outfile, errfile, args);
     CHECK(waitpid(p, &st, 0) == p, "waitpid");
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Run cli with args: stdout into dir/outname, stderr into dir/err.txt.  The exit status, as run_out. */
+static int run_in_dir(const char *dir, const char *outname, const char *const *args)
+{
+    char out[256], err[256];
+    snprintf(out, sizeof out, "%s/%s", dir, outname);
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    return run_out(out, err, args);
 }
 
 /* Run cli with args; stdout and stderr into errfile. */

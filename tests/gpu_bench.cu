@@ -11,11 +11,12 @@
 //                                        derivative, ~2^28 per chunk; 16: all); 0 skips them; --pairs-from F:
 //                                        forward chunks F..N-1 only (a sweep split over runs; each chunk's
 //                                        report stays as ulp_NAME.C.json for `fp8lab ulp --merge`)
-//                                        every input of the elementwise kernels (all bf16 / e4m3 codes,
-//                                        all 2^32 bf16 SwiGLU pairs) run ON THE DEVICE, outputs compared
-//                                        bit for bit with the CPU twin and judged by `FP8LAB ulp` (file
-//                                        mode) -> OUTDIR/ulp_NAME.json; --twin runs the CPU twins instead
-//                                        (the same pipeline without a device, for the tests)
+//                                        every input of each registry twin with narrow inputs (sweep_job:
+//                                        all bf16 / e4m3 codes, all 2^32 bf16 SwiGLU pairs) run ON THE
+//                                        DEVICE (fl_cuda_twin_run), outputs compared bit for bit with the
+//                                        CPU twin and judged by `FP8LAB ulp` (file mode) ->
+//                                        OUTDIR/ulp_NAME.json; --twin runs the CPU twins instead (the same
+//                                        pipeline without a device, for the tests)
 //   gpu_bench assemble OUTDIR RC         OUTDIR/gpu-check.json (gpu-test's exit status, bench.json and every
 //                                        ulp_NAME.json in one file) and OUTDIR/gpu-check.md
 // Without a device every mode but `sweep --twin` prints "no CUDA device found; skipped" and exits 0.
@@ -191,6 +192,9 @@ template <class F> static double bw_row(const char *family, const char *pass, co
 
 static const char *fn(fl_format f) { return fl_format_name(f); }
 
+// The variants timed are the launchers' configurations of kernels/README.md's byte table (coefficient
+// gradients on, computed smoothing scales, both axes), not the registry twins' (scale 1, dy = 1, no
+// coefficient gradients): they are listed here, and the registry drives the sweep below.
 static void bench_elementwise(std::vector<fl_gpu_overhead> &over)
 {
     const size_t n = (size_t)1 << 28;
@@ -385,66 +389,14 @@ static int cmd_bench(const char *outdir)
 }
 
 // ---- the device sweep ------------------------------------------------------------------------------------
-// Each job is a twin of kernels/twins.c: the same name, formats and reference; the device runs the
-// kernel that the twin mirrors, on every input (pairs: input 0 = index >> 16, input 1 = index & 0xffff,
-// the `fp8lab ulp --impl` indexing).
-static const char *const k_sweep_single[] = { "polyrelu2_bf16", "polyrelu3_bf16", "polyrelu4_bf16", "polyrelu3_bf16_e4m3",
-                                              "polyrelu3_e4m3_bf16", "polyrelu2_bwd_bf16", "polyrelu3_bwd_bf16",
-                                              "polyrelu4_bwd_bf16", "polyrelu3_bwd_e5m2", "swiglu_e4m3_bf16" };
-static const char *const k_sweep_pairs[] = { "swiglu_bf16", "swiglu_bf16_e4m3", "swiglu_bwd_g_bf16", "swiglu_bwd_u_bf16" };
-
-// Runs job `name` on the device: in[k] (host, n encodings as uint32) -> out (host, n encodings).
-static void device_run(const char *name, const fl_twin *tw, uint32_t *out, const uint32_t *const *in, size_t n)
+// The jobs are the registry's twins (kernels/twins.h) whose whole input space the device can run: elementwise,
+// one input of at most 16 bits or two of the same such format (at most 2^32 inputs).  Each runs on the
+// device through fl_cuda_twin_run (kernels/twins.cu), the kernel the twin mirrors, on every input (pairs:
+// input 0 = index >> 16, input 1 = index & 0xffff, the `fp8lab ulp --impl` indexing).
+static int sweep_job(const fl_twin *t)
 {
-    const fl_format fi = tw->in_fmt[0], fo = tw->out_fmt;
-    const size_t si = fl_format_storage_bytes(fi), so = fl_format_storage_bytes(fo);
-    std::vector<uint8_t> h(n * 2 > n * si ? n * 2 : n * si);
-    void *d_in[2] = { nullptr, nullptr }, *d_out = dalloc(n * 2), *d_out2 = dalloc(n * 2), *d_dy = dalloc(n * 2);
-    for (int k = 0; k < tw->n_inputs && k < 2; k++) {
-#pragma omp parallel for
-        for (long long i = 0; i < (long long)n; i++)
-            memcpy(&h[i * si], &in[k][i], si);
-        d_in[k] = dalloc(n * si);
-        CK(cudaMemcpy(d_in[k], h.data(), n * si, cudaMemcpyHostToDevice));
-    }
-    float *one = dscalar(1.0f), *da = (float *)dalloc(8 * sizeof(float));
-    float *ws = (float *)dalloc((fl_cuda_polyrelu_ws_floats(n, 4) + 1) * sizeof(float));
-    const fl_kin x0 = { d_in[0], fi, (fi == FL_FMT_E4M3 || fi == FL_FMT_E5M2) ? one : nullptr };
-    const fl_kin x1 = { d_in[1], fi, x0.scale_inv };
-    const fl_kout y = { d_out, fo, (fo == FL_FMT_E4M3 || fo == FL_FMT_E5M2) ? one : nullptr, nullptr };
-    const fl_kout y2 = { d_out2, fo, y.scale, nullptr };
-    // dy = 1 in the gradient's format (bf16 0x3f80, e5m2 0x3c)
-    const int bwd = strstr(name, "_bwd_") != nullptr;
-    if (bwd) {
-        const uint16_t oneb = 0x3f80;
-        const uint8_t onee = 0x3c;
-        for (size_t i = 0; i < n; i++)
-            fo == FL_FMT_BF16 ? memcpy(&h[i * 2], &oneb, 2) : memcpy(&h[i], &onee, 1);
-        CK(cudaMemcpy(d_dy, h.data(), n * so, cudaMemcpyHostToDevice));
-    }
-    const fl_kin dy = { d_dy, fo, fo == FL_FMT_E5M2 ? one : nullptr };
-    int rc;
-    if (!strncmp(name, "polyrelu", 8)) {
-        const fl_poly_coef c = fl_poly_coef_default(name[8] - '0');
-        rc = bwd ? fl_cuda_polyrelu_bwd(y, da, ws, x0, dy, n, &c, nullptr) : fl_cuda_polyrelu_fwd(y, x0, n, &c, nullptr);
-    } else if (!bwd) {
-        rc = fl_cuda_swiglu_fwd(y, x0, x1, n, nullptr);
-    } else {
-        const int wrt_u = strstr(name, "_bwd_u_") != nullptr;
-        rc = fl_cuda_swiglu_bwd(wrt_u ? y2 : y, wrt_u ? y : y2, x0, x1, dy, n, nullptr);
-    }
-    CHECK(rc == 0, "%s: launch failed", name);
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(h.data(), d_out, n * so, cudaMemcpyDeviceToHost));
-#pragma omp parallel for
-    for (long long i = 0; i < (long long)n; i++) {
-        uint32_t v = 0;
-        memcpy(&v, &h[i * so], so);
-        out[i] = v;
-    }
-    for (void *p : { d_in[0], d_in[1], d_out, d_out2, d_dy, (void *)one, (void *)da, (void *)ws })
-        if (p)
-            CK(cudaFree(p));
+    const int bits = fl_format_get(t->in_fmt[0])->bits;
+    return !t->rowwise && bits <= 16 && (t->n_inputs == 1 || (t->n_inputs == 2 && t->in_fmt[1] == t->in_fmt[0]));
 }
 
 static void write_npy(const char *path, const uint32_t *v, size_t n, size_t bytes)
@@ -479,15 +431,15 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
         return 0;
     }
     int fails = 0;
-    std::vector<const char *> jobs(k_sweep_single, k_sweep_single + sizeof k_sweep_single / sizeof *k_sweep_single);
-    jobs.insert(jobs.end(), k_sweep_pairs, k_sweep_pairs + sizeof k_sweep_pairs / sizeof *k_sweep_pairs);
     char plist[4096];
     snprintf(plist, sizeof plist, "%s/sweep.list", outdir);
     FILE *list = fopen(plist, "w");
     CHECK(list, "cannot write %s", plist);
-    for (const char *name : jobs) {
-        const fl_twin *tw = fl_twin_find(name);
-        CHECK(tw, "no twin called %s", name);
+    for (size_t job = 0; job < fl_twin_count; job++) {
+        const fl_twin *tw = &fl_twins[job];
+        const char *name = tw->name;
+        if (!sweep_job(tw))
+            continue;
         if (tw->n_inputs == 2 && fl_format_storage_bytes(tw->in_fmt[0]) == 2 && (tw->derivative ? bwd_chunks : pair_chunks) == 0)
             continue;
         const int bits = (int)fl_format_storage_bytes(tw->in_fmt[0]) * 8;
@@ -527,7 +479,7 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
             if (twin)
                 y = t;
             else
-                device_run(name, tw, y.data(), in, chunk);
+                CHECK(fl_cuda_twin_run(tw, y.data(), in, chunk, 0, 0) == 0, "%s: the device run failed", name);
             for (uint64_t i = 0; i < chunk; i++)
                 if (y[i] != t[i] && mismatches++ < 5)
                     fprintf(stderr, "gpu-sweep: %s index %#llx: device %#x, twin %#x\n", name, (unsigned long long)(base + i), y[i], t[i]);
@@ -538,12 +490,12 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
             snprintf(pj, sizeof pj, "%s/ulp_%s.%llu.json", outdir, name, (unsigned long long)c);
             write_npy(px, a.data(), chunk, fl_format_storage_bytes(tw->in_fmt[0]));
             if (tw->n_inputs == 2)
-                write_npy(pu, b.data(), chunk, fl_format_storage_bytes(tw->in_fmt[0]));
+                write_npy(pu, b.data(), chunk, fl_format_storage_bytes(tw->in_fmt[1]));
             write_npy(py, y.data(), chunk, so);
             std::string cmd = std::string(cli) + " ulp " + tw->ref_fn + " --format " + fn(tw->out_fmt) + " --inputs " + px +
                               " --input-format " + fn(tw->in_fmt[0]);
             if (tw->n_inputs == 2)
-                cmd += std::string(" --inputs ") + pu + " --input-format " + fn(tw->in_fmt[0]);
+                cmd += std::string(" --inputs ") + pu + " --input-format " + fn(tw->in_fmt[1]);
             cmd += std::string(" --outputs ") + py + " --output-format " + fn(tw->out_fmt) + " --json --no-progress";
             if (nchunks_all > 1 && !tw->derivative)
                 cmd += " --index-base " + std::to_string((unsigned long long)base);

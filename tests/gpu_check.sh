@@ -3,8 +3,9 @@
 #   1. the device, driver and CUDA versions;
 #   2. gpu-test: every kernel bit-identical to its CPU twin, the FP8 GEMM within its derived bound;
 #   3. gpu-bench: bandwidth beside a copy kernel, FP8 vs BF16 GEMMs, Smooth-SwiGLU's overhead;
-#   4. the device ULP sweep: every input of the elementwise kernels (all bf16 / e4m3 codes, all 2^32 bf16
-#      SwiGLU pairs) run on the GPU, compared with the twin bit for bit and judged by `fp8lab ulp`;
+#   4. the device ULP sweep: every input of each twin of the registry (kernels/twins.h) with narrow inputs
+#      (all bf16 / e4m3 codes, all 2^32 bf16 SwiGLU pairs) run on the GPU, compared with the twin bit for
+#      bit and judged by `fp8lab ulp`;
 #   5. OUTDIR/gpu-check.json (all of it, machine-readable) and OUTDIR/gpu-check.md (tables for
 #      kernels/README.md).
 # Without a device it says so and exits 0.  The 2^32 bf16 SwiGLU pairs come in 16 chunks of 2^28 (for the

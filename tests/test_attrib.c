@@ -20,7 +20,7 @@
  * The run folders live under a mkdtemp directory in /tmp, removed at the end.
  */
 #include "check.h"
-#include "cli/cli.h"
+#include "train/commands.h"
 #include "train/attrib.h"
 
 #include <fcntl.h>

@@ -3,37 +3,18 @@
  * on errors.  The subcommands are read from `fp8lab --help`, so new ones are covered
  * automatically.  Also: `fp8lab quant` on bad input files. */
 #include "check.h"
+#include "cli_test.h"
 
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *cli;
-
-/* Run `cli args`, capture stdout+stderr into out; return the exit status. */
-static int run(char *out, size_t len, const char *args)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
-    FILE *p = popen(cmd, "r");
-    CHECK(p, "popen %s", cmd);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = 0;
-    char sink[4096]; /* drain the rest, so the child never dies of SIGPIPE */
-    while (fread(sink, 1, sizeof sink, p) > 0)
-        ;
-    const int st = pclose(p);
-    CHECK(WIFEXITED(st), "%s did not exit normally", cmd);
-    return WEXITSTATUS(st);
-}
-
 int main(void)
 {
-    cli = getenv("FP8LAB") ? getenv("FP8LAB") : "build/fp8lab";
-    CHECK(access(cli, X_OK) == 0, "CLI %s not built", cli);
+    cli_init();
     static char out[1 << 16], line[256];
-    CHECK(run(out, sizeof out, "--help") == 0, "fp8lab --help failed");
-    CHECK(run(line, sizeof line, "") == 2, "fp8lab with no command must exit 2");
+    CHECK(run_sh(out, sizeof out, "--help") == 0, "fp8lab --help failed");
+    CHECK(run_sh(line, sizeof line, "") == 2, "fp8lab with no command must exit 2");
 
     /* Commands are the lines "  NAME  summary" after "commands:". */
     char *p = strstr(out, "commands:");
@@ -44,10 +25,10 @@ int main(void)
         CHECK(sscanf(l + 1, "%63s", name) == 1, "bad command line in --help");
         char args[128], buf[1 << 14];
         snprintf(args, sizeof args, "%s --help", name);
-        CHECK(run(buf, sizeof buf, args) == 0, "'fp8lab %s' exited non-zero", args);
+        CHECK(run_sh(buf, sizeof buf, args) == 0, "'fp8lab %s' exited non-zero", args);
         CHECK(strstr(buf, "usage: fp8lab"), "'fp8lab %s' prints no usage line: %s", args, buf);
         snprintf(args, sizeof args, "%s --definitely-bogus-flag", name);
-        CHECK(run(buf, sizeof buf, args) == 2, "'fp8lab %s' must exit 2", args);
+        CHECK(run_sh(buf, sizeof buf, args) == 2, "'fp8lab %s' must exit 2", args);
         CHECK(strstr(buf, "--definitely-bogus-flag"), "'fp8lab %s' does not name the bad flag: %s", args, buf);
         ncmd++;
     }
@@ -55,8 +36,8 @@ int main(void)
 
     /* quant: bad values and bad files. */
     char buf[4096];
-    CHECK(run(buf, sizeof buf, "quant --rows 0") == 2 && strstr(buf, "--rows"), "quant --rows 0: %s", buf);
-    CHECK(run(buf, sizeof buf, "quant --input /nonexistent/x.npy") == 1 && strstr(buf, "/nonexistent/x.npy"),
+    CHECK(run_sh(buf, sizeof buf, "quant --rows 0") == 2 && strstr(buf, "--rows"), "quant --rows 0: %s", buf);
+    CHECK(run_sh(buf, sizeof buf, "quant --input /nonexistent/x.npy") == 1 && strstr(buf, "/nonexistent/x.npy"),
           "quant on a missing file: %s", buf);
     char dir[] = "/tmp/fp8lab-cli-XXXXXX", path[128];
     CHECK(mkdtemp(dir), "mkdtemp");
@@ -71,10 +52,10 @@ int main(void)
     CHECK(f && fwrite(header, 1, 128, f) == 128 && fwrite(vals, 4, 2, f) == 2 && fclose(f) == 0, "write %s", path);
     char args[256];
     snprintf(args, sizeof args, "quant --input %s", path);
-    CHECK(run(buf, sizeof buf, args) == 1 && strstr(buf, "NaN") && strstr(buf, "nan.npy"), "quant on NaN data: %s", buf);
+    CHECK(run_sh(buf, sizeof buf, args) == 1 && strstr(buf, "NaN") && strstr(buf, "nan.npy"), "quant on NaN data: %s", buf);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CHECK(system(args) == 0, "cleanup");
-    CHECK(run(buf, sizeof buf, "quant --rows 64 --cols 256 --json") == 0 && strstr(buf, "\"results\""), "quant --json: %s", buf);
+    CHECK(run_sh(buf, sizeof buf, "quant --rows 64 --cols 256 --json") == 0 && strstr(buf, "\"results\""), "quant --json: %s", buf);
     printf("checked %d subcommands\n", ncmd);
     PASS("test_cli");
 }

@@ -8,6 +8,7 @@
  * report for lacking it. */
 #include "check.h"
 #include "cli_test.h"
+#include "dir_test.h"
 #include "npy_test.h"
 #include "npy.h"
 
@@ -19,23 +20,9 @@
 static char dir[64];
 
 /* Runs the CLI with args; stdout into dir/out.json, stderr into dir/err.txt; the exit status. */
-static int run_cli(const char *const *args)
-{
-    char out[128], err[128];
-    snprintf(out, sizeof out, "%s/out.json", dir);
-    snprintf(err, sizeof err, "%s/err.txt", dir);
-    return run_out(out, err, args);
-}
+static int run_cli(const char *const *args) { return run_in_dir(dir, "out.json", args); }
 
-static json_t *load_out(void)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/out.json", dir);
-    json_error_t je;
-    json_t *o = json_load_file(p, 0, &je);
-    CHECK(o, "the report is not JSON: %s", je.text);
-    return o;
-}
+static json_t *load_out(void) { return dir_json(dir, "out.json"); }
 
 static void write_npy(const char *path, int rows, int cols, const float *x)
 {
@@ -53,12 +40,8 @@ static void source_is(json_t *o, const char *want, const char *what)
 
 int main(void)
 {
-    cli = getenv("FP8LAB");
-    if (!cli || !*cli)
-        cli = "build/fp8lab";
-    CHECK(access(cli, X_OK) == 0, "no CLI at %s (set FP8LAB)", cli);
-    snprintf(dir, sizeof dir, "/tmp/fp8lab-src-bytes-XXXXXX");
-    CHECK(mkdtemp(dir), "mkdtemp");
+    cli_init();
+    dir_make(dir, sizeof dir, "/tmp/fp8lab-src-bytes-XXXXXX");
 
     float x[4 * 8];
     for (int i = 0; i < 32; i++)
@@ -93,8 +76,6 @@ int main(void)
     source_is(o, want, "quant --json");
     json_decref(o);
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0, "rm");
+    dir_remove(dir);
     PASS("test_cli_source_bytes");
 }

@@ -12,6 +12,7 @@
  *     judged as arrays giving the same report, and the generator being the one ULP.md documents;
  *   the registry of --impl names (ulp_impls.h): kernel twins and examples, each found, names unique. */
 #include "check.h"
+#include "dir_test.h"
 #include "npy_test.h"
 #include "twins.h"
 #include "ulp/ulp_impls.h"
@@ -42,28 +43,9 @@ static int run_env(const char *env, const char *args)
 
 static int run(const char *args) { return run_env("", args); }
 
-static json_t *load_out(void)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/out.json", dir);
-    json_error_t je;
-    json_t *o = json_load_file(p, 0, &je);
-    CHECK(o, "output is not JSON: %s", je.text);
-    return o;
-}
+static json_t *load_out(void) { return dir_json(dir, "out.json"); }
 
-static char *slurp(const char *name)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "rb");
-    CHECK(f, "cannot read %s", p);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
+static char *slurp(const char *name) { return dir_slurp(dir, name); }
 
 static long long geti(json_t *o, const char *k)
 {
@@ -705,8 +687,7 @@ int main(void)
     cli = getenv("FP8LAB") ? getenv("FP8LAB") : "build/fp8lab";
     if (access(cli, X_OK) != 0)
         SKIP("no CLI binary at %s", cli);
-    strcpy(dir, "/tmp/fl_cmd_ulp_XXXXXX");
-    CHECK(mkdtemp(dir), "mkdtemp");
+    dir_make(dir, sizeof dir, "/tmp/fl_cmd_ulp_XXXXXX");
     test_planted_fp32();
     test_planted_e4m3();
     test_safetensors();
@@ -716,8 +697,6 @@ int main(void)
     test_rowwise();
     test_mpi();
     test_exit_codes();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0, "cleanup");
+    dir_remove(dir);
     PASS("test_cli_ulp");
 }

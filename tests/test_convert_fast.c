@@ -39,14 +39,14 @@ static const fl_format fmts[4] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_FMT
         for (size_t i = 0; i < n; i++)                                                                        \
             ((T *)dst)[i] = (T)fl_encode_f32_bits(&d, u[i], FL_RND_NE, OVF, 0);                              \
     }
-REF_LOOP(ref_e4m3_0, FL_DESC_E4M3, FL_OVF_NOSATURATE, uint8_t)
-REF_LOOP(ref_e4m3_1, FL_DESC_E4M3, FL_OVF_SATURATE, uint8_t)
-REF_LOOP(ref_e5m2_0, FL_DESC_E5M2, FL_OVF_NOSATURATE, uint8_t)
-REF_LOOP(ref_e5m2_1, FL_DESC_E5M2, FL_OVF_SATURATE, uint8_t)
-REF_LOOP(ref_bf16_0, FL_DESC_BF16, FL_OVF_NOSATURATE, uint16_t)
-REF_LOOP(ref_bf16_1, FL_DESC_BF16, FL_OVF_SATURATE, uint16_t)
-REF_LOOP(ref_fp16_0, FL_DESC_FP16, FL_OVF_NOSATURATE, uint16_t)
-REF_LOOP(ref_fp16_1, FL_DESC_FP16, FL_OVF_SATURATE, uint16_t)
+/* Both policies of a format (descriptor FL_DESC_FMT): ref_F_0 (not saturating), ref_F_1 (saturating). */
+#define REF_LOOPS(F, FMT, T)                                                                                  \
+    REF_LOOP(ref_##F##_0, FL_DESC_##FMT, FL_OVF_NOSATURATE, T)                                                \
+    REF_LOOP(ref_##F##_1, FL_DESC_##FMT, FL_OVF_SATURATE, T)
+REF_LOOPS(e4m3, E4M3, uint8_t)
+REF_LOOPS(e5m2, E5M2, uint8_t)
+REF_LOOPS(bf16, BF16, uint16_t)
+REF_LOOPS(fp16, FP16, uint16_t)
 static void (*const ref_loops[4][2])(void *, const uint32_t *, size_t) = {
     { ref_e4m3_0, ref_e4m3_1 }, { ref_e5m2_0, ref_e5m2_1 }, { ref_bf16_0, ref_bf16_1 }, { ref_fp16_0, ref_fp16_1 }
 };

@@ -3,10 +3,18 @@
 // alone).  Without a CUDA device it prints "SKIP: no CUDA device" and exits 77, which tests/run.sh
 // counts as skipped.
 //
+// 1. The registry (kernels/twins.h): every entry of fl_twins runs on the device through fl_cuda_twin_run
+//    (kernels/twins.cu) and on the CPU through its own run function, on the same encodings, aligned and
+//    one element off (the kernels' element-wise path).  An entry whose kernel has no device runner fails
+//    here (and a new kernel kind does not compile in twins.cu until it has one).
+// 2. The launchers' options the twins leave at their defaults, over every format the launchers
+//    instantiate: FP8 scales and scale_inv != 1, amax, coefficient gradients, Smooth-SwiGLU's computed
+//    scales on both axes and its backward.
+// 3. The FP8 GEMM against its twin.
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
-// (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and a misaligned copy (pointer
-// + 2 bytes: the scalar-access path) -- the reduction order must not depend on either.
-// Output: one line per case; the first mismatch prints the index, input and both encodings and exits 1.
+// (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
+// scalar-access path) -- the reduction order must not depend on either.
+// Output: one line per part; the first mismatch prints the index, input and both encodings and exits 1.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +25,7 @@
 #include "cuda_test.h"
 #include "gemm_fp8.h"
 #include "kernels.h"
+#include "twins.h"
 extern "C" {
 #include "convert.h"
 #include "ulp.h"
@@ -95,54 +104,142 @@ static void compare(const char *what, const tensor &cpu_out, const std::vector<u
         }
 }
 
+static int cases = 0;
+
+// ---- 1. every registry entry on the device ------------------------------------------------------------
+
+// n encodings of format f: random values of about +-spread, and every code of the format cycled through
+// every 7th element (fp32: random bit patterns there).  e8m0 (Smooth-SwiGLU's scale): 2^-4 .. 2^4,
+// every code cycled.
+static std::vector<uint32_t> codes(fl_format f, size_t n, double spread)
+{
+    std::vector<uint32_t> v(n);
+    const int bits = fl_format_get(f)->bits;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 7 == 3)
+            v[i] = bits == 32 ? (uint32_t)(rnd() * 4294967296.0) : (uint32_t)((i / 7) % (1u << bits));
+        else if (f == FL_FMT_E8M0)
+            v[i] = 127 + (uint32_t)(rnd() * 9) - 4;
+        else
+            v[i] = fl_encode_f64(f, (rnd() - 0.45) * spread, FL_RND_NE, FL_OVF_SATURATE, 0);
+    }
+    return v;
+}
+
+// Equal encodings; fp32 NaNs equal as a class (the GPU's fp32 arithmetic returns the canonical NaN where
+// x86 keeps an operand's payload; the kernels' narrow outputs encode every NaN alike).
+static int same(fl_format f, uint32_t a, uint32_t b)
+{
+    return a == b || (f == FL_FMT_FP32 && fl_isnanf(fl_f32_from_bits(a)) && fl_isnanf(fl_f32_from_bits(b)));
+}
+
+static void case_twin(const fl_twin *t, size_t n, size_t row_len, size_t off)
+{
+    std::vector<uint32_t> in[3], cpu(n), gpu(n);
+    const uint32_t *p[3] = { nullptr, nullptr, nullptr };
+    for (int k = 0; k < t->n_inputs; k++) {
+        in[k] = codes(t->in_fmt[k], n, k == 0 ? 16.0 : 6.0);
+        p[k] = in[k].data();
+    }
+    t->run(cpu.data(), p, n, row_len);
+    CHECK(fl_cuda_twin_run(t, gpu.data(), p, n, row_len, off) == 0,
+          "%s did not run on the device (every registry entry needs a device runner: kernels/twins.cu)", t->name);
+    for (size_t i = 0; i < n; i++)
+        if (!same(t->out_fmt, cpu[i], gpu[i])) {
+            fprintf(stderr, "FAIL %s n=%zu row_len=%zu off=%zu i=%zu inputs", t->name, n, row_len, off, i);
+            for (int k = 0; k < t->n_inputs; k++)
+                fprintf(stderr, " %#x (%a)", in[k][i], fl_decode(t->in_fmt[k], in[k][i]));
+            fprintf(stderr, " cpu=%#x gpu=%#x\n", cpu[i], gpu[i]);
+            exit(1);
+        }
+    cases++;
+}
+
+static void test_registry()
+{
+    for (size_t i = 0; i < fl_twin_count; i++) {
+        const fl_twin *t = &fl_twins[i];
+        if (t->rowwise) {
+            case_twin(t, 33 * 4096, 4096, 0);
+            case_twin(t, 5 * 4101, 4101, 0); // H % 16 != 0
+            case_twin(t, 7 * 16, 16, 1);     // misaligned
+        } else {
+            case_twin(t, 3 * FL_TILE + 13, 0, 0); // several tiles and a scalar tail
+            case_twin(t, 1000, 0, 1);             // misaligned: scalar path, same order
+        }
+    }
+    printf("  the %zu twins of the registry: ok\n", fl_twin_count);
+}
+
+// ---- 2. the launchers' options ------------------------------------------------------------------------
+
 // scale for FP8 outputs, scale_inv for FP8 inputs (host and device copies)
 static const float k_scale = 2.0f, k_scale_inv = 0.5f;
 
-static const float *hs(fl_format f, int in) { return (f == FL_FMT_E4M3 || f == FL_FMT_E5M2) ? (in ? &k_scale_inv : &k_scale) : nullptr; }
+static int is_fp8(fl_format f) { return f == FL_FMT_E4M3 || f == FL_FMT_E5M2; }
+static const float *hs(fl_format f, int in) { return is_fp8(f) ? (in ? &k_scale_inv : &k_scale) : nullptr; }
 
-static int cases = 0;
+// A case's device scalars: scale_inv (FP8 inputs), scale (FP8 outputs), amax.
+struct dscalars {
+    float *in = dev_scalar(k_scale_inv), *out = dev_scalar(k_scale), *amax = dev_scalar(0.0f);
+    ~dscalars()
+    {
+        cudaFree(in);
+        cudaFree(out);
+        cudaFree(amax);
+    }
+    const float *for_in(fl_format f) const { return is_fp8(f) ? in : nullptr; }
+    const float *for_out(fl_format f) const { return is_fp8(f) ? out : nullptr; }
+};
+
+// A device array of floats.
+struct dfloats {
+    float *p = nullptr;
+    explicit dfloats(size_t n) { CK(cudaMalloc(&p, (n ? n : 1) * sizeof(float))); }
+    ~dfloats() { cudaFree(p); }
+};
+
+// The device's coefficient gradients da[0..order] against the twin's, bit for bit (NaN as NaN).
+static void check_da(const char *what, const float *dda, const float *da, int order)
+{
+    float gda[FL_POLY_MAX_ORDER + 1];
+    CK(cudaMemcpy(gda, dda, (order + 1) * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int k = 0; k <= order; k++)
+        CHECK(fl_f32_bits(gda[k]) == fl_f32_bits(da[k]) || (isnan(da[k]) && isnan(gda[k])), "%s da%d cpu %a gpu %a", what, k, da[k],
+              gda[k]);
+}
 
 static void case_polyrelu(int order, fl_format fi, fl_format fo, size_t n, size_t off)
 {
     const fl_poly_coef c = fl_poly_coef_default(order);
     tensor x(fi, n, off), y(fo, n, off);
     x.fill(8.0, 1);
-    float *ds_in = dev_scalar(k_scale_inv), *ds_out = dev_scalar(k_scale), *damax = dev_scalar(0.0f);
+    dscalars d;
     float amax = 0.0f;
     CHECK(fl_polyrelu_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, x.kin_h(hs(fi, 1)), n, &c) == 0, "cpu");
-    CHECK(fl_cuda_polyrelu_fwd(fl_kout{ y.d(), fo, hs(fo, 0) ? ds_out : nullptr, damax }, x.kin_d(hs(fi, 1) ? ds_in : nullptr), n, &c,
-                                 nullptr) == 0, "launch");
+    CHECK(fl_cuda_polyrelu_fwd(fl_kout{ y.d(), fo, d.for_out(fo), d.amax }, x.kin_d(d.for_in(fi)), n, &c, nullptr) == 0, "launch");
     CK(cudaDeviceSynchronize());
     char what[128];
     snprintf(what, sizeof what, "polyrelu%d fwd %s->%s n=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fo), n, off);
     compare(what, y, y.back(), &x);
-    CHECK(get_scalar(damax) == amax, "%s amax cpu %a gpu %a", what, amax, get_scalar(damax));
+    CHECK(get_scalar(d.amax) == amax, "%s amax cpu %a gpu %a", what, amax, get_scalar(d.amax));
     // backward: dx in bf16 or e5m2, with coefficient gradients
     for (fl_format fg : { FL_FMT_BF16, FL_FMT_E5M2 }) {
         tensor dy(fg, n, off), dx(fg, n, off);
         dy.fill(2.0, 1);
-        float da[5], *dda, *ws;
-        CK(cudaMalloc(&dda, 5 * sizeof(float)));
-        CK(cudaMalloc(&ws, (fl_cuda_polyrelu_ws_floats(n, order) + 1) * sizeof(float)));
-        float am = 0.0f;
-        CK(cudaMemset(damax, 0, 4));
+        dfloats dda(FL_POLY_MAX_ORDER + 1), ws(fl_cuda_polyrelu_ws_floats(n, order) + 1);
+        float da[FL_POLY_MAX_ORDER + 1], am = 0.0f;
+        CK(cudaMemset(d.amax, 0, 4));
         CHECK(fl_polyrelu_bwd(fl_kout{ dx.h.data(), fg, hs(fg, 0), &am }, da, x.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), n, &c) == 0, "cpu");
-        CHECK(fl_cuda_polyrelu_bwd(fl_kout{ dx.d(), fg, hs(fg, 0) ? ds_out : nullptr, damax }, dda, ws, x.kin_d(hs(fi, 1) ? ds_in : nullptr),
-                                     dy.kin_d(hs(fg, 1) ? ds_in : nullptr), n, &c, nullptr) == 0, "launch");
+        CHECK(fl_cuda_polyrelu_bwd(fl_kout{ dx.d(), fg, d.for_out(fg), d.amax }, dda.p, ws.p, x.kin_d(d.for_in(fi)), dy.kin_d(d.for_in(fg)),
+                                   n, &c, nullptr) == 0,
+              "launch");
         CK(cudaDeviceSynchronize());
         snprintf(what, sizeof what, "polyrelu%d bwd x %s dy/dx %s n=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fg), n, off);
         compare(what, dx, dx.back(), &x);
-        float gda[5];
-        CK(cudaMemcpy(gda, dda, (order + 1) * sizeof(float), cudaMemcpyDeviceToHost));
-        for (int k = 0; k <= order; k++)
-            CHECK(fl_f32_bits(gda[k]) == fl_f32_bits(da[k]) || (isnan(da[k]) && isnan(gda[k])), "%s da%d cpu %a gpu %a", what, k, da[k], gda[k]);
-        CHECK(get_scalar(damax) == am, "%s amax", what);
-        cudaFree(dda);
-        cudaFree(ws);
+        check_da(what, dda.p, da, order);
+        CHECK(get_scalar(d.amax) == am, "%s amax", what);
     }
-    cudaFree(ds_in);
-    cudaFree(ds_out);
-    cudaFree(damax);
     cases++;
 }
 
@@ -153,34 +250,26 @@ static void case_polynorm(int order, fl_format fi, fl_format fo, size_t R, size_
     tensor x(fi, n, off), y(fo, n, off), dy(FL_FMT_BF16, n, off), dx(FL_FMT_BF16, n, off);
     x.fill(4.0, 0);
     dy.fill(1.0, 0);
-    float *ds_in = dev_scalar(k_scale_inv), *ds_out = dev_scalar(k_scale), *damax = dev_scalar(0.0f);
+    dscalars d;
     float amax = 0.0f;
     CHECK(fl_polynorm_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, x.kin_h(hs(fi, 1)), R, H, &c, 1e-6f) == 0, "cpu");
-    CHECK(fl_cuda_polynorm_fwd(fl_kout{ y.d(), fo, hs(fo, 0) ? ds_out : nullptr, damax }, x.kin_d(hs(fi, 1) ? ds_in : nullptr), R, H, &c,
-                                 1e-6f, nullptr) == 0, "launch");
+    CHECK(fl_cuda_polynorm_fwd(fl_kout{ y.d(), fo, d.for_out(fo), d.amax }, x.kin_d(d.for_in(fi)), R, H, &c, 1e-6f, nullptr) == 0, "launch");
     CK(cudaDeviceSynchronize());
     char what[128];
     snprintf(what, sizeof what, "polynorm%d fwd %s->%s R=%zu H=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fo), R, H, off);
     compare(what, y, y.back(), &x);
-    CHECK(get_scalar(damax) == amax, "%s amax", what);
-    float da[5], gda[5], *dda, *ws;
-    CK(cudaMalloc(&dda, 5 * sizeof(float)));
-    CK(cudaMalloc(&ws, fl_cuda_polynorm_ws_floats(R, order) * sizeof(float)));
+    CHECK(get_scalar(d.amax) == amax, "%s amax", what);
+    float da[FL_POLY_MAX_ORDER + 1];
+    dfloats dda(FL_POLY_MAX_ORDER + 1), ws(fl_cuda_polynorm_ws_floats(R, order));
     CHECK(fl_polynorm_bwd(fl_kout{ dx.h.data(), FL_FMT_BF16, nullptr, nullptr }, da, x.kin_h(hs(fi, 1)), dy.kin_h(nullptr), R, H, &c, 1e-6f) == 0,
-            "cpu");
-    CHECK(fl_cuda_polynorm_bwd(fl_kout{ dx.d(), FL_FMT_BF16, nullptr, nullptr }, dda, ws, x.kin_d(hs(fi, 1) ? ds_in : nullptr), dy.kin_d(nullptr),
-                                 R, H, &c, 1e-6f, nullptr) == 0, "launch");
+          "cpu");
+    CHECK(fl_cuda_polynorm_bwd(fl_kout{ dx.d(), FL_FMT_BF16, nullptr, nullptr }, dda.p, ws.p, x.kin_d(d.for_in(fi)), dy.kin_d(nullptr), R, H,
+                               &c, 1e-6f, nullptr) == 0,
+          "launch");
     CK(cudaDeviceSynchronize());
     snprintf(what, sizeof what, "polynorm%d bwd x %s R=%zu H=%zu off=%zu", order, fl_format_name(fi), R, H, off);
     compare(what, dx, dx.back(), &x);
-    CK(cudaMemcpy(gda, dda, (order + 1) * sizeof(float), cudaMemcpyDeviceToHost));
-    for (int k = 0; k <= order; k++)
-        CHECK(fl_f32_bits(gda[k]) == fl_f32_bits(da[k]), "%s da%d cpu %a gpu %a", what, k, da[k], gda[k]);
-    cudaFree(dda);
-    cudaFree(ws);
-    cudaFree(ds_in);
-    cudaFree(ds_out);
-    cudaFree(damax);
+    check_da(what, dda.p, da, order);
     cases++;
 }
 
@@ -191,21 +280,22 @@ static void case_swiglu(fl_format fi, fl_format fo, fl_format fg, size_t R, size
     g.fill(16.0, 1);
     u.fill(6.0, 1);
     dy.fill(2.0, 1);
-    float *ds_in = dev_scalar(k_scale_inv), *ds_out = dev_scalar(k_scale), *damax = dev_scalar(0.0f);
-    const float *gi = hs(fi, 1) ? ds_in : nullptr, *go = hs(fo, 0) ? ds_out : nullptr, *gg = hs(fg, 1) ? ds_in : nullptr,
-                *gout = hs(fg, 0) ? ds_out : nullptr;
+    dscalars d;
+    const float *gi = d.for_in(fi), *go = d.for_out(fo), *gg = d.for_in(fg), *gout = d.for_out(fg);
     float amax = 0.0f;
     char what[160];
     CHECK(fl_swiglu_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), n) == 0, "cpu");
-    CHECK(fl_cuda_swiglu_fwd(fl_kout{ y.d(), fo, go, damax }, g.kin_d(gi), u.kin_d(gi), n, nullptr) == 0, "launch");
+    CHECK(fl_cuda_swiglu_fwd(fl_kout{ y.d(), fo, go, d.amax }, g.kin_d(gi), u.kin_d(gi), n, nullptr) == 0, "launch");
     CK(cudaDeviceSynchronize());
     snprintf(what, sizeof what, "swiglu fwd %s->%s n=%zu off=%zu", fl_format_name(fi), fl_format_name(fo), n, off);
     compare(what, y, y.back(), &g);
-    CHECK(get_scalar(damax) == amax, "%s amax", what);
+    CHECK(get_scalar(d.amax) == amax, "%s amax", what);
     CHECK(fl_swiglu_bwd(fl_kout{ dg.h.data(), fg, hs(fg, 0), nullptr }, fl_kout{ du.h.data(), fg, hs(fg, 0), nullptr }, g.kin_h(hs(fi, 1)),
-                          u.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), n) == 0, "cpu");
+                        u.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), n) == 0,
+          "cpu");
     CHECK(fl_cuda_swiglu_bwd(fl_kout{ dg.d(), fg, gout, nullptr }, fl_kout{ du.d(), fg, gout, nullptr }, g.kin_d(gi), u.kin_d(gi), dy.kin_d(gg), n,
-                               nullptr) == 0, "launch");
+                             nullptr) == 0,
+          "launch");
     CK(cudaDeviceSynchronize());
     snprintf(what, sizeof what, "swiglu bwd %s grads %s n=%zu off=%zu", fl_format_name(fi), fl_format_name(fg), n, off);
     compare(what, dg, dg.back(), &g);
@@ -215,40 +305,40 @@ static void case_swiglu(fl_format fi, fl_format fo, fl_format fg, size_t R, size
         for (int compute = 1; compute >= 0; compute--) {
             const size_t ns = axis == FL_SMOOTH_CHANNEL ? C : R;
             std::vector<float> s(ns, 0.0f), gs(ns);
-            float *dsm;
-            CK(cudaMalloc(&dsm, ns * sizeof(float)));
+            dfloats dsm(ns);
             if (!compute)
                 for (size_t k = 0; k < ns; k++)
                     s[k] = ldexpf(1.0f, (int)(rnd() * 8) - 4);
-            CK(cudaMemcpy(dsm, s.data(), ns * sizeof(float), cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dsm.p, s.data(), ns * sizeof(float), cudaMemcpyHostToDevice));
             amax = 0.0f;
-            CK(cudaMemset(damax, 0, 4));
+            CK(cudaMemset(d.amax, 0, 4));
             CHECK(fl_smooth_swiglu_fwd(fl_kout{ y.h.data(), fo, hs(fo, 0), &amax }, s.data(), g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), R, C,
-                                         (fl_smooth_axis)axis, compute) == 0, "cpu");
-            CHECK(fl_cuda_smooth_swiglu_fwd(fl_kout{ y.d(), fo, go, damax }, dsm, g.kin_d(gi), u.kin_d(gi), R, C, (fl_smooth_axis)axis, compute,
-                                              nullptr) == 0, "launch");
+                                       (fl_smooth_axis)axis, compute) == 0,
+                  "cpu");
+            CHECK(fl_cuda_smooth_swiglu_fwd(fl_kout{ y.d(), fo, go, d.amax }, dsm.p, g.kin_d(gi), u.kin_d(gi), R, C, (fl_smooth_axis)axis, compute,
+                                            nullptr) == 0,
+                  "launch");
             CK(cudaDeviceSynchronize());
             snprintf(what, sizeof what, "smooth-swiglu %s %s fwd %s->%s R=%zu C=%zu off=%zu", fl_smooth_axis_name((fl_smooth_axis)axis),
                      compute ? "current" : "given", fl_format_name(fi), fl_format_name(fo), R, C, off);
             compare(what, y, y.back(), &g);
-            CK(cudaMemcpy(gs.data(), dsm, ns * sizeof(float), cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(gs.data(), dsm.p, ns * sizeof(float), cudaMemcpyDeviceToHost));
             CHECK(memcmp(gs.data(), s.data(), ns * sizeof(float)) == 0, "%s scales", what);
-            CHECK(get_scalar(damax) == amax, "%s amax", what);
+            CHECK(get_scalar(d.amax) == amax, "%s amax", what);
             CHECK(fl_smooth_swiglu_bwd(fl_kout{ dg.h.data(), fg, hs(fg, 0), nullptr }, fl_kout{ du.h.data(), fg, hs(fg, 0), nullptr },
-                                         g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), s.data(), R, C, (fl_smooth_axis)axis) == 0,
-                    "cpu");
+                                       g.kin_h(hs(fi, 1)), u.kin_h(hs(fi, 1)), dy.kin_h(hs(fg, 1)), s.data(), R, C, (fl_smooth_axis)axis) == 0,
+                  "cpu");
             CHECK(fl_cuda_smooth_swiglu_bwd(fl_kout{ dg.d(), fg, gout, nullptr }, fl_kout{ du.d(), fg, gout, nullptr }, g.kin_d(gi), u.kin_d(gi),
-                                              dy.kin_d(gg), dsm, R, C, (fl_smooth_axis)axis, nullptr) == 0, "launch");
+                                            dy.kin_d(gg), dsm.p, R, C, (fl_smooth_axis)axis, nullptr) == 0,
+                  "launch");
             CK(cudaDeviceSynchronize());
             compare(what, dg, dg.back(), &g);
             compare(what, du, du.back(), &g);
-            cudaFree(dsm);
         }
-    cudaFree(ds_in);
-    cudaFree(ds_out);
-    cudaFree(damax);
     cases++;
 }
+
+// ---- 3. the FP8 GEMM ------------------------------------------------------------------------------------
 
 static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t M, size_t N, size_t K)
 {
@@ -324,6 +414,8 @@ int main()
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("gpu-test: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    test_registry();
+    // the launchers' options over every instantiated format (forward data bf16 / e4m3, gradients bf16 / e5m2)
     const size_t big = 3 * FL_TILE + 13; // several tiles and a scalar tail
     for (int order = 2; order <= 4; order++)
         for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
@@ -331,7 +423,7 @@ int main()
                 case_polyrelu(order, fi, fo, big, 0);
                 case_polyrelu(order, fi, fo, 1000, 2); // misaligned: scalar path, same order
             }
-    printf("  polyrelu: ok\n");
+    printf("  polyrelu (scales, amax, coefficient gradients): ok\n");
     for (int order = 2; order <= 4; order++)
         for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
             for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 }) {
@@ -339,7 +431,7 @@ int main()
                 case_polynorm(order, fi, fo, 5, 4101, 0); // H % 16 != 0
                 case_polynorm(order, fi, fo, 7, 16, 2);   // misaligned
             }
-    printf("  polynorm: ok\n");
+    printf("  polynorm (scales, amax, coefficient gradients): ok\n");
     for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
         for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 })
             for (fl_format fg : { FL_FMT_BF16, FL_FMT_E5M2 }) {
@@ -347,7 +439,7 @@ int main()
                 case_swiglu(fi, fo, fg, 9, 1001, 0);
                 case_swiglu(fi, fo, fg, 5, 64, 2);
             }
-    printf("  swiglu, smooth-swiglu: ok\n");
+    printf("  swiglu, smooth-swiglu (scales, amax, computed smoothing scales, both axes): ok\n");
     for (fl_format fd : { FL_FMT_FP32, FL_FMT_BF16, FL_FMT_E4M3 })
         case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, fd, 0, 256, 128, 1024);
     case_gemm(FL_FMT_E5M2, FL_FMT_E4M3, FL_FMT_BF16, 0, 128, 256, 512);

@@ -32,10 +32,34 @@ static fl_kin in32(const float *p) { return (fl_kin){ p, FL_FMT_FP32, NULL }; }
 static fl_kout out32(float *p) { return (fl_kout){ p, FL_FMT_FP32, NULL, NULL }; }
 static int same(float a, float b) { return fl_f32_bits(a) == fl_f32_bits(b) || (isnan(a) && isnan(b)); }
 
+/* The six operands of a SwiGLU forward and backward over n elements, each its own allocation (so that
+   AddressSanitizer sees a twin that writes past n). */
+typedef struct {
+    float *g, *u, *dy, *y, *dg, *du;
+} swiglu_arrays;
+
+static swiglu_arrays arrays_new(size_t n)
+{
+    const swiglu_arrays a = { malloc(n * 4), malloc(n * 4), malloc(n * 4), malloc(n * 4), malloc(n * 4), malloc(n * 4) };
+    CHECK(a.g && a.u && a.dy && a.y && a.dg && a.du, "out of memory");
+    return a;
+}
+
+static void arrays_free(swiglu_arrays *a)
+{
+    free(a->g);
+    free(a->u);
+    free(a->dy);
+    free(a->y);
+    free(a->dg);
+    free(a->du);
+}
+
 static void test_swiglu(void)
 {
     enum { N = 200000 };
-    float *g = malloc(N * 4), *u = malloc(N * 4), *dy = malloc(N * 4), *y = malloc(N * 4), *dg = malloc(N * 4), *du = malloc(N * 4);
+    swiglu_arrays arr = arrays_new(N);
+    float *g = arr.g, *u = arr.u, *dy = arr.dy, *y = arr.y, *dg = arr.dg, *du = arr.du;
     for (int i = 0; i < N; i++) {
         g[i] = (float)((rnd() - 0.5) * ldexp(1.0, (int)(rnd() * 12) - 4));
         u[i] = (float)((rnd() - 0.5) * 8);
@@ -97,12 +121,7 @@ static void test_swiglu(void)
             amu = fmaxf(amu, fabsf(b));
     }
     CHECK(amax == am && amax_g == amg && amax_u == amu, "amaxes %a %a %a vs %a %a %a", amax, amax_g, amax_u, am, amg, amu);
-    free(g);
-    free(u);
-    free(dy);
-    free(y);
-    free(dg);
-    free(du);
+    arrays_free(&arr);
 }
 
 static void test_smooth(void)
@@ -211,8 +230,8 @@ static void test_tail(void)
     }
     /* Random tail inputs: fp32 within the bounds, bf16 within 1/2 ulp + 2^-10; max bf16 error printed. */
     enum { N = 100000 };
-    float *g = malloc(N * 4), *u = malloc(N * 4), *dy = malloc(N * 4), *y = malloc(N * 4), *dg = malloc(N * 4),
-          *du = malloc(N * 4);
+    swiglu_arrays arr = arrays_new(N);
+    float *g = arr.g, *u = arr.u, *dy = arr.dy, *y = arr.y, *dg = arr.dg, *du = arr.du;
     double wb = 0;
     for (int i = 0; i < N; i++) {
         g[i] = (float)(-80 - 120 * rnd());
@@ -276,12 +295,7 @@ static void test_tail(void)
         CHECK(same(y[i], fl_swiglu_f32(g[i], u[i])) && same(dg[i], a) && same(du[i], b),
               "FAIL tail twin != element g=%a u=%a dy=%a", g[i], u[i], dy[i]);
     }
-    free(g);
-    free(u);
-    free(dy);
-    free(y);
-    free(dg);
-    free(du);
+    arrays_free(&arr);
 }
 
 int main(void)

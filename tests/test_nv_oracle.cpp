@@ -59,6 +59,7 @@ int main()
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 extern "C" {
 #include "check.h"
@@ -90,89 +91,93 @@ static const fl_format_desc D_E4M3 = FL_DESC_E4M3, D_E5M2 = FL_DESC_E5M2, D_BF16
 static inline float f32_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline double f64_of(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 
+/* The two sides of a conversion, overloaded on the input (float32: its bits as uint32_t and a float;
+   double: uint64_t and a double), so that one list of the 16 conversions serves both inputs. */
+static inline float value_of(uint32_t u) { return f32_of(u); }
+static inline double value_of(uint64_t u) { return f64_of(u); }
+
 /* e8m0: NVIDIA rounds |x|; compare it with ours on |x| (see the top).  NaN keeps its bits. */
-static inline uint32_t abs_unless_nan32(uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u ? u : u & 0x7FFFFFFFu; }
-static inline uint64_t abs_unless_nan64(uint64_t u)
+static inline uint32_t abs_unless_nan(uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u ? u : u & 0x7FFFFFFFu; }
+static inline uint64_t abs_unless_nan(uint64_t u)
 {
     return (u & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull ? u : u & 0x7FFFFFFFFFFFFFFFull;
 }
 
-static inline void convert_f32(uint32_t u, uint32_t ours[NCONV], uint32_t nv[NCONV])
+static inline uint32_t ours_enc(const fl_format_desc *d, uint32_t u, fl_rounding r, fl_overflow o)
 {
-    const float x = f32_of(u);
-    ours[C_E4M3_SAT] = fl_encode_f32_bits(&D_E4M3, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E4M3_NOSAT] = fl_encode_f32_bits(&D_E4M3, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_E5M2_SAT] = fl_encode_f32_bits(&D_E5M2, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E5M2_NOSAT] = fl_encode_f32_bits(&D_E5M2, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_BF16] = fl_encode_f32_bits(&D_BF16, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_FP16] = fl_encode_f32_bits(&D_FP16, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_E3M2_RN] = fl_encode_f32_bits(&D_E3M2, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E3M2_RZ] = fl_encode_f32_bits(&D_E3M2, u, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    ours[C_E2M3_RN] = fl_encode_f32_bits(&D_E2M3, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E2M3_RZ] = fl_encode_f32_bits(&D_E2M3, u, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    ours[C_E2M1_RN] = fl_encode_f32_bits(&D_E2M1, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E2M1_RZ] = fl_encode_f32_bits(&D_E2M1, u, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    const uint32_t ua = abs_unless_nan32(u);
-    ours[C_E8M0_RZ_SAT] = fl_encode_f32_bits(&D_E8M0, ua, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    ours[C_E8M0_RZ_NOSAT] = fl_encode_f32_bits(&D_E8M0, ua, FL_RND_ZERO, FL_OVF_NOSATURATE, 0);
-    ours[C_E8M0_RP_SAT] = fl_encode_f32_bits(&D_E8M0, ua, FL_RND_UP, FL_OVF_SATURATE, 0);
-    ours[C_E8M0_RP_NOSAT] = fl_encode_f32_bits(&D_E8M0, ua, FL_RND_UP, FL_OVF_NOSATURATE, 0);
-
-    nv[C_E4M3_SAT] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-    nv[C_E4M3_NOSAT] = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3);
-    nv[C_E5M2_SAT] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
-    nv[C_E5M2_NOSAT] = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2);
-    nv[C_BF16] = static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
-    nv[C_FP16] = static_cast<__half_raw>(__float2half_rn(x)).x;
-    nv[C_E3M2_RN] = __nv_cvt_float_to_fp6(x, __NV_E3M2, cudaRoundNearest);
-    nv[C_E3M2_RZ] = __nv_cvt_float_to_fp6(x, __NV_E3M2, cudaRoundZero);
-    nv[C_E2M3_RN] = __nv_cvt_float_to_fp6(x, __NV_E2M3, cudaRoundNearest);
-    nv[C_E2M3_RZ] = __nv_cvt_float_to_fp6(x, __NV_E2M3, cudaRoundZero);
-    nv[C_E2M1_RN] = __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest);
-    nv[C_E2M1_RZ] = __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundZero);
-    nv[C_E8M0_RZ_SAT] = __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundZero);
-    nv[C_E8M0_RZ_NOSAT] = __nv_cvt_float_to_e8m0(x, __NV_NOSAT, cudaRoundZero);
-    nv[C_E8M0_RP_SAT] = __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
-    nv[C_E8M0_RP_NOSAT] = __nv_cvt_float_to_e8m0(x, __NV_NOSAT, cudaRoundPosInf);
+    return fl_encode_f32_bits(d, u, r, o, 0);
+}
+static inline uint32_t ours_enc(const fl_format_desc *d, uint64_t u, fl_rounding r, fl_overflow o)
+{
+    return fl_encode_f64_bits(d, u, r, o, 0);
 }
 
-static inline void convert_f64(uint64_t u, uint32_t ours[NCONV], uint32_t nv[NCONV])
-{
-    const double x = f64_of(u);
-    ours[C_E4M3_SAT] = fl_encode_f64_bits(&D_E4M3, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E4M3_NOSAT] = fl_encode_f64_bits(&D_E4M3, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_E5M2_SAT] = fl_encode_f64_bits(&D_E5M2, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E5M2_NOSAT] = fl_encode_f64_bits(&D_E5M2, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_BF16] = fl_encode_f64_bits(&D_BF16, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_FP16] = fl_encode_f64_bits(&D_FP16, u, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-    ours[C_E3M2_RN] = fl_encode_f64_bits(&D_E3M2, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E3M2_RZ] = fl_encode_f64_bits(&D_E3M2, u, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    ours[C_E2M3_RN] = fl_encode_f64_bits(&D_E2M3, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E2M3_RZ] = fl_encode_f64_bits(&D_E2M3, u, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    ours[C_E2M1_RN] = fl_encode_f64_bits(&D_E2M1, u, FL_RND_NE, FL_OVF_SATURATE, 0);
-    ours[C_E2M1_RZ] = fl_encode_f64_bits(&D_E2M1, u, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    const uint64_t ua = abs_unless_nan64(u);
-    ours[C_E8M0_RZ_SAT] = fl_encode_f64_bits(&D_E8M0, ua, FL_RND_ZERO, FL_OVF_SATURATE, 0);
-    ours[C_E8M0_RZ_NOSAT] = fl_encode_f64_bits(&D_E8M0, ua, FL_RND_ZERO, FL_OVF_NOSATURATE, 0);
-    ours[C_E8M0_RP_SAT] = fl_encode_f64_bits(&D_E8M0, ua, FL_RND_UP, FL_OVF_SATURATE, 0);
-    ours[C_E8M0_RP_NOSAT] = fl_encode_f64_bits(&D_E8M0, ua, FL_RND_UP, FL_OVF_NOSATURATE, 0);
+/* NVIDIA's conversions from T (float or double), one name per target. */
+#define NV_FROM(T, TO_BF16, TO_FP16)                                                                          \
+    static inline uint32_t nv_fp8(T x, __nv_saturation_t s, __nv_fp8_interpretation_t f)                     \
+    {                                                                                                         \
+        return __nv_cvt_##T##_to_fp8(x, s, f);                                                                \
+    }                                                                                                         \
+    static inline uint32_t nv_bf16(T x) { return static_cast<__nv_bfloat16_raw>(TO_BF16(x)).x; }             \
+    static inline uint32_t nv_fp16(T x) { return static_cast<__half_raw>(TO_FP16(x)).x; }                    \
+    static inline uint32_t nv_fp6(T x, __nv_fp6_interpretation_t f, cudaRoundMode r)                          \
+    {                                                                                                         \
+        return __nv_cvt_##T##_to_fp6(x, f, r);                                                                \
+    }                                                                                                         \
+    static inline uint32_t nv_fp4(T x, __nv_fp4_interpretation_t f, cudaRoundMode r)                          \
+    {                                                                                                         \
+        return __nv_cvt_##T##_to_fp4(x, f, r);                                                                \
+    }                                                                                                         \
+    static inline uint32_t nv_e8m0(T x, __nv_saturation_t s, cudaRoundMode r) { return __nv_cvt_##T##_to_e8m0(x, s, r); }
+NV_FROM(float, __float2bfloat16_rn, __float2half_rn)
+NV_FROM(double, __double2bfloat16, __double2half)
+#undef NV_FROM
 
-    nv[C_E4M3_SAT] = __nv_cvt_double_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-    nv[C_E4M3_NOSAT] = __nv_cvt_double_to_fp8(x, __NV_NOSAT, __NV_E4M3);
-    nv[C_E5M2_SAT] = __nv_cvt_double_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
-    nv[C_E5M2_NOSAT] = __nv_cvt_double_to_fp8(x, __NV_NOSAT, __NV_E5M2);
-    nv[C_BF16] = static_cast<__nv_bfloat16_raw>(__double2bfloat16(x)).x;
-    nv[C_FP16] = static_cast<__half_raw>(__double2half(x)).x;
-    nv[C_E3M2_RN] = __nv_cvt_double_to_fp6(x, __NV_E3M2, cudaRoundNearest);
-    nv[C_E3M2_RZ] = __nv_cvt_double_to_fp6(x, __NV_E3M2, cudaRoundZero);
-    nv[C_E2M3_RN] = __nv_cvt_double_to_fp6(x, __NV_E2M3, cudaRoundNearest);
-    nv[C_E2M3_RZ] = __nv_cvt_double_to_fp6(x, __NV_E2M3, cudaRoundZero);
-    nv[C_E2M1_RN] = __nv_cvt_double_to_fp4(x, __NV_E2M1, cudaRoundNearest);
-    nv[C_E2M1_RZ] = __nv_cvt_double_to_fp4(x, __NV_E2M1, cudaRoundZero);
-    nv[C_E8M0_RZ_SAT] = __nv_cvt_double_to_e8m0(x, __NV_SATFINITE, cudaRoundZero);
-    nv[C_E8M0_RZ_NOSAT] = __nv_cvt_double_to_e8m0(x, __NV_NOSAT, cudaRoundZero);
-    nv[C_E8M0_RP_SAT] = __nv_cvt_double_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
-    nv[C_E8M0_RP_NOSAT] = __nv_cvt_double_to_e8m0(x, __NV_NOSAT, cudaRoundPosInf);
+/* Our side of each conversion: format, rounding, overflow policy (e8m0 encodes |x|, see the top). */
+struct ours_conv {
+    const fl_format_desc *d;
+    fl_rounding rnd;
+    fl_overflow ovf;
+};
+static constexpr ours_conv OURS[NCONV] = {
+    { &D_E4M3, FL_RND_NE, FL_OVF_SATURATE }, { &D_E4M3, FL_RND_NE, FL_OVF_NOSATURATE }, { &D_E5M2, FL_RND_NE, FL_OVF_SATURATE },
+    { &D_E5M2, FL_RND_NE, FL_OVF_NOSATURATE }, { &D_BF16, FL_RND_NE, FL_OVF_NOSATURATE }, { &D_FP16, FL_RND_NE, FL_OVF_NOSATURATE },
+    { &D_E3M2, FL_RND_NE, FL_OVF_SATURATE }, { &D_E3M2, FL_RND_ZERO, FL_OVF_SATURATE }, { &D_E2M3, FL_RND_NE, FL_OVF_SATURATE },
+    { &D_E2M3, FL_RND_ZERO, FL_OVF_SATURATE }, { &D_E2M1, FL_RND_NE, FL_OVF_SATURATE }, { &D_E2M1, FL_RND_ZERO, FL_OVF_SATURATE },
+    { &D_E8M0, FL_RND_ZERO, FL_OVF_SATURATE }, { &D_E8M0, FL_RND_ZERO, FL_OVF_NOSATURATE }, { &D_E8M0, FL_RND_UP, FL_OVF_SATURATE },
+    { &D_E8M0, FL_RND_UP, FL_OVF_NOSATURATE },
+};
+
+/* ours[i] for every conversion i, each with its arguments constant (the encoder folds them as in a
+   hand-written list). */
+template <class U, size_t... I> static inline void ours_all(U u, uint32_t ours[NCONV], std::index_sequence<I...>)
+{
+    const U ua = abs_unless_nan(u);
+    ((ours[I] = ours_enc(OURS[I].d, OURS[I].d == &D_E8M0 ? ua : u, OURS[I].rnd, OURS[I].ovf)), ...);
+}
+
+/* The 16 conversions of input bits u (uint32_t: float32, uint64_t: double), ours and NVIDIA's. */
+template <class U> static inline void convert(U u, uint32_t ours[NCONV], uint32_t nv[NCONV])
+{
+    const auto x = value_of(u);
+    ours_all(u, ours, std::make_index_sequence<NCONV>());
+
+    nv[C_E4M3_SAT] = nv_fp8(x, __NV_SATFINITE, __NV_E4M3);
+    nv[C_E4M3_NOSAT] = nv_fp8(x, __NV_NOSAT, __NV_E4M3);
+    nv[C_E5M2_SAT] = nv_fp8(x, __NV_SATFINITE, __NV_E5M2);
+    nv[C_E5M2_NOSAT] = nv_fp8(x, __NV_NOSAT, __NV_E5M2);
+    nv[C_BF16] = nv_bf16(x);
+    nv[C_FP16] = nv_fp16(x);
+    nv[C_E3M2_RN] = nv_fp6(x, __NV_E3M2, cudaRoundNearest);
+    nv[C_E3M2_RZ] = nv_fp6(x, __NV_E3M2, cudaRoundZero);
+    nv[C_E2M3_RN] = nv_fp6(x, __NV_E2M3, cudaRoundNearest);
+    nv[C_E2M3_RZ] = nv_fp6(x, __NV_E2M3, cudaRoundZero);
+    nv[C_E2M1_RN] = nv_fp4(x, __NV_E2M1, cudaRoundNearest);
+    nv[C_E2M1_RZ] = nv_fp4(x, __NV_E2M1, cudaRoundZero);
+    nv[C_E8M0_RZ_SAT] = nv_e8m0(x, __NV_SATFINITE, cudaRoundZero);
+    nv[C_E8M0_RZ_NOSAT] = nv_e8m0(x, __NV_NOSAT, cudaRoundZero);
+    nv[C_E8M0_RP_SAT] = nv_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
+    nv[C_E8M0_RP_NOSAT] = nv_e8m0(x, __NV_NOSAT, cudaRoundPosInf);
 }
 
 /* ---- mismatch bookkeeping ---------------------------------------------------------------------- */
@@ -221,27 +226,18 @@ static void record(tally *t, int conv, bool is_f64, uint64_t u, uint32_t ours, u
     }
 }
 
-static inline void run_f32(tally *t, uint32_t u, uint64_t *mism)
+template <class U> static inline void run(tally *t, U u, uint64_t *mism)
 {
     uint32_t ours[NCONV], nv[NCONV];
-    convert_f32(u, ours, nv);
+    convert(u, ours, nv);
     for (int c = 0; c < NCONV; c++)
         if (ours[c] != nv[c]) {
-            record(t, c, false, u, ours[c], nv[c]);
+            record(t, c, sizeof u == 8, u, ours[c], nv[c]);
             (*mism)++;
         }
 }
-
-static inline void run_f64(tally *t, uint64_t u, uint64_t *mism)
-{
-    uint32_t ours[NCONV], nv[NCONV];
-    convert_f64(u, ours, nv);
-    for (int c = 0; c < NCONV; c++)
-        if (ours[c] != nv[c]) {
-            record(t, c, true, u, ours[c], nv[c]);
-            (*mism)++;
-        }
-}
+static inline void run_f32(tally *t, uint32_t u, uint64_t *mism) { run(t, u, mism); }
+static inline void run_f64(tally *t, uint64_t u, uint64_t *mism) { run(t, u, mism); }
 
 /* Print one summary line per conversion and the reproducers; returns the number of unexplained
    mismatches. */
@@ -450,42 +446,33 @@ static uint64_t sweep_doubles(tally *t)
 
 /* ---- decodes and other spot checks ------------------------------------------------------------- */
 
+/* Code c of d decoded by us, then encoded into via (fp16 or bf16: exact, they hold every value of the
+   formats checked here), against NVIDIA's decode of c into via, theirs (from nv_fn). */
+static void check_decode(const char *name, const fl_format_desc *d, uint32_t c, const fl_format_desc *via,
+                         uint32_t theirs, const char *nv_fn)
+{
+    const float v = fl_decode_f32(d, c);
+    const uint32_t ours = fl_encode_f32_bits(via, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
+    CHECK(ours == theirs, "decode %s 0x%02x: ours %a -> %s 0x%04x, %s 0x%04x", name, (unsigned)c, (double)v,
+          via == &D_BF16 ? "bf16" : "fp16", (unsigned)ours, nv_fn, (unsigned)theirs);
+}
+
 static void check_decodes()
 {
-    const fl_format_desc *fp8[2] = { &D_E4M3, &D_E5M2 };
-    const __nv_fp8_interpretation_t interp[2] = { __NV_E4M3, __NV_E5M2 };
-    for (int k = 0; k < 2; k++)
-        for (uint32_t c = 0; c < 256; c++) {
-            const float v = fl_decode_f32(fp8[k], c);
-            const uint32_t ours = fl_encode_f32_bits(&D_FP16, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
-            const uint32_t nv = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, interp[k]).x;
-            CHECK(ours == nv, "decode %s 0x%02x: ours %a -> fp16 0x%04x, __nv_cvt_fp8_to_halfraw 0x%04x",
-                  k ? "e5m2" : "e4m3", (unsigned)c, (double)v, (unsigned)ours, (unsigned)nv);
-        }
-    const fl_format_desc *fp6[2] = { &D_E3M2, &D_E2M3 };
-    const __nv_fp6_interpretation_t i6[2] = { __NV_E3M2, __NV_E2M3 };
-    for (int k = 0; k < 2; k++)
-        for (uint32_t c = 0; c < 64; c++) {
-            const float v = fl_decode_f32(fp6[k], c);
-            const uint32_t ours = fl_encode_f32_bits(&D_FP16, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
-            const uint32_t nv = __nv_cvt_fp6_to_halfraw((__nv_fp6_storage_t)c, i6[k]).x;
-            CHECK(ours == nv, "decode %s 0x%02x: ours %a -> fp16 0x%04x, __nv_cvt_fp6_to_halfraw 0x%04x",
-                  k ? "e2m3" : "e3m2", (unsigned)c, (double)v, (unsigned)ours, (unsigned)nv);
-        }
-    for (uint32_t c = 0; c < 16; c++) {
-        const float v = fl_decode_f32(&D_E2M1, c);
-        const uint32_t ours = fl_encode_f32_bits(&D_FP16, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
-        const uint32_t nv = __nv_cvt_fp4_to_halfraw((__nv_fp4_storage_t)c, __NV_E2M1).x;
-        CHECK(ours == nv, "decode e2m1 0x%x: ours %a -> fp16 0x%04x, __nv_cvt_fp4_to_halfraw 0x%04x", (unsigned)c,
-              (double)v, (unsigned)ours, (unsigned)nv);
-    }
     for (uint32_t c = 0; c < 256; c++) {
-        const float v = fl_decode_f32(&D_E8M0, c);
-        const uint32_t ours = fl_encode_f32_bits(&D_BF16, fl_f32_bits(v), FL_RND_NE, FL_OVF_NOSATURATE, 0);
-        const uint32_t nv = __nv_cvt_e8m0_to_bf16raw((__nv_fp8_storage_t)c).x;
-        CHECK(ours == nv, "decode e8m0 0x%02x: ours %a -> bf16 0x%04x, __nv_cvt_e8m0_to_bf16raw 0x%04x", (unsigned)c,
-              (double)v, (unsigned)ours, (unsigned)nv);
+        const __nv_fp8_storage_t s = (__nv_fp8_storage_t)c;
+        check_decode("e4m3", &D_E4M3, c, &D_FP16, __nv_cvt_fp8_to_halfraw(s, __NV_E4M3).x, "__nv_cvt_fp8_to_halfraw");
+        check_decode("e5m2", &D_E5M2, c, &D_FP16, __nv_cvt_fp8_to_halfraw(s, __NV_E5M2).x, "__nv_cvt_fp8_to_halfraw");
+        check_decode("e8m0", &D_E8M0, c, &D_BF16, __nv_cvt_e8m0_to_bf16raw(s).x, "__nv_cvt_e8m0_to_bf16raw");
     }
+    for (uint32_t c = 0; c < 64; c++) {
+        const __nv_fp6_storage_t s = (__nv_fp6_storage_t)c;
+        check_decode("e3m2", &D_E3M2, c, &D_FP16, __nv_cvt_fp6_to_halfraw(s, __NV_E3M2).x, "__nv_cvt_fp6_to_halfraw");
+        check_decode("e2m3", &D_E2M3, c, &D_FP16, __nv_cvt_fp6_to_halfraw(s, __NV_E2M3).x, "__nv_cvt_fp6_to_halfraw");
+    }
+    for (uint32_t c = 0; c < 16; c++)
+        check_decode("e2m1", &D_E2M1, c, &D_FP16, __nv_cvt_fp4_to_halfraw((__nv_fp4_storage_t)c, __NV_E2M1).x,
+                     "__nv_cvt_fp4_to_halfraw");
     /* bf16 and fp16 -> float: equal bits, or both NaN (NVIDIA keeps NaN payloads, we return one NaN) */
     for (uint32_t c = 0; c < 65536; c++) {
         __nv_bfloat16_raw br;

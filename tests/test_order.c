@@ -8,6 +8,7 @@
  *   the fp32 kernel's threshold against the MPFR one; underflow thresholds; the naive small-row hazard;
  *   the ulp sweep's bounds; the CLI: JSON schema, --input on a crafted .npy, exit statuses 1 and 2. */
 #include "check.h"
+#include "cli_test.h"
 
 #include "npy.h"
 #include "polyorder/polyorder.h"
@@ -21,21 +22,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const char *cli;
-
-static int run(char *out, size_t len, const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
-    FILE *p = popen(cmd, "r");
-    CHECK(p, "popen %s", cmd);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = 0;
-    const int st = pclose(p);
-    CHECK(WIFEXITED(st), "%s did not exit normally", cmd);
-    return WEXITSTATUS(st);
-}
 
 /* The F value one code below / above a positive value v of F. */
 static double f_pred(fl_format f, double v) { return fl_decode(f, fl_encode_f64(f, v, FL_RND_NE, FL_OVF_SATURATE, 0) - 1); }
@@ -339,7 +325,7 @@ static void test_ulp_sweep(void)
 static void test_cli(void)
 {
     static char out[1 << 20];
-    CHECK(run(out, sizeof out, "order --act polyrelu,polynorm --order 3 --format e4m3,fp16 --row-len 64 --no-ulp --json") == 0,
+    CHECK(run_sh(out, sizeof out, "order --act polyrelu,polynorm --order 3 --format e4m3,fp16 --row-len 64 --no-ulp --json") == 0,
           "order --json: %s", out);
     json_error_t jerr;
     json_t *root = json_loads(out, 0, &jerr);
@@ -383,7 +369,7 @@ static void test_cli(void)
     char err[512];
     CHECK(fl_npy_write(path, &a, err, sizeof err) == 0, "write: %s", err);
     snprintf(args, sizeof args, "order --input %s --act polyrelu --order 2 --format e4m3 --json", path);
-    CHECK(run(out, sizeof out, args) == 0, "order --input: %s", out);
+    CHECK(run_sh(out, sizeof out, args) == 0, "order --input: %s", out);
     root = json_loads(out, 0, &jerr);
     CHECK(root, "order --input --json is not JSON: %s", jerr.text);
     json_t *res = json_object_get(root, "results");
@@ -409,7 +395,7 @@ static void test_cli(void)
     x[69] = 0.25f;
     CHECK(fl_npy_write(path, &a, err, sizeof err) == 0, "write: %s", err);
     snprintf(args, sizeof args, "order --input %s --act polynorm --order 3 --format fp16 --json", path);
-    CHECK(run(out, sizeof out, args) == 0, "order --input polynorm: %s", out);
+    CHECK(run_sh(out, sizeof out, args) == 0, "order --input polynorm: %s", out);
     root = json_loads(out, 0, &jerr);
     CHECK(root, "not JSON: %s", jerr.text);
     res = json_object_get(root, "results");
@@ -433,7 +419,7 @@ static void test_cli(void)
                   fclose(fs) == 0,
               "write %s", path);
         snprintf(args, sizeof args, "order --input %s --tensor pre --act polynorm --order 3 --format fp16 --json", path);
-        CHECK(run(out, sizeof out, args) == 0, "order --input safetensors: %s", out);
+        CHECK(run_sh(out, sizeof out, args) == 0, "order --input safetensors: %s", out);
         root = json_loads(out, 0, &jerr);
         CHECK(root && json_integer_value(json_object_get(root, "rows")) == 2 &&
                   json_integer_value(json_object_get(root, "cols")) == 64,
@@ -446,7 +432,7 @@ static void test_cli(void)
         }
         json_decref(root);
         snprintf(args, sizeof args, "order --input %s --tensor missing", path);
-        CHECK(run(out, sizeof out, args) == 1 && strstr(out, path) && strstr(out, "missing"), "missing tensor: %s", out);
+        CHECK(run_sh(out, sizeof out, args) == 1 && strstr(out, path) && strstr(out, "missing"), "missing tensor: %s", out);
     }
 
     /* --run: the pre-activations of a (tiny) training run, dumped with --dump */
@@ -454,11 +440,11 @@ static void test_cli(void)
              "train --act polynorm3 --recipe bf16 --steps 2 --seed 1 --out %s/run --width 16 --layers 1 --heads 2 "
              "--ffn 32 --seq 8 --batch 2 --data-len 4096 --quiet --threads 1",
              dir);
-    if (run(out, sizeof out, args) != 0) {
+    if (run_sh(out, sizeof out, args) != 0) {
         printf("note: 'fp8lab %s' failed, --run not checked: %s\n", args, out);
     } else {
         snprintf(args, sizeof args, "order --run %s/run --act polynorm --order 3 --format fp16 --dump %s/pre.npy --json", dir, dir);
-        CHECK(run(out, sizeof out, args) == 0, "order --run: %s", out);
+        CHECK(run_sh(out, sizeof out, args) == 0, "order --run: %s", out);
         root = json_loads(out, 0, &jerr);
         CHECK(root && json_integer_value(json_object_get(root, "rows")) == 16 &&
                   json_integer_value(json_object_get(root, "cols")) == 32,
@@ -473,27 +459,27 @@ static void test_cli(void)
             CHECK(isfinite(((float *)pre.data)[i]), "finite pre-activations");
         fl_array_free(&pre);
     }
-    CHECK(run(out, sizeof out, "order --run /nonexistent/run") == 1 && strstr(out, "/nonexistent/run"), "--run missing: %s", out);
-    CHECK(run(out, sizeof out, "order --dump x.npy") == 2, "--dump without input: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --run /nonexistent/run") == 1 && strstr(out, "/nonexistent/run"), "--run missing: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --dump x.npy") == 2, "--dump without input: %s", out);
 
     /* bad input: exit 1 naming the file */
     snprintf(path, sizeof path, "%s/junk.npy", dir);
     FILE *fj = fopen(path, "w");
     CHECK(fj && fputs("not a numpy file", fj) >= 0 && fclose(fj) == 0, "junk");
     snprintf(args, sizeof args, "order --input %s", path);
-    CHECK(run(out, sizeof out, args) == 1 && strstr(out, path), "junk input: %s", out);
-    CHECK(run(out, sizeof out, "order --input /nonexistent/acts.npy") == 1 && strstr(out, "/nonexistent/acts.npy"),
+    CHECK(run_sh(out, sizeof out, args) == 1 && strstr(out, path), "junk input: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --input /nonexistent/acts.npy") == 1 && strstr(out, "/nonexistent/acts.npy"),
           "missing input: %s", out);
-    CHECK(run(out, sizeof out, "order --input /nonexistent/acts.safetensors --tensor h") == 1 &&
+    CHECK(run_sh(out, sizeof out, "order --input /nonexistent/acts.safetensors --tensor h") == 1 &&
               strstr(out, "/nonexistent/acts.safetensors"),
           "missing safetensors: %s", out);
     /* bad flags: exit 2 */
-    CHECK(run(out, sizeof out, "order --order 5") == 2 && strstr(out, "--order"), "--order 5: %s", out);
-    CHECK(run(out, sizeof out, "order --format fp32") == 2 && strstr(out, "--format"), "--format fp32: %s", out);
-    CHECK(run(out, sizeof out, "order --strategy eager") == 2, "--strategy eager: %s", out);
-    CHECK(run(out, sizeof out, "order --act") == 2, "--act without a value: %s", out);
-    CHECK(run(out, sizeof out, "order --tensor x") == 2, "--tensor without --input: %s", out);
-    CHECK(run(out, sizeof out, "order --bogus") == 2 && strstr(out, "--bogus"), "--bogus: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --order 5") == 2 && strstr(out, "--order"), "--order 5: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --format fp32") == 2 && strstr(out, "--format"), "--format fp32: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --strategy eager") == 2, "--strategy eager: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --act") == 2, "--act without a value: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --tensor x") == 2, "--tensor without --input: %s", out);
+    CHECK(run_sh(out, sizeof out, "order --bogus") == 2 && strstr(out, "--bogus"), "--bogus: %s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CHECK(system(args) == 0, "cleanup");
 }

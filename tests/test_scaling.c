@@ -410,21 +410,22 @@ static void test_delayed(void)
 
 static void test_blocks(void)
 {
+    /* the grid of a blocking over (rows, cols): (block rows, block columns) */
+    const struct {
+        fl_block b;
+        size_t rows, cols, nr, nc;
+    } grids[] = {
+        { FL_BLOCK_1X128, 130, 300, 130, 3 }, { FL_BLOCK_128X128, 130, 300, 2, 3 },
+        { FL_BLOCK_ROW, 130, 300, 130, 1 },   { FL_BLOCK_TENSOR, 130, 300, 1, 1 },
+        { FL_BLOCK_MX, 130, 300, 130, 10 },   { FL_BLOCK_128X128, 128, 128, 1, 1 },
+        { FL_BLOCK_1X128, 0, 129, 0, 2 },
+    };
     size_t nr, nc;
-    fl_block_grid(&nr, &nc, FL_BLOCK_1X128, 130, 300);
-    CHECK(nr == 130 && nc == 3, "1x128 grid of (130, 300): (%zu, %zu)", nr, nc);
-    fl_block_grid(&nr, &nc, FL_BLOCK_128X128, 130, 300);
-    CHECK(nr == 2 && nc == 3, "128x128 grid of (130, 300): (%zu, %zu)", nr, nc);
-    fl_block_grid(&nr, &nc, FL_BLOCK_ROW, 130, 300);
-    CHECK(nr == 130 && nc == 1, "row grid: (%zu, %zu)", nr, nc);
-    fl_block_grid(&nr, &nc, FL_BLOCK_TENSOR, 130, 300);
-    CHECK(nr == 1 && nc == 1, "tensor grid: (%zu, %zu)", nr, nc);
-    fl_block_grid(&nr, &nc, FL_BLOCK_MX, 130, 300);
-    CHECK(nr == 130 && nc == 10, "MX grid: (%zu, %zu)", nr, nc);
-    fl_block_grid(&nr, &nc, FL_BLOCK_128X128, 128, 128);
-    CHECK(nr == 1 && nc == 1, "128x128 grid of (128, 128): (%zu, %zu)", nr, nc);
-    fl_block_grid(&nr, &nc, FL_BLOCK_1X128, 0, 129);
-    CHECK(nr == 0 && nc == 2, "1x128 grid of (0, 129): (%zu, %zu)", nr, nc);
+    for (size_t k = 0; k < FL_ARRAY_LEN(grids); k++) {
+        fl_block_grid(&nr, &nc, grids[k].b, grids[k].rows, grids[k].cols);
+        CHECK(nr == grids[k].nr && nc == grids[k].nc, "%zux%zu grid of (%zu, %zu): (%zu, %zu), want (%zu, %zu)",
+              grids[k].b.rows, grids[k].b.cols, grids[k].rows, grids[k].cols, nr, nc, grids[k].nr, grids[k].nc);
+    }
 
     const size_t R = 130, C = 300;
     float *x = malloc(R * C * sizeof(float));

@@ -1,7 +1,7 @@
 /* test_train_grad.c — the harness's backward pass against finite differences, for every activation.
  *
- * The activations come from the table in ffn_act.h (every row, every order), so a new one is tested
- * by adding its row.
+ * The activations come from fl_act_table (ffn_act.h: the TRAIN parts of reference/act_list.h), every
+ * row at every order, so a new one is tested by adding its row to the list.
  * A tiny model (V 16, C 8, L 2, H 2, F 8, T 5, B 2) in the fp32 recipe.  For every parameter
  * tensor (embeddings, RMSNorm gains, qkv, proj, fc, down, activation coefficients, head) and a few
  * entries of each, the analytic gradient from fl_model_backward is compared with the central
@@ -86,7 +86,7 @@ int main(void)
     /* One thread: the tiny model's thousands of forward passes are all OpenMP barriers and no work;
        on a loaded machine two spinning threads made this test take minutes instead of a second. */
     omp_set_num_threads(1);
-    /* every activation of the table (ffn_act.h) at every order it takes */
+    /* every training activation of reference/act_list.h at every order it takes */
     fl_act acts[64];
     const int nact = fl_act_variants(acts, 64);
     CHECK(nact >= FL_ACT_COUNT && nact <= 64, "%d activation variants", nact);

@@ -15,6 +15,7 @@
  * index); both refusals exit 2 naming the flag. */
 #include "check.h"
 #include "cli_test.h"
+#include "dir_test.h"
 #include "npy_test.h"
 #include "npy.h"
 
@@ -30,36 +31,11 @@ static char dir[64];
 
 /* Runs the CLI with args (NULL-terminated, after the program name): stdout into dir/out.txt, stderr
    into dir/err.txt.  The exit status, or 128 + the signal that ended it. */
-static int run_cli(const char *const *args)
-{
-    char out[128], err[128];
-    snprintf(out, sizeof out, "%s/out.txt", dir);
-    snprintf(err, sizeof err, "%s/err.txt", dir);
-    return run_out(out, err, args);
-}
+static int run_cli(const char *const *args) { return run_in_dir(dir, "out.txt", args); }
 
-static char *slurp_dir(const char *name)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "rb");
-    CHECK(f, "cannot read %s", p);
-    static char buf[1 << 16];
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
+static char *slurp_dir(const char *name) { return dir_slurp(dir, name); }
 
-static json_t *load(const char *name)
-{
-    char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    json_error_t je;
-    json_t *o = json_load_file(p, 0, &je);
-    CHECK(o, "%s is not JSON: %s", p, je.text);
-    return o;
-}
+static json_t *load(const char *name) { return dir_json(dir, name); }
 
 static const char *save(json_t *o, const char *name)
 {
@@ -386,16 +362,10 @@ static void test_counts(void)
 
 int main(void)
 {
-    cli = getenv("FP8LAB");
-    if (!cli || !*cli)
-        cli = "build/fp8lab";
-    CHECK(access(cli, X_OK) == 0, "no CLI at %s (set FP8LAB)", cli);
-    snprintf(dir, sizeof dir, "/tmp/fp8lab-merge-bad-XXXXXX");
-    CHECK(mkdtemp(dir), "mkdtemp");
+    cli_init();
+    dir_make(dir, sizeof dir, "/tmp/fp8lab-merge-bad-XXXXXX");
     test_bad_reports();
     test_counts();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0, "rm");
+    dir_remove(dir);
     PASS("test_ulp_merge_bad");
 }

@@ -3,7 +3,8 @@
  * The file is streamed in chunks (read, convert, write), so memory stays small and the cost stays
  * close to copying the file.  Output goes to a temporary file renamed onto OUT only on success.
  */
-#include "cli.h"
+#include "commands.h"
+#include "common/cli.h"
 #include "convert.h"
 #include "fl_round.h"
 #include "npy.h"
@@ -85,43 +86,50 @@ static int accepts_encoding(fl_format f, fl_dtype t)
     return t == storage_dtype(f);
 }
 
-int fl_cmd_convert(int argc, char **argv)
+/* The command line. */
+typedef struct {
+    fl_format to, from; /* FL_FMT_COUNT: not given */
+    fl_rounding mode;
+    fl_overflow ovf;
+    int ovf_set, stats, help;
+    unsigned long long seed;
+    const char *paths[2]; /* IN.npy OUT.npy */
+    int npaths;
+} convert_opts;
+
+/* argv into o (--threads takes effect at once): FL_EXIT_OK or a usage error.  --help prints the help
+   and ends the parse with o->help set. */
+static int parse_args(convert_opts *o, int argc, char **argv)
 {
     const char *cmd = "convert";
-    fl_format to = FL_FMT_COUNT, from = FL_FMT_COUNT;
-    fl_rounding mode = FL_RND_NE;
-    int ovf_set = 0, stats = 0;
-    fl_overflow ovf = FL_OVF_SATURATE;
-    unsigned long long seed = 0;
-    const char *paths[2];
-    int npaths = 0;
-
+    *o = (convert_opts){ .to = FL_FMT_COUNT, .from = FL_FMT_COUNT, .mode = FL_RND_NE, .ovf = FL_OVF_SATURATE };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int has_val = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(help, stdout);
+            o->help = 1;
             return FL_EXIT_OK;
         } else if (!strcmp(a, "--to") || !strcmp(a, "--from")) {
             if (!has_val)
                 return fl_cli_usage_error(cmd, "%s needs a format name", a);
-            fl_format *dst = a[2] == 't' ? &to : &from;
+            fl_format *dst = a[2] == 't' ? &o->to : &o->from;
             if (fl_format_parse(dst, argv[++i]))
                 return fl_cli_usage_error(cmd, "unknown format '%s' for %s (formats: %s)", argv[i], a,
                                           fl_format_names());
         } else if (!strcmp(a, "--round")) {
-            if (!has_val || fl_rounding_parse(&mode, argv[++i]))
+            if (!has_val || fl_rounding_parse(&o->mode, argv[++i]))
                 return fl_cli_usage_error(cmd, "--round needs one of rne, rtz, up, down, sr%s%s%s",
                                           has_val ? " (got '" : "", has_val ? argv[i] : "", has_val ? "')" : "");
         } else if (!strcmp(a, "--seed")) {
-            if (!has_val || fl_cli_parse_u64(&seed, argv[++i]))
+            if (!has_val || fl_cli_parse_u64(&o->seed, argv[++i]))
                 return fl_cli_usage_error(cmd, "--seed needs a non-negative integer%s%s%s", has_val ? " (got '" : "",
                                           has_val ? argv[i] : "", has_val ? "')" : "");
         } else if (!strcmp(a, "--saturate") || !strcmp(a, "--no-saturate")) {
-            ovf = a[2] == 's' ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
-            ovf_set = 1;
+            o->ovf = a[2] == 's' ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
+            o->ovf_set = 1;
         } else if (!strcmp(a, "--stats")) {
-            stats = 1;
+            o->stats = 1;
         } else if (!strcmp(a, "--threads")) {
             unsigned long long t = 0;
             if (!has_val || fl_cli_parse_u64(&t, argv[++i]) || t < 1 || t > 1024)
@@ -131,59 +139,53 @@ int fl_cmd_convert(int argc, char **argv)
         } else if (a[0] == '-' && a[1] != '\0') {
             return fl_cli_usage_error(cmd, "unknown option '%s'", a);
         } else {
-            if (npaths == 2)
+            if (o->npaths == 2)
                 return fl_cli_usage_error(cmd, "too many arguments: '%s' (expected IN.npy OUT.npy)", a);
-            paths[npaths++] = a;
+            o->paths[o->npaths++] = a;
         }
     }
-    if (to == FL_FMT_COUNT)
+    if (o->to == FL_FMT_COUNT)
         return fl_cli_usage_error(cmd, "--to FMT is required (formats: %s)", fl_format_names());
-    if (npaths != 2)
+    if (o->npaths != 2)
         return fl_cli_usage_error(cmd, "expected IN.npy OUT.npy");
-    if (!ovf_set)
-        ovf = fl_format_get(to)->bits <= 8 ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
+    if (!o->ovf_set)
+        o->ovf = fl_format_get(o->to)->bits <= 8 ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
+    return FL_EXIT_OK;
+}
 
-    char err[512];
-    fl_array hdr;
-    fl_npy_reader *r = fl_npy_reader_open(paths[0], &hdr, err, sizeof err);
-    if (!r) {
-        fprintf(stderr, "fp8lab convert: %s\n", err);
-        return FL_EXIT_FAIL;
-    }
-    if (from != FL_FMT_COUNT) {
-        if (!accepts_encoding(from, hdr.dtype)) {
-            fprintf(stderr, "fp8lab convert: %s: dtype %s cannot hold %s encodings (expected %s)\n", paths[0],
-                    fl_dtype_name(hdr.dtype), fl_format_name(from), fl_dtype_name(storage_dtype(from)));
-            fl_npy_reader_close(r);
-            return FL_EXIT_FAIL;
+/* IN's dtype t: with --from, one that holds its encodings; else a float dtype.  0, or -1 after the
+   message. */
+static int check_input_dtype(const convert_opts *o, fl_dtype t)
+{
+    if (o->from != FL_FMT_COUNT) {
+        if (!accepts_encoding(o->from, t)) {
+            fprintf(stderr, "fp8lab convert: %s: dtype %s cannot hold %s encodings (expected %s)\n", o->paths[0],
+                    fl_dtype_name(t), fl_format_name(o->from), fl_dtype_name(storage_dtype(o->from)));
+            return -1;
         }
-    } else if (hdr.dtype != FL_DT_F32 && hdr.dtype != FL_DT_F64 && hdr.dtype != FL_DT_F16) {
+    } else if (t != FL_DT_F32 && t != FL_DT_F64 && t != FL_DT_F16) {
         fprintf(stderr, "fp8lab convert: %s: dtype %s is not a float array; pass --from FMT if it holds encodings\n",
-                paths[0], fl_dtype_name(hdr.dtype));
-        fl_npy_reader_close(r);
-        return FL_EXIT_FAIL;
+                o->paths[0], fl_dtype_name(t));
+        return -1;
     }
+    return 0;
+}
+
+/* Reads r (elements of dtype in_dt), converts and writes w, one chunk at a time: the element count
+   into *done, the --stats counts into *st.  FL_EXIT_OK, or FL_EXIT_FAIL after the message. */
+static int convert_stream(fl_npy_reader *r, fl_npy_writer *w, const convert_opts *o, fl_dtype in_dt, uint64_t *done,
+                          convert_stats *st)
+{
     /* What the input means: doubles are rounded directly; everything else is first decoded,
        exactly, to float32. */
-    const fl_format in_fmt = from != FL_FMT_COUNT ? from : hdr.dtype == FL_DT_F16 ? FL_FMT_FP16 : FL_FMT_FP32;
-    const int in_f64 = from == FL_FMT_COUNT && hdr.dtype == FL_DT_F64;
-
-    fl_array out_hdr = hdr;
-    out_hdr.dtype = storage_dtype(to);
-    fl_npy_writer *w = fl_npy_writer_open(paths[1], &out_hdr, err, sizeof err);
-    if (!w) {
-        fprintf(stderr, "fp8lab convert: %s\n", err);
-        fl_npy_reader_close(r);
-        return FL_EXIT_FAIL;
-    }
-
+    const fl_format in_fmt = o->from != FL_FMT_COUNT ? o->from : in_dt == FL_DT_F16 ? FL_FMT_FP16 : FL_FMT_FP32;
+    const int in_f64 = o->from == FL_FMT_COUNT && in_dt == FL_DT_F64;
     const size_t chunk = (size_t)1 << 20;
     void *in = malloc(chunk * 8);
     float *f32 = malloc(chunk * sizeof *f32);
     void *out = malloc(chunk * 4);
-    convert_stats st = { 0, 0, 0, 0 };
+    char err[512];
     int rc = FL_EXIT_OK;
-    uint64_t done = 0;
     if (!in || !f32 || !out) {
         fprintf(stderr, "fp8lab convert: out of memory\n");
         rc = FL_EXIT_FAIL;
@@ -200,29 +202,62 @@ int fl_cmd_convert(int argc, char **argv)
         const size_t n = (size_t)got;
         const float *x = in;
         if (in_f64) {
-            fl_convert_from_f64(out, to, in, n, mode, ovf, seed, done);
-            if (stats)
+            fl_convert_from_f64(out, o->to, in, n, o->mode, o->ovf, o->seed, *done);
+            if (o->stats)
                 for (size_t i = 0; i < n; i++)
                     f32[i] = (float)((const double *)in)[i]; /* only for counting */
         } else {
-            if (in_fmt != FL_FMT_FP32 || hdr.dtype == FL_DT_U32) {
+            if (in_fmt != FL_FMT_FP32 || in_dt == FL_DT_U32) {
                 fl_convert_to_f32(f32, in_fmt, in, n);
                 x = f32;
             }
-            fl_convert_from_f32(out, to, x, n, mode, ovf, seed, done);
+            fl_convert_from_f32(out, o->to, x, n, o->mode, o->ovf, o->seed, *done);
         }
-        if (stats)
-            stats_update(&st, to, in_f64 ? f32 : x, out, n);
+        if (o->stats)
+            stats_update(st, o->to, in_f64 ? f32 : x, out, n);
         if (fl_npy_writer_write(w, out, n, err, sizeof err)) {
             fprintf(stderr, "fp8lab convert: %s\n", err);
             rc = FL_EXIT_FAIL;
         }
-        done += n;
+        *done += n;
     }
-    fl_npy_reader_close(r);
     free(in);
     free(f32);
     free(out);
+    return rc;
+}
+
+int fl_cmd_convert(int argc, char **argv)
+{
+    convert_opts o;
+    int rc = parse_args(&o, argc, argv);
+    if (rc != FL_EXIT_OK || o.help)
+        return rc;
+
+    char err[512];
+    fl_array hdr;
+    fl_npy_reader *r = fl_npy_reader_open(o.paths[0], &hdr, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "fp8lab convert: %s\n", err);
+        return FL_EXIT_FAIL;
+    }
+    if (check_input_dtype(&o, hdr.dtype)) {
+        fl_npy_reader_close(r);
+        return FL_EXIT_FAIL;
+    }
+    fl_array out_hdr = hdr;
+    out_hdr.dtype = storage_dtype(o.to);
+    fl_npy_writer *w = fl_npy_writer_open(o.paths[1], &out_hdr, err, sizeof err);
+    if (!w) {
+        fprintf(stderr, "fp8lab convert: %s\n", err);
+        fl_npy_reader_close(r);
+        return FL_EXIT_FAIL;
+    }
+
+    convert_stats st = { 0, 0, 0, 0 };
+    uint64_t done = 0;
+    rc = convert_stream(r, w, &o, hdr.dtype, &done, &st);
+    fl_npy_reader_close(r);
     if (rc != FL_EXIT_OK) {
         fl_npy_writer_abort(w);
         return rc;
@@ -231,12 +266,12 @@ int fl_cmd_convert(int argc, char **argv)
         fprintf(stderr, "fp8lab convert: %s\n", err);
         return FL_EXIT_FAIL;
     }
-    if (stats)
+    if (o.stats)
         fprintf(stderr,
                 "fp8lab convert: %llu elements to %s (%s, %s): %llu NaN in, %llu Inf in, %llu beyond max "
                 "(|x| > %.9g), %llu flushed to zero\n",
-                (unsigned long long)done, fl_format_name(to), fl_rounding_name(mode),
-                ovf == FL_OVF_SATURATE ? "saturate" : "no-saturate", st.nan_in, st.inf_in, st.overflow,
-                fl_format_max(to), st.flushed);
+                (unsigned long long)done, fl_format_name(o.to), fl_rounding_name(o.mode),
+                o.ovf == FL_OVF_SATURATE ? "saturate" : "no-saturate", st.nan_in, st.inf_in, st.overflow,
+                fl_format_max(o.to), st.flushed);
     return FL_EXIT_OK;
 }

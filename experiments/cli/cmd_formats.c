@@ -1,5 +1,6 @@
 /* cmd_formats.c — `fp8lab formats [--json]`: one row per number format. */
-#include "cli.h"
+#include "commands.h"
+#include "common/cli.h"
 #include "fl_format.h"
 #include "fl_round.h"
 

@@ -4,7 +4,8 @@
  * activation tensor with the heavy tails and outlier channels seen in LLMs ("massive
  * activations", Sun et al. 2024), generated from a printed seed.
  */
-#include "cli.h"
+#include "commands.h"
+#include "common/cli.h"
 #include "fl_json.h"
 #include "fl_tensor.h"
 #include "npy.h"

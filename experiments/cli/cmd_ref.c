@@ -1,6 +1,7 @@
 /* cmd_ref.c — `fp8lab ref`: the MPFR reference (reference/ref.h) on .npy arrays or on values given on
  * the command line.  Every output element is the correctly rounded encoding of the exact result. */
-#include "cli.h"
+#include "commands.h"
+#include "common/cli.h"
 #include "npy.h"
 #include "ref.h"
 #include "round_mpfr.h"

@@ -1,5 +1,9 @@
 /* fp8lab.c — main() of the fp8lab CLI: dispatch to a subcommand. */
-#include "cli.h"
+#include "commands.h"
+#include "common/cli.h"
+#include "polyorder/commands.h"
+#include "train/commands.h"
+#include "ulp/commands.h"
 
 #include <string.h>
 

@@ -1,7 +1,9 @@
 /* cmd_order.c — `fp8lab order`: the safe polynomial order of PolyReLU / PolyNorm for a format, a
  * scaling scheme and an implementation strategy (experiments/polyorder/polyorder.h, experiments/polyorder/ORDER.md). */
 #include "train/checkpoint.h"
-#include "cli/cli.h"
+#include "commands.h"
+#include "common/cli.h"
+#include "fl_json.h"
 #include "train/data.h"
 #include "train/model.h"
 #include "npy.h"
@@ -673,7 +675,7 @@ static int run_tensor(const order_opts *o, json_t *root, json_t *config)
     json_object_set_new(config, "sample_rows", json_integer((json_int_t)sampled));
     json_object_set_new(config, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(config, "max_flush", json_real(o->max_flush));
-    json_object_set_new(root, "input", json_string(name));
+    json_object_set_new(root, "input", fl_json_string(name)); /* a path: any bytes (fl_json.h) */
     json_object_set_new(root, "rows", json_integer((json_int_t)R));
     json_object_set_new(root, "cols", json_integer((json_int_t)C));
     json_object_set_new(root, "amax", json_real(amax));

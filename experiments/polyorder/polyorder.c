@@ -16,7 +16,10 @@
 #define WP 512 /* working precision of the exact predicates: inputs are doubles (53 bits); x^8 of one is
                   exact at 424 bits, so every power, product and sum of two terms below is exact */
 
-static const char *const act_names[FL_ORDER_ACT_COUNT] = { "polyrelu", "polynorm" };
+#define ACT_NAME(ID, name) #name,
+static const char *const act_names[FL_ORDER_ACT_COUNT] = { FL_ACT_POLYS(ACT_NAME) };
+/* The strategies below are written for these two; a new polynomial activation in act_list.h needs its own. */
+_Static_assert(FL_ORDER_ACT_COUNT == 2 && FL_ORDER_POLYRELU == 0 && FL_ORDER_POLYNORM == 1, "polyrelu, polynorm");
 static const char *const strategy_names[FL_ORDER_STRATEGY_COUNT] = { "fused", "naive" };
 static const char *const pow_names[FL_ORDER_POW_COUNT] = { "pow", "mul" };
 _Static_assert(sizeof act_names / sizeof *act_names == FL_ORDER_ACT_COUNT, "act names");
@@ -295,6 +298,136 @@ const char *fl_order_naive_eval(double *y, const fl_order_cfg *c, fl_format f, d
 
 /* ---- exact values (fused ideal, reference) ------------------------------------------------------ */
 
+/* PolyReLU at y's precision: sum_i num_i max(x, 0)^i (every term exact), one rounding, then /den.
+   The error exponent as exact_eval's. */
+static int exact_polyrelu(mpfr_ptr y, mpfr_t num[FL_POLY_MAX_ORDER + 1], unsigned den, int r, double x)
+{
+    mpfr_t t[FL_POLY_MAX_ORDER + 1], w;
+    mpfr_ptr tp[FL_POLY_MAX_ORDER + 1];
+    const double rx = x > 0 ? x : 0.0;
+    mpfr_init2(w, 8 * 53 + 64);
+    for (int i = 0; i <= r; i++) {
+        mpfr_init2(t[i], 4 * 53 + 128);
+        mpfr_set_d(w, rx, MPFR_RNDN);
+        mpfr_pow_ui(t[i], w, (unsigned long)i, MPFR_RNDN);
+        mpfr_mul(t[i], t[i], num[i], MPFR_RNDN); /* exact */
+        tp[i] = t[i];
+    }
+    int inex = mpfr_sum(y, tp, (unsigned long)r + 1, MPFR_RNDN);
+    if (den > 1)
+        inex |= mpfr_div_ui(y, y, den, MPFR_RNDN);
+    for (int i = 0; i <= r; i++)
+        mpfr_clear(t[i]);
+    mpfr_clear(w);
+    return inex ? 2 : FL_REF_SURE;
+}
+
+/* S_i, the row sum of x^(2i), into D (one rounding to D's precision; exact for the outlier row at WP):
+   taken from S[i] when S holds it, else summed over the row xr[0..n-1] or, without xr, over the
+   outlier row (probe x, n - 1 elements at c->bulk) and kept in S[i] when S is non-NULL.  tmp: scratch
+   of 8 * 53 + 64 bits. */
+static void polynorm_row_sum(mpfr_ptr D, mpfr_t *S, const fl_order_cfg *c, double x, const double *xr, long n,
+                             int i, mpfr_ptr tmp)
+{
+    if (S && !mpfr_nan_p(S[i])) {
+        mpfr_set(D, S[i], MPFR_RNDN);
+        return;
+    }
+    if (xr) {
+        mpfr_t *pw = malloc((size_t)n * sizeof *pw);
+        mpfr_ptr *pp = malloc((size_t)n * sizeof *pp);
+        for (long q = 0; q < n; q++) {
+            mpfr_init2(pw[q], 8 * 53 + 8);
+            mpfr_set_d(pw[q], xr[q], MPFR_RNDN);
+            mpfr_pow_ui(pw[q], pw[q], 2 * (unsigned long)i, MPFR_RNDN); /* exact */
+            pp[q] = pw[q];
+        }
+        mpfr_sum(D, pp, (unsigned long)n, MPFR_RNDN);
+        for (long q = 0; q < n; q++)
+            mpfr_clear(pw[q]);
+        free(pw);
+        free(pp);
+    } else {
+        mpfr_set_d(tmp, c->bulk, MPFR_RNDN);
+        mpfr_pow_ui(tmp, tmp, 2 * (unsigned long)i, MPFR_RNDN);
+        mpfr_mul_ui(D, tmp, (unsigned long)(n - 1), MPFR_RNDN);
+        mpfr_set_d(tmp, x, MPFR_RNDN);
+        mpfr_pow_ui(tmp, tmp, 2 * (unsigned long)i, MPFR_RNDN);
+        mpfr_add(D, D, tmp, MPFR_RNDN);
+    }
+    if (S)
+        mpfr_set(S[i], D, MPFR_RNDN);
+}
+
+/* PolyNorm's sum y = sum t_i, rounded once, divided by den; the error exponent as exact_eval's.  inex:
+   whether any term is nonzero. */
+static int polynorm_finish(mpfr_ptr y, mpfr_t t[FL_POLY_MAX_ORDER + 1], int r, unsigned den, int inex)
+{
+    if (!inex) {
+        int k = FL_REF_SURE; /* x = 0: every term is exactly 0 */
+        if (den > 1 && mpfr_div_ui(y, y, den, MPFR_RNDN))
+            k = 1;
+        return k;
+    }
+    if (mpfr_zero_p(y))
+        return 0; /* total cancellation at wp: the caller raises wp */
+    mpfr_exp_t big = mpfr_get_exp(y);
+    for (int i = 0; i <= r; i++)
+        if (mpfr_regular_p(t[i]) && mpfr_get_exp(t[i]) > big)
+            big = mpfr_get_exp(t[i]);
+    if (den > 1)
+        mpfr_div_ui(y, y, den, MPFR_RNDN);
+    const int k = (int)(big - mpfr_get_exp(y)) + 6; /* 2^(big-EXP) >= sum|t|/|y|; 6u+2u within 2^5 ulp */
+    return k < 5 ? 5 : k;
+}
+
+/* PolyNorm at wp bits on the outlier row with probe x, or on the row xr[0..nr-1] (x its element):
+   y = (sum_i num_i x^i / D_i) / den.  The error exponent as exact_eval's. */
+static int exact_polynorm(mpfr_ptr y, mpfr_t num[FL_POLY_MAX_ORDER + 1], unsigned den, const fl_order_cfg *c,
+                          double x, const double *xr, long nr, mpfr_prec_t wp, mpfr_t *S)
+{
+    /* D_i = sqrt(S_i / n + eps): S_i one rounding (mpfr_sum, or exact for the outlier row at WP),
+       then /n, +eps, sqrt: D_i within 4u; t_i = num_i x^i / D_i within 6u; sum: |err| <=
+       6u sum|t_i| + u|y|; /den one more u|y|. */
+    const int r = c->order;
+    const long n = xr ? nr : c->n;
+    mpfr_t t[FL_POLY_MAX_ORDER + 1], D, e, tmp;
+    mpfr_ptr tp[FL_POLY_MAX_ORDER + 1];
+    mpfr_inits2(wp, D, e, (mpfr_ptr)0);
+    mpfr_init2(tmp, 8 * 53 + 64);
+    mpfr_set_d(e, c->eps, MPFR_RNDN);
+    mpfr_init2(t[0], 64);
+    mpfr_set(t[0], num[0], MPFR_RNDN);
+    tp[0] = t[0];
+    for (int i = 1; i <= r; i++) {
+        mpfr_init2(t[i], wp);
+        tp[i] = t[i];
+    }
+    int inex = 0, k = FL_REF_SURE;
+    for (int i = 1; i <= r; i++) {
+        polynorm_row_sum(D, S, c, x, xr, n, i, tmp);
+        mpfr_div_ui(D, D, (unsigned long)n, MPFR_RNDN);
+        mpfr_add(D, D, e, MPFR_RNDN);
+        mpfr_sqrt(D, D, MPFR_RNDN);
+        mpfr_set_d(tmp, x, MPFR_RNDN);
+        mpfr_pow_ui(tmp, tmp, (unsigned long)i, MPFR_RNDN);
+        mpfr_mul(tmp, tmp, num[i], MPFR_RNDN); /* exact */
+        if (mpfr_zero_p(D)) {
+            mpfr_set_nan(y); /* exact: k stays FL_REF_SURE */
+            goto out;
+        }
+        mpfr_div(t[i], tmp, D, MPFR_RNDN);
+        inex |= !mpfr_zero_p(t[i]);
+    }
+    mpfr_sum(y, tp, (unsigned long)r + 1, MPFR_RNDN);
+    k = polynorm_finish(y, t, r, den, inex);
+out:
+    for (int i = 0; i <= r; i++)
+        mpfr_clear(t[i]);
+    mpfr_clears(D, e, tmp, (mpfr_ptr)0);
+    return k;
+}
+
 /* The exact output at working precision wp (PolyReLU: exact at WP; PolyNorm on the outlier row with
    probe x, or on a general row xr[0..n-1] at element j when xr != NULL).  Returns the error exponent
    k: |y - f| <= 2^k ulp_wp(y), or FL_REF_SURE when y is exact.  S_i (the row sums of x^(2i)) are
@@ -302,116 +435,13 @@ const char *fl_order_naive_eval(double *y, const fl_order_cfg *c, fl_format f, d
 static int exact_eval(mpfr_ptr y, const fl_order_cfg *c, double x, const double *xr, long nr, long j,
                       mpfr_prec_t wp, mpfr_t *S)
 {
-    mpfr_t num[FL_POLY_MAX_ORDER + 1], t[FL_POLY_MAX_ORDER + 1], w;
+    mpfr_t num[FL_POLY_MAX_ORDER + 1];
     const unsigned den = coef_exact(num, c);
-    const int r = c->order;
-    int k;
     mpfr_set_prec(y, wp);
-    mpfr_init2(w, 8 * 53 + 64);
     if (xr)
         x = xr[j];
-    if (c->act == FL_ORDER_POLYRELU) {
-        mpfr_ptr tp[FL_POLY_MAX_ORDER + 1];
-        const double rx = x > 0 ? x : 0.0;
-        for (int i = 0; i <= r; i++) {
-            mpfr_init2(t[i], 4 * 53 + 128);
-            mpfr_set_d(w, rx, MPFR_RNDN);
-            mpfr_pow_ui(t[i], w, (unsigned long)i, MPFR_RNDN);
-            mpfr_mul(t[i], t[i], num[i], MPFR_RNDN); /* exact */
-            tp[i] = t[i];
-        }
-        int inex = mpfr_sum(y, tp, (unsigned long)r + 1, MPFR_RNDN);
-        if (den > 1)
-            inex |= mpfr_div_ui(y, y, den, MPFR_RNDN);
-        k = inex ? 2 : FL_REF_SURE;
-        for (int i = 0; i <= r; i++)
-            mpfr_clear(t[i]);
-    } else {
-        /* D_i = sqrt(S_i / n + eps): S_i one rounding (mpfr_sum, or exact for the outlier row at WP),
-           then /n, +eps, sqrt: D_i within 4u; t_i = num_i x^i / D_i within 6u; sum: |err| <=
-           6u sum|t_i| + u|y|; /den one more u|y|. */
-        const long n = xr ? nr : c->n;
-        mpfr_t D, e, tmp;
-        mpfr_inits2(wp, D, e, (mpfr_ptr)0);
-        mpfr_init2(tmp, 8 * 53 + 64);
-        mpfr_set_d(e, c->eps, MPFR_RNDN);
-        mpfr_ptr tp[FL_POLY_MAX_ORDER + 1];
-        mpfr_init2(t[0], 64);
-        mpfr_set(t[0], num[0], MPFR_RNDN);
-        tp[0] = t[0];
-        int inex = 0;
-        for (int i = 1; i <= r; i++) {
-            mpfr_init2(t[i], wp);
-            tp[i] = t[i];
-            if (S && !mpfr_nan_p(S[i])) {
-                mpfr_set(D, S[i], MPFR_RNDN);
-            } else if (xr) {
-                mpfr_t *pw = malloc((size_t)n * sizeof *pw);
-                mpfr_ptr *pp = malloc((size_t)n * sizeof *pp);
-                for (long q = 0; q < n; q++) {
-                    mpfr_init2(pw[q], 8 * 53 + 8);
-                    mpfr_set_d(pw[q], xr[q], MPFR_RNDN);
-                    mpfr_pow_ui(pw[q], pw[q], 2 * (unsigned long)i, MPFR_RNDN); /* exact */
-                    pp[q] = pw[q];
-                }
-                mpfr_sum(D, pp, (unsigned long)n, MPFR_RNDN);
-                for (long q = 0; q < n; q++)
-                    mpfr_clear(pw[q]);
-                free(pw);
-                free(pp);
-                if (S)
-                    mpfr_set(S[i], D, MPFR_RNDN);
-            } else {
-                mpfr_set_d(tmp, c->bulk, MPFR_RNDN);
-                mpfr_pow_ui(tmp, tmp, 2 * (unsigned long)i, MPFR_RNDN);
-                mpfr_mul_ui(D, tmp, (unsigned long)(n - 1), MPFR_RNDN);
-                mpfr_set_d(tmp, x, MPFR_RNDN);
-                mpfr_pow_ui(tmp, tmp, 2 * (unsigned long)i, MPFR_RNDN);
-                mpfr_add(D, D, tmp, MPFR_RNDN);
-                if (S)
-                    mpfr_set(S[i], D, MPFR_RNDN);
-            }
-            mpfr_div_ui(D, D, (unsigned long)n, MPFR_RNDN);
-            mpfr_add(D, D, e, MPFR_RNDN);
-            mpfr_sqrt(D, D, MPFR_RNDN);
-            mpfr_set_d(tmp, x, MPFR_RNDN);
-            mpfr_pow_ui(tmp, tmp, (unsigned long)i, MPFR_RNDN);
-            mpfr_mul(tmp, tmp, num[i], MPFR_RNDN); /* exact */
-            if (mpfr_zero_p(D)) {
-                mpfr_set_nan(y);
-                k = FL_REF_SURE;
-                for (int q = 0; q <= i; q++)
-                    mpfr_clear(t[q]);
-                mpfr_clears(D, e, tmp, (mpfr_ptr)0);
-                goto done;
-            }
-            mpfr_div(t[i], tmp, D, MPFR_RNDN);
-            inex |= !mpfr_zero_p(t[i]);
-        }
-        mpfr_sum(y, tp, (unsigned long)r + 1, MPFR_RNDN);
-        if (!inex) {
-            k = FL_REF_SURE; /* x = 0: every term is exactly 0 */
-            if (den > 1 && mpfr_div_ui(y, y, den, MPFR_RNDN))
-                k = 1;
-        } else if (mpfr_zero_p(y)) {
-            k = 0; /* total cancellation at wp: the caller raises wp */
-        } else {
-            mpfr_exp_t big = mpfr_get_exp(y);
-            for (int i = 0; i <= r; i++)
-                if (mpfr_regular_p(t[i]) && mpfr_get_exp(t[i]) > big)
-                    big = mpfr_get_exp(t[i]);
-            if (den > 1)
-                mpfr_div_ui(y, y, den, MPFR_RNDN);
-            k = (int)(big - mpfr_get_exp(y)) + 6; /* 2^(big-EXP) >= sum|t|/|y|; 6u+2u within 2^5 ulp */
-            if (k < 5)
-                k = 5;
-        }
-        for (int i = 0; i <= r; i++)
-            mpfr_clear(t[i]);
-        mpfr_clears(D, e, tmp, (mpfr_ptr)0);
-    }
-done:
-    mpfr_clear(w);
+    const int k = c->act == FL_ORDER_POLYRELU ? exact_polyrelu(y, num, den, c->order, x)
+                                              : exact_polynorm(y, num, den, c, x, xr, nr, wp, S);
     coef_clear(num);
     return k;
 }
@@ -666,6 +696,194 @@ static uint32_t enc_value(fl_format f, double y)
     return fl_encode_f64(f, y, FL_RND_NE, FL_OVF_NOSATURATE, 0);
 }
 
+/* PolyNorm's output bound |a0| + sqrt(n) sum_i |a_i| (|N(v)| < sqrt(n)); none for PolyReLU. */
+static double entry_output_bound(const fl_order_cfg *c)
+{
+    if (c->act != FL_ORDER_POLYNORM)
+        return INFINITY;
+    double sa = 0;
+    for (int i = 1; i <= c->order; i++)
+        sa += fabs(fl_order_coef_exact(c, i));
+    return fabs(fl_order_coef_exact(c, 0)) + sqrt((double)c->n) * sa;
+}
+
+/* PolyNorm's constant rows at the positive encodings from the smallest up: the last level whose naive
+   output is not finite before the first one whose output is (NaN when the smallest one's is). */
+static double naive_small_row_nonfinite(const fl_order_cfg *c, fl_format f)
+{
+    double last = NAN;
+    for (uint32_t code = 1; code <= fl_format_get(f)->max_mag; code++) {
+        const double x = fl_decode(f, code);
+        double y;
+        fl_order_naive_eval(&y, c, f, x, 1);
+        if (isfinite(y))
+            break;
+        last = x;
+    }
+    return last;
+}
+
+/* The naive strategy's thresholds, from every positive encoding in order: the first whose output
+   overflows (and what overflows), the last of the run of flushed outputs from the smallest up. */
+static void entry_naive(fl_order_entry *e, const fl_order_cfg *c, fl_format f)
+{
+    const uint32_t maxc = fl_format_get(f)->max_mag;
+    uint32_t first_ovf = 0, last_flush = 0;
+    int flushing = 1;
+    for (uint32_t code = 1; code <= maxc; code++) {
+        const double x = fl_decode(f, code);
+        double y;
+        const char *cause = fl_order_naive_eval(&y, c, f, x, 0);
+        if (flushing) {
+            if (!cause && is_flushed_naive(c, x, y))
+                last_flush = code;
+            else
+                flushing = 0;
+        }
+        if (cause && !first_ovf) {
+            first_ovf = code;
+            e->overflow_cause = cause;
+        }
+        if (first_ovf && !flushing)
+            break;
+    }
+    if (first_ovf) {
+        const double v = fl_decode(f, first_ovf), pv = fl_decode(f, first_ovf - 1);
+        e->overflow_input = v;
+        e->overflow_threshold = pv + (v - pv) / 2; /* the rounding boundary below v */
+        e->overflow_inclusive = (first_ovf & 1u) == 0; /* the tie goes to the even code */
+    } else {
+        int ties;
+        e->overflow_threshold = fl_format_rne_boundary(f, &ties);
+        e->overflow_inclusive = ties;
+        e->overflow_cause = "input";
+    }
+    if (fl_order_coef_f32(c, 0) == 0.0f) {
+        if (last_flush) {
+            const double v = fl_decode(f, last_flush), nv = fl_decode(f, last_flush + 1);
+            e->underflow_input = v;
+            e->underflow_threshold = v + (nv - v) / 2;
+        } else {
+            e->underflow_threshold = fl_format_min_subnormal(f) / 2; /* the input itself flushes on storage */
+        }
+    }
+    if (c->act == FL_ORDER_POLYNORM)
+        e->small_row_nonfinite = naive_small_row_nonfinite(c, f);
+}
+
+/* The fused strategy's thresholds: searched over the reals (doubles; the kernel's float32 overflow
+   over floats), and the first encoding that overflows and the last below the underflow threshold. */
+static void entry_fused(fl_order_entry *e, const fl_order_cfg *c, fl_format f)
+{
+    const uint32_t maxc = fl_format_get(f)->max_mag;
+    const double hi = (double)FLT_MAX;
+    pctx pc = { c, f };
+    const double t = first_true(p_fused_ovf, &pc, 0, 0x1p-30, hi);
+    if (!isnan(t)) {
+        e->overflow_threshold = t;
+        e->overflow_inclusive = 1;
+        e->overflow_cause = fl_order_fused_overflow(c, f, t);
+    }
+    for (uint32_t code = 1; code <= maxc; code++)
+        if (fl_order_fused_overflow(c, f, fl_decode(f, code))) {
+            e->overflow_input = fl_decode(f, code);
+            break;
+        }
+    const double kt = first_true(p_kernel_ovf, &pc, 1, 0x1p-30, hi);
+    e->fused_fp32_threshold = isnan(kt) ? INFINITY : kt;
+    if (fl_order_coef_f32(c, 0) == 0.0f) {
+        const double nf = first_true(p_fused_not_flushed, &pc, 0, 0x1p-1074, 1.0);
+        if (!isnan(nf) && nf > 0x1p-1074) {
+            e->underflow_threshold = nextafter(nf, 0.0);
+            for (uint32_t code = maxc; code >= 1; code--) {
+                const double x = fl_decode(f, code);
+                if (x <= e->underflow_threshold) {
+                    e->underflow_input = x;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* Strategy s at input x: the output's encoding in f into *out; whether an intermediate or the output
+   overflowed. */
+static int sweep_output(uint32_t *out, const fl_order_cfg *c, fl_format f, fl_order_strategy s, double x)
+{
+    if (s == FL_ORDER_NAIVE) {
+        double y;
+        const int ovf = fl_order_naive_eval(&y, c, f, x, 0) != NULL;
+        *out = enc_value(f, y);
+        return ovf;
+    }
+    int of;
+    const float y = fl_order_fused_f32(c, x, &of);
+    *out = fl_encode_f32(f, y, FL_RND_NE, FL_OVF_NOSATURATE, 0);
+    return of || fl_order_fused_overflow(c, f, x) != NULL;
+}
+
+/* The error in ulps of the finite output out at x; *correct: whether out is the correctly rounded
+   encoding (+0 and -0 alike). */
+static double sweep_error(int *correct, const fl_order_cfg *c, fl_format f, double x, uint32_t out)
+{
+    /* the exact value (closed form, >= 256 bits) for the error; the correctly rounded encoding from
+       the library reference for PolyReLU, from the same closed form for PolyNorm (the two agree:
+       tests/test_order.c) */
+    uint32_t cr, cr_model;
+    mpfr_t v;
+    mpfr_init2(v, 256);
+    exact_round(&cr_model, v, c, f, x, NULL, 0, 0, NULL);
+    if (c->act != FL_ORDER_POLYRELU || fl_order_ref(&cr, c, f, x))
+        cr = cr_model;
+    const double u = ulp_err_mpfr(f, out, v);
+    mpfr_clear(v);
+    const uint32_t mag = (1u << (fl_format_get(f)->bits - 1)) - 1u;
+    *correct = out == cr || ((out & mag) == 0 && (cr & mag) == 0);
+    return u;
+}
+
+/* The ulp sweep of strategy s over every encoding of f in [-range, range]. */
+static void entry_ulp_sweep(fl_order_entry *e, const fl_order_cfg *c, fl_format f, fl_order_strategy s, double range)
+{
+    const fl_format_desc *d = fl_format_get(f);
+    long n = 0, nonfin = 0, correct = 0, overflowed = 0;
+    double worst = 0, worst_x = NAN, silent = 0;
+    for (int sign = 0; sign < 2; sign++)
+        for (uint32_t code = sign ? 1 : 0; code <= d->max_mag; code++) {
+            double x = fl_decode(f, code);
+            if (x > range)
+                break;
+            if (sign)
+                x = -x;
+            uint32_t out;
+            int ovf = sweep_output(&out, c, f, s, x);
+            n++;
+            const int nonfinite = fl_is_nan(d, out) || fl_is_inf(d, out);
+            ovf |= nonfinite;
+            overflowed += ovf;
+            nonfin += nonfinite;
+            if (nonfinite)
+                continue;
+            int ok;
+            const double u = sweep_error(&ok, c, f, x, out);
+            correct += ok;
+            if (ovf) {
+                silent = u > silent ? u : silent;
+            } else if (u > worst) {
+                worst = u;
+                worst_x = x;
+            }
+        }
+    e->ulp_range = range;
+    e->ulp_inputs = n;
+    e->ulp_nonfinite = nonfin;
+    e->ulp_overflowed = overflowed;
+    e->ulp_silent_max = silent;
+    e->ulp_correct = correct;
+    e->ulp_max = worst;
+    e->ulp_max_x = worst_x;
+}
+
 void fl_order_entry_compute(fl_order_entry *e, const fl_order_cfg *c, fl_format f, fl_order_strategy s,
                             double range)
 {
@@ -677,163 +895,13 @@ void fl_order_entry_compute(fl_order_entry *e, const fl_order_cfg *c, fl_format 
     e->overflow_input = e->underflow_input = e->underflow_threshold = NAN;
     e->fused_fp32_threshold = e->small_row_nonfinite = NAN;
     e->overflow_threshold = INFINITY;
-    const fl_format_desc *d = fl_format_get(f);
-    const uint32_t maxc = d->max_mag;
-    int ties;
-    const double B = fl_format_rne_boundary(f, &ties);
-    const double minsub = fl_format_min_subnormal(f);
-    pctx pc = { c, f };
-
-    /* output bound (PolyNorm): |N(v)| < sqrt(n) */
-    if (c->act == FL_ORDER_POLYNORM) {
-        double sa = 0;
-        for (int i = 1; i <= c->order; i++)
-            sa += fabs(fl_order_coef_exact(c, i));
-        e->output_bound = fabs(fl_order_coef_exact(c, 0)) + sqrt((double)c->n) * sa;
-    } else {
-        e->output_bound = INFINITY;
-    }
-
-    if (s == FL_ORDER_NAIVE) {
-        /* every positive encoding, in order */
-        uint32_t first_ovf = 0, last_flush = 0;
-        int flushing = 1;
-        for (uint32_t code = 1; code <= maxc; code++) {
-            const double x = fl_decode(f, code);
-            double y;
-            const char *cause = fl_order_naive_eval(&y, c, f, x, 0);
-            if (flushing) {
-                if (!cause && is_flushed_naive(c, x, y))
-                    last_flush = code;
-                else
-                    flushing = 0;
-            }
-            if (cause && !first_ovf) {
-                first_ovf = code;
-                e->overflow_cause = cause;
-            }
-            if (first_ovf && !flushing)
-                break;
-        }
-        if (first_ovf) {
-            const double v = fl_decode(f, first_ovf), pv = fl_decode(f, first_ovf - 1);
-            e->overflow_input = v;
-            e->overflow_threshold = pv + (v - pv) / 2; /* the rounding boundary below v */
-            e->overflow_inclusive = (first_ovf & 1u) == 0; /* the tie goes to the even code */
-        } else {
-            e->overflow_threshold = B;
-            e->overflow_inclusive = ties;
-            e->overflow_cause = "input";
-        }
-        if (fl_order_coef_f32(c, 0) == 0.0f) {
-            if (last_flush) {
-                const double v = fl_decode(f, last_flush), nv = fl_decode(f, last_flush + 1);
-                e->underflow_input = v;
-                e->underflow_threshold = v + (nv - v) / 2;
-            } else {
-                e->underflow_threshold = minsub / 2; /* the input itself flushes on storage */
-            }
-        }
-        if (c->act == FL_ORDER_POLYNORM) {
-            /* constant rows from the smallest level up, while the output is not finite */
-            for (uint32_t code = 1; code <= maxc; code++) {
-                const double x = fl_decode(f, code);
-                double y;
-                fl_order_naive_eval(&y, c, f, x, 1);
-                if (isfinite(y))
-                    break;
-                e->small_row_nonfinite = x;
-            }
-        }
-    } else {
-        const double hi = (double)FLT_MAX;
-        const double t = first_true(p_fused_ovf, &pc, 0, 0x1p-30, hi);
-        if (!isnan(t)) {
-            e->overflow_threshold = t;
-            e->overflow_inclusive = 1;
-            e->overflow_cause = fl_order_fused_overflow(c, f, t);
-        }
-        for (uint32_t code = 1; code <= maxc; code++)
-            if (fl_order_fused_overflow(c, f, fl_decode(f, code))) {
-                e->overflow_input = fl_decode(f, code);
-                break;
-            }
-        const double kt = first_true(p_kernel_ovf, &pc, 1, 0x1p-30, hi);
-        e->fused_fp32_threshold = isnan(kt) ? INFINITY : kt;
-        if (fl_order_coef_f32(c, 0) == 0.0f) {
-            const double nf = first_true(p_fused_not_flushed, &pc, 0, 0x1p-1074, 1.0);
-            if (!isnan(nf) && nf > 0x1p-1074) {
-                e->underflow_threshold = nextafter(nf, 0.0);
-                for (uint32_t code = maxc; code >= 1; code--) {
-                    const double x = fl_decode(f, code);
-                    if (x <= e->underflow_threshold) {
-                        e->underflow_input = x;
-                        break;
-                    }
-                }
-            }
-        }
-    }
-
-    /* ulp sweep */
-    if (range > 0) {
-        e->ulp_range = range;
-        long n = 0, nonfin = 0, correct = 0, overflowed = 0;
-        double worst = 0, worst_x = NAN, silent = 0;
-        for (int sign = 0; sign < 2; sign++)
-            for (uint32_t code = sign ? 1 : 0; code <= maxc; code++) {
-                double x = fl_decode(f, code);
-                if (x > range)
-                    break;
-                if (sign)
-                    x = -x;
-                uint32_t out;
-                int ovf;
-                if (s == FL_ORDER_NAIVE) {
-                    double y;
-                    ovf = fl_order_naive_eval(&y, c, f, x, 0) != NULL;
-                    out = enc_value(f, y);
-                } else {
-                    int of;
-                    const float y = fl_order_fused_f32(c, x, &of);
-                    out = fl_encode_f32(f, y, FL_RND_NE, FL_OVF_NOSATURATE, 0);
-                    ovf = of || fl_order_fused_overflow(c, f, x) != NULL;
-                }
-                n++;
-                const int nonfinite = fl_is_nan(d, out) || fl_is_inf(d, out);
-                ovf |= nonfinite;
-                overflowed += ovf;
-                nonfin += nonfinite;
-                if (nonfinite)
-                    continue;
-                /* the exact value (closed form, >= 256 bits) for the error; the correctly rounded
-                   encoding from the library reference for PolyReLU, from the same closed form for
-                   PolyNorm (the two agree: tests/test_order.c) */
-                uint32_t cr, cr_model;
-                mpfr_t v;
-                mpfr_init2(v, 256);
-                exact_round(&cr_model, v, c, f, x, NULL, 0, 0, NULL);
-                if (c->act != FL_ORDER_POLYRELU || fl_order_ref(&cr, c, f, x))
-                    cr = cr_model;
-                const double u = ulp_err_mpfr(f, out, v);
-                mpfr_clear(v);
-                const uint32_t mag = (1u << (d->bits - 1)) - 1u;
-                correct += out == cr || ((out & mag) == 0 && (cr & mag) == 0); /* +0 and -0 alike */
-                if (ovf) {
-                    silent = u > silent ? u : silent;
-                } else if (u > worst) {
-                    worst = u;
-                    worst_x = x;
-                }
-            }
-        e->ulp_inputs = n;
-        e->ulp_nonfinite = nonfin;
-        e->ulp_overflowed = overflowed;
-        e->ulp_silent_max = silent;
-        e->ulp_correct = correct;
-        e->ulp_max = worst;
-        e->ulp_max_x = worst_x;
-    }
+    e->output_bound = entry_output_bound(c);
+    if (s == FL_ORDER_NAIVE)
+        entry_naive(e, c, f);
+    else
+        entry_fused(e, c, f);
+    if (range > 0)
+        entry_ulp_sweep(e, c, f, s, range);
 }
 
 /* ---- real tensors ------------------------------------------------------------------------------------ */
@@ -1041,54 +1109,40 @@ static int cmp_double(const void *a, const void *b)
 }
 
 
-int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl_format f,
-                          fl_order_strategy s, fl_scaling sc, const float *x, size_t R, size_t C,
-                          size_t sample_rows, uint64_t seed)
+/* The output y (R, C) of strategy s on x, stored through q: the naive pipeline, or the fused kernel's
+   float32 output stored once.  cc: the configuration with its row length n = C. */
+static int tensor_output(tq *q, double *y, const fl_order_cfg *cc, fl_order_strategy s, const float *x, size_t R,
+                         size_t C)
 {
-    memset(res, 0, sizeof *res);
-    res->act = c->act;
-    res->order = c->order;
-    res->fmt = f;
-    res->strategy = s;
-    res->scale = sc;
+    if (s == FL_ORDER_NAIVE)
+        return naive_tensor(q, y, cc, x, R, C);
     const size_t N = R * C;
-    res->n = N;
-    tq q = { f, sc, calloc(N, 1), malloc(N * sizeof(float)), malloc(N * sizeof(uint32_t)) };
-    double *y = calloc(N, sizeof *y);
-    if (!q.flags || !q.scale_out || !q.code_out || !y) {
-        free(q.flags), free(q.scale_out), free(q.code_out), free(y);
+    float *y32 = malloc(N * sizeof *y32);
+    if (!y32)
         return -1;
-    }
-    fl_order_cfg cc = *c;
-    cc.n = (long)C;
-    if (s == FL_ORDER_NAIVE) {
-        if (naive_tensor(&q, y, &cc, x, R, C)) {
-            free(q.flags), free(q.scale_out), free(q.code_out), free(y);
-            return -1;
-        }
-    } else {
-        float *y32 = malloc(N * sizeof *y32);
-        if (!y32) {
-            free(q.flags), free(q.scale_out), free(q.code_out), free(y);
-            return -1;
-        }
-        const fl_poly_coef k = coef_f32(c);
-        fl_kin in = { x, FL_FMT_FP32, NULL };
-        fl_kout o = { y32, FL_FMT_FP32, NULL, NULL };
-        if (c->act == FL_ORDER_POLYRELU)
-            fl_polyrelu_fwd(o, in, N, &k);
-        else
-            fl_polynorm_fwd(o, in, R, C, &k, (float)c->eps);
-        for (size_t i = 0; i < N; i++)
-            y[i] = y32[i];
-        free(y32);
-        tq_store(&q, y, R, C);
-    }
-    /* fractions; a row's (R, 1) store flags were written at index row (see naive_tensor): spread */
+    const fl_poly_coef k = coef_f32(cc);
+    fl_kin in = { x, FL_FMT_FP32, NULL };
+    fl_kout o = { y32, FL_FMT_FP32, NULL, NULL };
+    if (cc->act == FL_ORDER_POLYRELU)
+        fl_polyrelu_fwd(o, in, N, &k);
+    else
+        fl_polynorm_fwd(o, in, R, C, &k, (float)cc->eps);
+    for (size_t i = 0; i < N; i++)
+        y[i] = y32[i];
+    free(y32);
+    tq_store(q, y, R, C);
+    return 0;
+}
+
+/* The fractions of the N outputs y that overflowed, were clipped, were flushed to zero. */
+static void tensor_fractions(fl_order_tensor_result *res, const tq *q, const double *y, const fl_order_cfg *c,
+                             const float *x, size_t N)
+{
+    /* a row's (R, 1) store flags were written at index row (see naive_tensor): spread */
     size_t novf = 0, nsat = 0, nflush = 0;
     for (size_t i = 0; i < N; i++) {
-        novf += (q.flags[i] & FLAG_OVF) != 0 || isnan(y[i]) || isinf(y[i]);
-        nsat += (q.flags[i] & FLAG_CLIP) != 0;
+        novf += (q->flags[i] & FLAG_OVF) != 0 || isnan(y[i]) || isinf(y[i]);
+        nsat += (q->flags[i] & FLAG_CLIP) != 0;
     }
     /* flushed: output 0 where the exact output is not (exact in binary64 suffices to tell 0 apart:
        PolyReLU of x > 0 and PolyNorm's terms are nonzero for x != 0 with nonzero coefficients) */
@@ -1099,39 +1153,50 @@ int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl
     res->frac_overflow = N ? (double)novf / N : 0;
     res->frac_clipped = N ? (double)nsat / N : 0;
     res->frac_flushed = N ? (double)nflush / N : 0;
+}
 
-    /* ulp errors on sampled rows */
+/* K of the R rows into rows: all of them, in order, when K == R; else K distinct rows drawn with seed
+   (a partial Fisher-Yates draw).  Returns the count drawn: K, or 0 out of memory. */
+static size_t tensor_draw_rows(size_t *rows, size_t R, size_t K, uint64_t seed)
+{
+    if (K == R) {
+        for (size_t i = 0; i < R; i++)
+            rows[i] = i;
+        return R;
+    }
+    size_t *perm = malloc(R * sizeof *perm);
+    uint64_t st = seed;
+    if (!perm)
+        return 0;
+    for (size_t i = 0; i < R; i++)
+        perm[i] = i;
+    for (size_t i = 0; i < K; i++) {
+        const size_t j = i + (size_t)(fl_splitmix64(&st) % (R - i));
+        const size_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+        rows[i] = perm[i];
+    }
+    free(perm);
+    return K;
+}
+
+/* The ulp errors of the outputs on sample_rows rows drawn with seed (every row when R <= sample_rows),
+   each judged in the scaled domain (its code against the exact value times its scale); elements that
+   overflowed are left out.  Their percentiles into res. */
+static int tensor_ulp(fl_order_tensor_result *res, const tq *q, const double *y, const fl_order_cfg *cc,
+                      const float *x, size_t R, size_t C, size_t sample_rows, uint64_t seed)
+{
     size_t nsamp = R <= sample_rows ? R : sample_rows;
     size_t *rows = malloc((nsamp ? nsamp : 1) * sizeof *rows);
     double *errs = malloc((nsamp * C > 0 ? nsamp * C : 1) * sizeof *errs);
     double *xr = malloc(C * sizeof *xr);
     if (!rows || !errs || !xr) {
         free(rows), free(errs), free(xr);
-        free(q.flags), free(q.scale_out), free(q.code_out), free(y);
         return -1;
     }
-    if (R <= sample_rows) {
-        for (size_t i = 0; i < R; i++)
-            rows[i] = i;
-    } else {
-        /* a partial Fisher-Yates draw of distinct rows */
-        size_t *perm = malloc(R * sizeof *perm);
-        uint64_t st = seed;
-        if (perm) {
-            for (size_t i = 0; i < R; i++)
-                perm[i] = i;
-            for (size_t i = 0; i < nsamp; i++) {
-                const size_t j = i + (size_t)(fl_splitmix64(&st) % (R - i));
-                const size_t tmp = perm[i];
-                perm[i] = perm[j];
-                perm[j] = tmp;
-                rows[i] = perm[i];
-            }
-            free(perm);
-        } else {
-            nsamp = 0;
-        }
-    }
+    nsamp = tensor_draw_rows(rows, R, nsamp, seed);
+    const int norm = cc->act == FL_ORDER_POLYNORM; /* the exact value needs the whole row */
     size_t ne = 0;
     mpfr_t v, S[FL_POLY_MAX_ORDER + 1], sv;
     mpfr_init2(v, 256);
@@ -1146,15 +1211,13 @@ int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl
             mpfr_set_nan(S[i]);
         for (size_t k = 0; k < C; k++) {
             const size_t i = row * C + k;
-            if (isnan(y[i]) || isinf(y[i]) || (q.flags[i] & FLAG_OVF))
+            if (isnan(y[i]) || isinf(y[i]) || (q->flags[i] & FLAG_OVF))
                 continue;
             uint32_t cr;
-            exact_round(&cr, v, &cc, f, 0.0, c->act == FL_ORDER_POLYNORM ? xr : &xr[k],
-                        c->act == FL_ORDER_POLYNORM ? (long)C : 1, c->act == FL_ORDER_POLYNORM ? (long)k : 0,
-                        c->act == FL_ORDER_POLYNORM ? S : NULL);
-            /* judge in the scaled domain: code vs v * s */
-            mpfr_mul_d(sv, v, (double)q.scale_out[i], MPFR_RNDN);
-            errs[ne++] = ulp_err_mpfr(f, q.code_out[i], sv);
+            exact_round(&cr, v, cc, q->f, 0.0, norm ? xr : &xr[k], norm ? (long)C : 1, norm ? (long)k : 0,
+                        norm ? S : NULL);
+            mpfr_mul_d(sv, v, (double)q->scale_out[i], MPFR_RNDN);
+            errs[ne++] = ulp_err_mpfr(q->f, q->code_out[i], sv);
         }
     }
     if (ne) {
@@ -1168,8 +1231,32 @@ int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl
     for (int i = 0; i <= FL_POLY_MAX_ORDER; i++)
         mpfr_clear(S[i]);
     free(rows), free(errs), free(xr);
-    free(q.flags), free(q.scale_out), free(q.code_out), free(y);
     return 0;
+}
+
+int fl_order_tensor_study(fl_order_tensor_result *res, const fl_order_cfg *c, fl_format f,
+                          fl_order_strategy s, fl_scaling sc, const float *x, size_t R, size_t C,
+                          size_t sample_rows, uint64_t seed)
+{
+    memset(res, 0, sizeof *res);
+    res->act = c->act;
+    res->order = c->order;
+    res->fmt = f;
+    res->strategy = s;
+    res->scale = sc;
+    const size_t N = R * C;
+    res->n = N;
+    tq q = { f, sc, calloc(N, 1), malloc(N * sizeof(float)), malloc(N * sizeof(uint32_t)) };
+    double *y = calloc(N, sizeof *y);
+    fl_order_cfg cc = *c;
+    cc.n = (long)C;
+    int rc = -1;
+    if (q.flags && q.scale_out && q.code_out && y && !tensor_output(&q, y, &cc, s, x, R, C)) {
+        tensor_fractions(res, &q, y, c, x, N);
+        rc = tensor_ulp(res, &q, y, &cc, x, R, C, sample_rows, seed);
+    }
+    free(q.flags), free(q.scale_out), free(q.code_out), free(y);
+    return rc;
 }
 
 /* ---- the verdicts ---------------------------------------------------------------------------------- */

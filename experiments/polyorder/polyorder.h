@@ -70,10 +70,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act_list.h"
 #include "fl_format.h"
 #include "scaling.h"
 
-typedef enum { FL_ORDER_POLYRELU, FL_ORDER_POLYNORM, FL_ORDER_ACT_COUNT } fl_order_act;
+/* The polynomial activations of reference/act_list.h (shape *_POLY), in the list's order:
+   FL_ORDER_POLYRELU, FL_ORDER_POLYNORM. */
+typedef enum {
+#define FL_ORDER_ACT_(ID, name) FL_ORDER_##ID,
+    FL_ACT_POLYS(FL_ORDER_ACT_)
+#undef FL_ORDER_ACT_
+    FL_ORDER_ACT_COUNT
+} fl_order_act;
 typedef enum { FL_ORDER_FUSED, FL_ORDER_NAIVE, FL_ORDER_STRATEGY_COUNT } fl_order_strategy;
 typedef enum { FL_ORDER_POW_ONCE, FL_ORDER_POW_MUL, FL_ORDER_POW_COUNT } fl_order_pow;
 

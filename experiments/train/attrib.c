@@ -444,6 +444,68 @@ bad:
    bytes. */
 enum { CH_ROW_MIN = 16 };
 
+/* The logged steps channels.csv (open in c) can hold, from its size: config.json's L and F are checked
+   against the file before anything is allocated.  0 with the reason in err when it cannot hold one. */
+static size_t channels_max_steps(const fl_attrib_run *r, const csv_t *c, size_t LF, char *err, size_t errn)
+{
+    struct stat sb;
+    if (fstat(fileno(c->f), &sb) || !S_ISREG(sb.st_mode)) {
+        fail(err, errn, "%s: not a regular file", c->path);
+        return 0;
+    }
+    const size_t max_steps = (size_t)sb.st_size / (LF * CH_ROW_MIN);
+    if (!max_steps)
+        fail(err, errn, "%s: %lld bytes cannot hold one logged step of L*F = %d*%d = %zu rows (at least %d bytes "
+             "each): config.json's \"layers\" and \"ffn\" do not describe this run", c->path, (long long)sb.st_size,
+             r->L, r->F, LF, CH_ROW_MIN);
+    return max_steps;
+}
+
+/* Room for more logged steps: r->lstep and the channel planes grown to *cap steps, at most max_steps. */
+static int channels_grow(fl_attrib_run *r, long *cap, size_t max_steps, size_t LF, const csv_t *c, long step,
+                         char *err, size_t errn)
+{
+    if ((size_t)*cap >= max_steps) /* only when the file grows while it is read */
+        return fail(err, errn, "%s:%ld: more logged steps than its size held when opened (is it being written?)",
+                    c->path, c->lineno);
+    *cap = *cap ? 2 * *cap : 64;
+    if ((size_t)*cap > max_steps)
+        *cap = (long)max_steps;
+    long *ls = realloc(r->lstep, (size_t)*cap * sizeof *ls);
+    if (ls)
+        r->lstep = ls;
+    int ok = ls != NULL;
+    for (int q = 0; q < FL_CH_COUNT; q++) {
+        double *p = ok ? realloc(r->ch[q], (size_t)*cap * LF * sizeof *p) : NULL;
+        if (p)
+            r->ch[q] = p;
+        ok &= p != NULL;
+    }
+    if (!ok)
+        return fail(err, errn, "%s: out of memory at step %ld", c->path, step);
+    return 0;
+}
+
+/* Logged step `step` begins at the current row: after the previous step's L*F rows (have of them were
+   read), in increasing order; its rows NaN until read. */
+static int channels_step_begin(fl_attrib_run *r, long *cap, size_t max_steps, size_t LF, size_t have,
+                               const csv_t *c, long step, char *err, size_t errn)
+{
+    if (r->S && step < r->lstep[r->S - 1])
+        return fail(err, errn, "%s:%ld: steps not increasing: step %ld after step %ld", c->path, c->lineno, step,
+                    r->lstep[r->S - 1]);
+    if (r->S && have != LF)
+        return fail(err, errn, "%s:%ld: step %ld begins before step %ld has its L*F = %zu rows (it has %zu)", c->path,
+                    c->lineno, step, r->lstep[r->S - 1], LF, have);
+    if (r->S == *cap && channels_grow(r, cap, max_steps, LF, c, step, err, errn))
+        return -1;
+    for (int q = 0; q < FL_CH_COUNT; q++)
+        for (size_t k = 0; k < LF; k++)
+            r->ch[q][(size_t)r->S * LF + k] = NAN;
+    r->lstep[r->S++] = step;
+    return 0;
+}
+
 static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t errn)
 {
     static const char *const cols[] = { "step", "layer", "channel", "amax", "align", "wnorm", "gate_max", "up_max" };
@@ -457,20 +519,9 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
         return -1;
     if (csv_need(&c, cols, col, 8))
         goto bad;
-    /* Sizes from config.json are checked against the file before anything is allocated: a logged
-       step is L*F rows of at least CH_ROW_MIN bytes, so the file bounds the steps it can hold. */
-    struct stat sb;
-    if (fstat(fileno(c.f), &sb) || !S_ISREG(sb.st_mode)) {
-        fail(err, errn, "%s: not a regular file", c.path);
+    const size_t max_steps = channels_max_steps(r, &c, LF, err, errn);
+    if (!max_steps)
         goto bad;
-    }
-    const size_t max_steps = (size_t)sb.st_size / (LF * CH_ROW_MIN);
-    if (!max_steps) {
-        fail(err, errn, "%s: %lld bytes cannot hold one logged step of L*F = %d*%d = %zu rows (at least %d bytes "
-             "each): config.json's \"layers\" and \"ffn\" do not describe this run", c.path, (long long)sb.st_size,
-             r->L, r->F, LF, CH_ROW_MIN);
-        goto bad;
-    }
     if (!(seen = calloc(LF, 1))) {
         fail(err, errn, "%s: out of memory", c.path);
         goto bad;
@@ -488,46 +539,10 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
             finite &= isfinite(v[q]) != 0;
         }
         if (!r->S || step != r->lstep[r->S - 1]) { /* a new logged step */
-            if (r->S && step < r->lstep[r->S - 1]) {
-                fail(err, errn, "%s:%ld: steps not increasing: step %ld after step %ld", c.path, c.lineno, step,
-                     r->lstep[r->S - 1]);
+            if (channels_step_begin(r, &cap, max_steps, LF, have, &c, step, err, errn))
                 goto bad;
-            }
-            if (r->S && have != LF) {
-                fail(err, errn, "%s:%ld: step %ld begins before step %ld has its L*F = %zu rows (it has %zu)", c.path,
-                     c.lineno, step, r->lstep[r->S - 1], LF, have);
-                goto bad;
-            }
-            if (r->S == cap) {
-                if ((size_t)cap >= max_steps) { /* only when the file grows while it is read */
-                    fail(err, errn, "%s:%ld: more logged steps than its size held when opened (is it being written?)",
-                         c.path, c.lineno);
-                    goto bad;
-                }
-                cap = cap ? 2 * cap : 64;
-                if ((size_t)cap > max_steps)
-                    cap = (long)max_steps;
-                long *ls = realloc(r->lstep, (size_t)cap * sizeof *ls);
-                if (ls)
-                    r->lstep = ls;
-                int ok = ls != NULL;
-                for (int q = 0; q < FL_CH_COUNT; q++) {
-                    double *p = ok ? realloc(r->ch[q], (size_t)cap * LF * sizeof *p) : NULL;
-                    if (p)
-                        r->ch[q] = p;
-                    ok &= p != NULL;
-                }
-                if (!ok) {
-                    fail(err, errn, "%s: out of memory at step %ld", c.path, step);
-                    goto bad;
-                }
-            }
-            for (int q = 0; q < FL_CH_COUNT; q++)
-                for (size_t k = 0; k < LF; k++)
-                    r->ch[q][(size_t)r->S * LF + k] = NAN;
             memset(seen, 0, LF);
             have = 0;
-            r->lstep[r->S++] = step;
         }
         const size_t at = (size_t)l * (size_t)r->F + (size_t)i;
         if (seen[at]) {
@@ -791,13 +806,12 @@ static void conclude(fl_attrib_result *res, const fl_attrib_run *run)
 #undef ADD
 }
 
-int fl_attrib_analyse(fl_attrib_result *res, const fl_attrib_run *run, const fl_attrib_window *win, char *err,
-                      size_t errn)
+/* The window: from .. to (from_tau resolved; to < 0 the run's last step in any file) and its logged
+   steps i0 .. i1 with their interval.  0, or -1 with the reason in err. */
+static int window_resolve(fl_attrib_result *res, const fl_attrib_run *run, const fl_attrib_window *win, char *err,
+                          size_t errn)
 {
-    memset(res, 0, sizeof *res);
-    const int L = run->L, F = run->F;
     long from = win->from < 0 ? 0 : win->from, to = win->to;
-    res->from_tau = win->from_tau;
     if (!isnan(win->from_tau)) {
         long i = 0;
         while (i < run->nmetric && !(run->tau[i] >= win->from_tau))
@@ -824,152 +838,209 @@ int fl_attrib_analyse(fl_attrib_result *res, const fl_attrib_run *run, const fl_
     if (i0 > i1)
         return fail(err, errn, "the window [%ld, %ld] holds no logged step (channels.csv logs steps %ld .. %ld)", from,
                     to, run->lstep[0], run->lstep[run->S - 1]);
-    const long nw = i1 - i0 + 1;
     res->from = from;
     res->to = to;
     res->tau_from = fl_attrib_tau(run, from);
     res->tau_to = fl_attrib_tau(run, to);
     res->i0 = i0;
     res->i1 = i1;
-    res->interval = nw > 1 ? run->lstep[i0 + 1] - run->lstep[i0] : 0;
+    res->interval = i1 > i0 ? run->lstep[i0 + 1] - run->lstep[i0] : 0;
     for (long s = i0 + 1; s <= i1; s++)
         if (run->lstep[s] - run->lstep[s - 1] != res->interval)
             res->interval = 0;
+    return 0;
+}
+
+/* The pooled statistics' inputs, gathered layer by layer; the values themselves are in the scratch's
+   pooled arrays. */
+typedef struct {
+    long np, nla, nlw;           /* rho values in pa, pw; last values in la, lw */
+    long n, n1, n2, nc;          /* records: all, top-1% and top-2% aligned, set by the top-amax channel */
+    long pairs0;                 /* lead/lag pairs at lag 0 */
+    double csum[FL_ATTRIB_NLAG]; /* the finite lag correlations: sum and count per lag */
+    int ccount[FL_ATTRIB_NLAG];
+    long nst, nsa, nsr;          /* slopes in st, sa; R^2 in sr */
+} pool;
+
+/* a. Layer l's rank correlations at each logged step of the window. */
+static void layer_rho(fl_attrib_stats *o, scratch *w, pool *p, const fl_attrib_run *run, const fl_attrib_result *res,
+                      int l)
+{
+    const long i0 = res->i0, nw = res->i1 - res->i0 + 1;
+    for (long s = i0; s <= res->i1; s++) {
+        w->va[s - i0] = run->gated ? rho_at(run, FL_CH_ALIGN, s, l, w->x, w->y) : NAN;
+        w->vw[s - i0] = rho_at(run, FL_CH_WNORM, s, l, w->x, w->y);
+        w->pa[p->np] = w->va[s - i0];
+        w->pw[p->np++] = w->vw[s - i0];
+    }
+    const double last_a = w->va[nw - 1], last_w = w->vw[nw - 1];
+    if (isfinite(last_a))
+        w->la[p->nla++] = last_a;
+    if (isfinite(last_w))
+        w->lw[p->nlw++] = last_w;
+    rho_stats(&o->rho_align, w->va, nw, last_a);
+    rho_stats(&o->rho_wnorm, w->vw, nw, last_w);
+}
+
+/* b. Layer l's records in the window, against the top-amax channel at the last logged step. */
+static void layer_records(fl_attrib_stats *o, scratch *w, pool *p, const fl_attrib_run *run,
+                          const fl_attrib_result *res, int l)
+{
+    o->top_channel = fl_attrib_top(w->idx, fl_attrib_row(run, FL_CH_AMAX, res->i1, l), run->F, 1) ? w->idx[0] : -1;
+    long n = 0, n1 = 0, n2 = 0, nc = 0;
+    for (long k = 0; k < run->nrec; k++) {
+        const fl_attrib_record *e = &run->rec[k];
+        if (e->layer != l || e->step < res->from || e->step > res->to)
+            continue;
+        n++;
+        n1 += e->align_rank < res->k1;
+        n2 += e->align_rank < res->k2;
+        nc += e->channel == o->top_channel;
+    }
+    records_stats(o, n, n1, n2, nc, res, run->gated);
+    p->n += n, p->n1 += n1, p->n2 += n2, p->nc += nc;
+}
+
+/* c. Lead/lag of layer l's top-k2 mean alignment and its log max amax, from one logged step to the
+   next. */
+static void layer_lead_lag(fl_attrib_stats *o, scratch *w, pool *p, const fl_attrib_run *run,
+                           const fl_attrib_result *res, int l)
+{
+    const int F = run->F;
+    const long i0 = res->i0, nw = res->i1 - res->i0 + 1;
+    for (long s = i0; s <= res->i1; s++) {
+        const double *al = fl_attrib_row(run, FL_CH_ALIGN, s, l), *am = fl_attrib_row(run, FL_CH_AMAX, s, l);
+        const int k = run->gated ? fl_attrib_top(w->idx, al, F, res->k2) : 0;
+        double sum = 0.0, mx = -1.0;
+        for (int j = 0; j < k; j++)
+            sum += al[w->idx[j]];
+        for (int i = 0; i < F; i++)
+            if (isfinite(am[i]) && am[i] > mx)
+                mx = am[i];
+        w->a[s - i0] = k ? sum / k : NAN;
+        w->m[s - i0] = mx > 0.0 ? log(mx) : NAN;
+    }
+    for (long t = 0; t + 1 < nw; t++) {
+        w->da[t] = w->a[t + 1] - w->a[t];
+        w->dm[t] = w->m[t + 1] - w->m[t];
+    }
+    lag_curve(o->corr, &o->pairs0, w->da, w->dm, nw - 1, w->x, w->y);
+    lag_best(o);
+    p->pairs0 += o->pairs0;
+    for (int j = 0; j < FL_ATTRIB_NLAG; j++)
+        if (isfinite(o->corr[j])) {
+            p->csum[j] += o->corr[j];
+            p->ccount[j]++;
+        }
+}
+
+/* Channel i of layer l: the OLS slope of ln amax on ln gate_max over the window's logged steps (their
+   R^2 into *r2); NaN with fewer than 5 points or ln gate_max spanning less than 0.05.  x, y: scratch. */
+static double channel_slope(double *r2, const fl_attrib_run *run, const fl_attrib_result *res, int l, int i, double *x,
+                            double *y)
+{
+    size_t k = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (long s = res->i0; s <= res->i1; s++) {
+        const double g = fl_attrib_row(run, FL_CH_GATE, s, l)[i], a = fl_attrib_row(run, FL_CH_AMAX, s, l)[i];
+        if (!(g > 0.0) || !(a > 0.0) || !isfinite(g) || !isfinite(a))
+            continue;
+        x[k] = log(g);
+        y[k++] = log(a);
+        lo = fmin(lo, x[k - 1]);
+        hi = fmax(hi, x[k - 1]);
+    }
+    *r2 = NAN;
+    return k >= 5 && hi - lo >= 0.05 ? fl_ols_slope(r2, x, y, k) : NAN;
+}
+
+/* d. Layer l's per-channel slopes of ln amax on ln gate_max: medians over the top-k2 aligned channels
+   (at the last logged step) and over all. */
+static void layer_slopes(fl_attrib_stats *o, scratch *w, pool *p, const fl_attrib_run *run,
+                         const fl_attrib_result *res, int l)
+{
+    const int F = run->F;
+    for (int i = 0; i < F; i++)
+        w->slope[i] = channel_slope(&w->r2[i], run, res, l, i, w->x, w->y);
+    long nt = 0, na = 0, nr = 0;
+    const int k = run->gated ? fl_attrib_top(w->idx, fl_attrib_row(run, FL_CH_ALIGN, res->i1, l), F, res->k2) : 0;
+    for (int j = 0; j < k; j++)
+        if (isfinite(w->slope[w->idx[j]]))
+            w->st[p->nst + nt++] = w->slope[w->idx[j]];
+    for (int i = 0; i < F; i++) {
+        if (isfinite(w->slope[i]))
+            w->sa[p->nsa + na++] = w->slope[i];
+        if (isfinite(w->r2[i]))
+            w->sr[p->nsr + nr++] = w->r2[i];
+    }
+    o->nslope_top = nt;
+    o->nslope_all = na;
+    /* the medians sort a copy: the pooled arrays keep every layer's values */
+    memcpy(w->x, w->st + p->nst, (size_t)nt * sizeof *w->x);
+    o->slope_top = median(w->x, (size_t)nt);
+    memcpy(w->x, w->sa + p->nsa, (size_t)na * sizeof *w->x);
+    o->slope_all = median(w->x, (size_t)na);
+    memcpy(w->x, w->sr + p->nsr, (size_t)nr * sizeof *w->x);
+    o->r2_all = median(w->x, (size_t)nr);
+    p->nst += nt;
+    p->nsa += na;
+    p->nsr += nr;
+}
+
+/* The statistics pooled over the layers. */
+static void pooled_stats(fl_attrib_stats *P, const pool *p, scratch *w, const fl_attrib_result *res, int gated)
+{
+    rho_stats(&P->rho_align, w->pa, p->np, median(w->la, (size_t)p->nla));
+    rho_stats(&P->rho_wnorm, w->pw, p->np, median(w->lw, (size_t)p->nlw));
+    records_stats(P, p->n, p->n1, p->n2, p->nc, res, gated);
+    P->top_channel = -1;
+    P->pairs0 = p->pairs0;
+    for (int j = 0; j < FL_ATTRIB_NLAG; j++)
+        P->corr[j] = p->ccount[j] ? p->csum[j] / p->ccount[j] : NAN;
+    lag_best(P);
+    P->nslope_top = p->nst;
+    P->nslope_all = p->nsa;
+    P->slope_top = median(w->st, (size_t)p->nst);
+    P->slope_all = median(w->sa, (size_t)p->nsa);
+    P->r2_all = median(w->sr, (size_t)p->nsr);
+}
+
+int fl_attrib_analyse(fl_attrib_result *res, const fl_attrib_run *run, const fl_attrib_window *win, char *err,
+                      size_t errn)
+{
+    memset(res, 0, sizeof *res);
+    const int L = run->L, F = run->F;
+    res->from_tau = win->from_tau;
+    if (window_resolve(res, run, win, err, errn))
+        return -1;
+    const long nw = res->i1 - res->i0 + 1;
     res->k1 = (F + 99) / 100; /* ceil(0.01 F), in integers: 0.01 * F can round up past an integer */
     res->k2 = (2 * F + 99) / 100;
     res->chance1 = (double)res->k1 / F;
     res->chance2 = (double)res->k2 / F;
     res->L = L;
-    for (long s = i0; s <= i1; s++)
+    for (long s = res->i0; s <= res->i1; s++)
         for (int l = 0; l < L; l++) {
             const double *m = fl_attrib_row(run, FL_CH_AMAX, s, l);
             for (int i = 0; i < F; i++)
                 res->excluded += isnan(m[i]);
         }
-    scratch w;
+    scratch w = { 0 }; /* freed whole even when res->layer's allocation fails first */
     res->layer = calloc((size_t)L, sizeof *res->layer);
     if (!res->layer || scratch_alloc(&w, (size_t)F, (size_t)nw, (size_t)L)) {
         scratch_free(&w);
         fl_attrib_result_free(res);
         return fail(err, errn, "out of memory");
     }
-    long np = 0, nla = 0, nlw = 0, nst = 0, nsa = 0, nsr = 0;
-    long tn = 0, tn1 = 0, tn2 = 0, tnc = 0;
-    double csum[FL_ATTRIB_NLAG] = { 0 };
-    int ccount[FL_ATTRIB_NLAG] = { 0 };
-    fl_attrib_stats *P = &res->pooled;
+    pool p;
+    memset(&p, 0, sizeof p);
     for (int l = 0; l < L; l++) {
-        fl_attrib_stats *o = &res->layer[l];
-        /* a. rank correlations per logged step */
-        for (long s = i0; s <= i1; s++) {
-            w.va[s - i0] = run->gated ? rho_at(run, FL_CH_ALIGN, s, l, w.x, w.y) : NAN;
-            w.vw[s - i0] = rho_at(run, FL_CH_WNORM, s, l, w.x, w.y);
-            w.pa[np] = w.va[s - i0];
-            w.pw[np++] = w.vw[s - i0];
-        }
-        const double last_a = w.va[nw - 1], last_w = w.vw[nw - 1];
-        if (isfinite(last_a))
-            w.la[nla++] = last_a;
-        if (isfinite(last_w))
-            w.lw[nlw++] = last_w;
-        rho_stats(&o->rho_align, w.va, nw, last_a);
-        rho_stats(&o->rho_wnorm, w.vw, nw, last_w);
-
-        /* b. records, against the top-amax channel at the last logged step */
-        o->top_channel = fl_attrib_top(w.idx, fl_attrib_row(run, FL_CH_AMAX, i1, l), F, 1) ? w.idx[0] : -1;
-        long n = 0, n1 = 0, n2 = 0, nc = 0;
-        for (long k = 0; k < run->nrec; k++) {
-            const fl_attrib_record *e = &run->rec[k];
-            if (e->layer != l || e->step < from || e->step > to)
-                continue;
-            n++;
-            n1 += e->align_rank < res->k1;
-            n2 += e->align_rank < res->k2;
-            nc += e->channel == o->top_channel;
-        }
-        records_stats(o, n, n1, n2, nc, res, run->gated);
-        tn += n, tn1 += n1, tn2 += n2, tnc += nc;
-
-        /* c. lead/lag of the top-k2 alignment and the log max amax */
-        for (long s = i0; s <= i1; s++) {
-            const double *al = fl_attrib_row(run, FL_CH_ALIGN, s, l), *am = fl_attrib_row(run, FL_CH_AMAX, s, l);
-            const int k = run->gated ? fl_attrib_top(w.idx, al, F, res->k2) : 0;
-            double sum = 0.0, mx = -1.0;
-            for (int j = 0; j < k; j++)
-                sum += al[w.idx[j]];
-            for (int i = 0; i < F; i++)
-                if (isfinite(am[i]) && am[i] > mx)
-                    mx = am[i];
-            w.a[s - i0] = k ? sum / k : NAN;
-            w.m[s - i0] = mx > 0.0 ? log(mx) : NAN;
-        }
-        for (long t = 0; t + 1 < nw; t++) {
-            w.da[t] = w.a[t + 1] - w.a[t];
-            w.dm[t] = w.m[t + 1] - w.m[t];
-        }
-        lag_curve(o->corr, &o->pairs0, w.da, w.dm, nw - 1, w.x, w.y);
-        lag_best(o);
-        P->pairs0 += o->pairs0;
-        for (int j = 0; j < FL_ATTRIB_NLAG; j++)
-            if (isfinite(o->corr[j])) {
-                csum[j] += o->corr[j];
-                ccount[j]++;
-            }
-
-        /* d. per-channel slope of ln amax on ln gate_max */
-        for (int i = 0; i < F; i++) {
-            size_t k = 0;
-            double lo = INFINITY, hi = -INFINITY;
-            for (long s = i0; s <= i1; s++) {
-                const double g = fl_attrib_row(run, FL_CH_GATE, s, l)[i], a = fl_attrib_row(run, FL_CH_AMAX, s, l)[i];
-                if (!(g > 0.0) || !(a > 0.0) || !isfinite(g) || !isfinite(a))
-                    continue;
-                w.x[k] = log(g);
-                w.y[k++] = log(a);
-                lo = fmin(lo, w.x[k - 1]);
-                hi = fmax(hi, w.x[k - 1]);
-            }
-            w.slope[i] = w.r2[i] = NAN;
-            if (k >= 5 && hi - lo >= 0.05)
-                w.slope[i] = fl_ols_slope(&w.r2[i], w.x, w.y, k);
-        }
-        long nt = 0, na = 0, nr = 0;
-        const int k = run->gated ? fl_attrib_top(w.idx, fl_attrib_row(run, FL_CH_ALIGN, i1, l), F, res->k2) : 0;
-        for (int j = 0; j < k; j++)
-            if (isfinite(w.slope[w.idx[j]]))
-                w.st[nst + nt++] = w.slope[w.idx[j]];
-        for (int i = 0; i < F; i++) {
-            if (isfinite(w.slope[i]))
-                w.sa[nsa + na++] = w.slope[i];
-            if (isfinite(w.r2[i]))
-                w.sr[nsr + nr++] = w.r2[i];
-        }
-        o->nslope_top = nt;
-        o->nslope_all = na;
-        /* the medians sort a copy: the pooled arrays keep every layer's values */
-        memcpy(w.x, w.st + nst, (size_t)nt * sizeof *w.x);
-        o->slope_top = median(w.x, (size_t)nt);
-        memcpy(w.x, w.sa + nsa, (size_t)na * sizeof *w.x);
-        o->slope_all = median(w.x, (size_t)na);
-        memcpy(w.x, w.sr + nsr, (size_t)nr * sizeof *w.x);
-        o->r2_all = median(w.x, (size_t)nr);
-        nst += nt;
-        nsa += na;
-        nsr += nr;
+        layer_rho(&res->layer[l], &w, &p, run, res, l);
+        layer_records(&res->layer[l], &w, &p, run, res, l);
+        layer_lead_lag(&res->layer[l], &w, &p, run, res, l);
+        layer_slopes(&res->layer[l], &w, &p, run, res, l);
     }
-    /* pooled */
-    rho_stats(&P->rho_align, w.pa, np, median(w.la, (size_t)nla));
-    rho_stats(&P->rho_wnorm, w.pw, np, median(w.lw, (size_t)nlw));
-    records_stats(P, tn, tn1, tn2, tnc, res, run->gated);
-    P->top_channel = -1;
-    for (int j = 0; j < FL_ATTRIB_NLAG; j++)
-        P->corr[j] = ccount[j] ? csum[j] / ccount[j] : NAN;
-    lag_best(P);
-    P->nslope_top = nst;
-    P->nslope_all = nsa;
-    P->slope_top = median(w.st, (size_t)nst);
-    P->slope_all = median(w.sa, (size_t)nsa);
-    P->r2_all = median(w.sr, (size_t)nsr);
+    pooled_stats(&res->pooled, &p, &w, res, run->gated);
     scratch_free(&w);
     conclude(res, run);
     return 0;

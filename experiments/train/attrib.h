@@ -159,4 +159,17 @@ void fl_attrib_result_free(fl_attrib_result *res);
 struct json_t;
 struct json_t *fl_attrib_json(const fl_attrib_result *res, const fl_attrib_run *run, const char *dir);
 
+/* The two plots of `attribute --plot` into the folder out (made if missing): out/align_vs_amax.png
+   (align vs amax per channel at the window's last logged step) and out/amax_vs_proj.png (ln amax vs
+   ln gate_max over time, top-2% aligned channels), beside their data and the script attrib.gp.
+   Returns an exit status (FL_EXIT_OK, or FL_EXIT_FAIL after a message on stderr). */
+int fl_attrib_plot(const char *out, const fl_attrib_run *run, const fl_attrib_result *res);
+/* Load the run folder dir and analyse the window w into *run and *res, as `fp8lab attribute` does:
+   FL_EXIT_OK (free both after), or an exit status after a message on stderr ("fp8lab attribute:
+   ..."; 1 an unreadable run, 2 a window it lacks), nothing to free. */
+int fl_attrib_open(fl_attrib_run *run, fl_attrib_result *res, const char *dir, const fl_attrib_window *w);
+/* Load the run folder dir, analyse the window w and plot into out: `fp8lab attribute dir --plot out`
+   without its report.  An exit status, as the command's (1 unreadable run, 2 a window it lacks). */
+int fl_attrib_plot_run(const char *dir, const fl_attrib_window *w, const char *out);
+
 #endif /* FL_ATTRIB_H */

@@ -105,10 +105,14 @@ int fl_ckpt_read(fl_ckpt *ck, const char *path, char *err, size_t errlen)
     memcpy(&payload, ck->buf + 16, 8);
     memcpy(&crc, ck->buf + 24, 4);
     const char *why = NULL;
+    char vwhy[96];
     if (memcmp(ck->buf, magic, 8))
         why = "bad magic: not an fp8lab checkpoint";
-    else if (ver != FL_CKPT_VERSION)
-        why = "unsupported checkpoint version";
+    else if (ver != FL_CKPT_VERSION && ver != FL_CKPT_VERSION_V5) {
+        snprintf(vwhy, sizeof vwhy, "unsupported checkpoint version %u (this build reads versions %u and %u)", ver,
+                 FL_CKPT_VERSION_V5, FL_CKPT_VERSION);
+        why = vwhy;
+    }
     else if (payload != (uint64_t)sz - 32)
         why = "size does not match its header (truncated or appended to)";
     else if (ns > 32)
@@ -116,6 +120,7 @@ int fl_ckpt_read(fl_ckpt *ck, const char *path, char *err, size_t errlen)
     else if (fl_crc32(0, ck->buf + 32, (size_t)payload) != crc)
         why = "checksum mismatch (the file is corrupt)";
     ck->crc = crc;
+    ck->version = ver;
     size_t off = 32;
     for (uint32_t i = 0; !why && i < ns; i++) {
         uint32_t sh[4];

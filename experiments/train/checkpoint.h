@@ -16,10 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FL_CKPT_VERSION 5u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current;
+#define FL_CKPT_VERSION_V5 5u /* still read: train_cfg_v5.c converts its configuration */
+#define FL_CKPT_VERSION 6u /* 2: fl_train_cfg gained trigger_rate, trigger_len; 3: recipe grad_current;
                               4: recipe grad_sr and site overrides, state sites_off;
                               5: per-channel telemetry, BOS, kept checkpoints, forks (cfg), the
-                                 channel logs' lengths and record maxima (state) */
+                                 channel logs' lengths and record maxima (state);
+                              6: the configuration as a versioned key=value record (train_opts.h)
+                                 instead of the struct's bytes: a new option no longer needs a new
+                                 version (the record's own format number covers its syntax) */
 
 typedef struct {
     uint32_t id;
@@ -37,7 +41,8 @@ typedef struct {
     unsigned char *buf;
     size_t size;
     int nsec;
-    uint32_t crc; /* the header's CRC-32 of the payload */
+    uint32_t crc;     /* the header's CRC-32 of the payload */
+    uint32_t version; /* FL_CKPT_VERSION, or FL_CKPT_VERSION_V5 (its configuration a raw struct) */
     fl_ckpt_section secs[32];
 } fl_ckpt;
 

@@ -2,10 +2,9 @@
  * outliers (alignment, records, lead/lag, slope), as text, JSON or PNG plots.  The analysis is
  * attrib.h's; this file parses the arguments, prints, and drives gnuplot for --plot. */
 #include "attrib.h"
-#include "cli/cli.h"
-#include "cli/gnuplot.h"
+#include "commands.h"
+#include "common/cli.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -13,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static const char *const help =
     "usage: fp8lab attribute RUN_DIR [--from STEP] [--to STEP] [--from-tau X] [--json] [--plot OUT_DIR]\n"
@@ -108,134 +106,6 @@ static void print_report(const char *dir, const fl_attrib_run *run, const fl_att
     printf("conclusion: %s\n", res->conclusion);
 }
 
-enum { P_DATA1, P_DATA2, P_GP, P_PNG1, P_PNG2, P_PART1, P_PART2, P_COUNT };
-
-/* --plot: the data files and script, then gnuplot into *.part files, renamed on success. */
-static int plot(const char *out, const fl_attrib_run *run, const fl_attrib_result *res)
-{
-    static const char *const names[P_COUNT] = { "attrib_align_amax.csv", "attrib_top_traj.csv", "attrib.gp",
-                                                "align_vs_amax.png", "amax_vs_proj.png", "align_vs_amax.png.part",
-                                                "amax_vs_proj.png.part" };
-    char p[P_COUNT][4200];
-    for (int k = 0; k < P_COUNT; k++)
-        if ((size_t)snprintf(p[k], sizeof p[k], "%s/%s", out, names[k]) >= sizeof p[k]) {
-            fprintf(stderr, "fp8lab attribute: %s: path too long\n", out);
-            return FL_EXIT_FAIL;
-        }
-    if (mkdir(out, 0755) && errno != EEXIST) {
-        fprintf(stderr, "fp8lab attribute: %s: cannot create: %s\n", out, strerror(errno));
-        return FL_EXIT_FAIL;
-    }
-    const int L = run->L, F = run->F, K = res->k2;
-    const long s1 = res->i1;
-    FILE *d1 = fopen(p[P_DATA1], "w"), *d2 = fopen(p[P_DATA2], "w");
-    int *idx = malloc((size_t)F * sizeof *idx);
-    long n1 = 0, n2 = 0;
-    double b1 = 0.0, b2 = 0.0; /* mean of ln amax - ln gate_max and of ln amax - 2 ln gate_max: guide lines */
-    if (!d1 || !d2 || !idx) {
-        fprintf(stderr, "fp8lab attribute: %s: cannot write\n", !d1 ? p[P_DATA1] : p[P_DATA2]);
-        if (d1)
-            fclose(d1);
-        if (d2)
-            fclose(d2);
-        free(idx);
-        return FL_EXIT_FAIL;
-    }
-    /* (i) every channel at the last logged step; amax > 0 only (log axis) */
-    fprintf(d1, "# layer,channel,align,amax,wnorm at step %ld\n", run->lstep[s1]);
-    for (int l = 0; l < L; l++) {
-        const double *al = fl_attrib_row(run, FL_CH_ALIGN, s1, l), *am = fl_attrib_row(run, FL_CH_AMAX, s1, l),
-                     *wn = fl_attrib_row(run, FL_CH_WNORM, s1, l);
-        for (int i = 0; i < F; i++)
-            if (am[i] > 0.0 && isfinite(am[i]) && isfinite(al[i])) {
-                fprintf(d1, "%d,%d,%.9g,%.9g,%.9g\n", l, i, al[i], am[i], wn[i]);
-                n1++;
-            }
-    }
-    /* (ii) the top-2% channels by align (by amax when not gated) at the last logged step, over the
-       window; one block per channel */
-    fprintf(d2, "# layer,channel,step,ln_gate_max,ln_amax\n");
-    for (int l = 0; l < L; l++) {
-        const int k = fl_attrib_top(idx, fl_attrib_row(run, run->gated ? FL_CH_ALIGN : FL_CH_AMAX, s1, l), F, K);
-        for (int j = 0; j < k; j++) {
-            for (long s = res->i0; s <= res->i1; s++) {
-                const double g = fl_attrib_row(run, FL_CH_GATE, s, l)[idx[j]], a = fl_attrib_row(run, FL_CH_AMAX, s, l)[idx[j]];
-                if (!(g > 0.0) || !(a > 0.0) || !isfinite(g) || !isfinite(a))
-                    continue;
-                fprintf(d2, "%d,%d,%ld,%.9g,%.9g\n", l, idx[j], run->lstep[s], log(g), log(a));
-                b1 += log(a) - log(g);
-                b2 += log(a) - 2.0 * log(g);
-                n2++;
-            }
-            fprintf(d2, "\n");
-        }
-    }
-    free(idx);
-    const int bad = fclose(d1) | fclose(d2);
-    FILE *f = bad ? NULL : fopen(p[P_GP], "w");
-    if (!f) {
-        fprintf(stderr, "fp8lab attribute: %s: cannot write\n", bad ? out : p[P_GP]);
-        return FL_EXIT_FAIL;
-    }
-    /* paths reach gnuplot as its arguments (gnuplot.h): ARG1 and ARG3 the PNGs (.part), ARG2 and ARG4
-       their data */
-    char q[4][4200];
-    static const int qk[4] = { P_PART1, P_DATA1, P_PART2, P_DATA2 };
-    const char *args[4];
-    for (int k = 0; k < 4; k++) {
-        if (fl_gnuplot_path(q[k], sizeof q[k], p[qk[k]])) {
-            fclose(f);
-            fprintf(stderr, "fp8lab attribute: %s: path too long\n", out);
-            return FL_EXIT_FAIL;
-        }
-        args[k] = q[k];
-    }
-    fl_gnuplot_comment(f, "attribute", p[P_GP], 4, args);
-    fprintf(f, "# (it writes the .part files, which the command renames)\n"
-               "set terminal pngcairo noenhanced size 900,560 font ',10'\nset datafile separator ','\nset grid\n"
-               "set key top left\nL = %d\n",
-            L);
-    if (n1)
-        fprintf(f, "set output ARG1\nset logscale y\nset title 'per-channel amax of the down-projection input vs %s at step %ld'\n"
-                   "set xlabel '%s'\nset ylabel 'amax (max over tokens |h_i|)'\n"
-                   "plot for [l=0:L-1] ARG2 using %d:($1 == l ? $4 : 1/0) with points pt 7 ps 0.5 lc l+1 "
-                   "title sprintf('layer %%d', l)\nunset logscale\n",
-                run->gated ? "gate/up alignment" : "weight norm (not gated: align is 0)", run->lstep[s1],
-                run->gated ? "align = |cos(w_gate_i, w_up_i)|" : "wnorm = ||w_fc_i||", run->gated ? 3 : 5);
-    else
-        fprintf(stderr, "fp8lab attribute: no channel with a positive finite amax at step %ld: %s not written\n",
-                run->lstep[s1], names[P_PNG1]);
-    if (n2)
-        fprintf(f, "set output ARG3\nset title 'ln amax vs ln gate_max over steps %ld..%ld, top-%d channels by %s per layer'\n"
-                   "set xlabel 'ln max |g_i| (gate projection)'\nset ylabel 'ln amax_i'\n"
-                   "plot for [l=0:L-1] ARG4 using 4:($1 == l ? $5 : 1/0) with points pt 7 ps 0.5 lc l+1 "
-                   "title sprintf('layer %%d', l), "
-                   "2*x + %.9g dt 2 lc rgb 'black' title 'slope 2', x + %.9g dt 3 lc rgb 'gray40' title 'slope 1'\n",
-                run->lstep[res->i0], run->lstep[res->i1], K, run->gated ? "align" : "amax", b2 / (double)n2,
-                b1 / (double)n2);
-    else
-        fprintf(stderr, "fp8lab attribute: no top channel with positive amax and gate_max: %s not written\n",
-                names[P_PNG2]);
-    fprintf(f, "unset output\n");
-    if (fclose(f)) {
-        fprintf(stderr, "fp8lab attribute: %s: cannot write\n", p[P_GP]);
-        return FL_EXIT_FAIL;
-    }
-    int rc = fl_gnuplot_run("attribute", p[P_GP], 4, args) ? FL_EXIT_FAIL : FL_EXIT_OK;
-    /* no half-written PNG: rename the finished ones, remove the rest */
-    for (int k = 0; k < 2; k++) {
-        if (!(k ? n2 : n1))
-            continue;
-        if (rc == FL_EXIT_OK && rename(p[P_PART1 + k], p[P_PNG1 + k])) {
-            fprintf(stderr, "fp8lab attribute: %s: cannot rename: %s\n", p[P_PART1 + k], strerror(errno));
-            rc = FL_EXIT_FAIL;
-        }
-        if (rc != FL_EXIT_OK)
-            unlink(p[P_PART1 + k]);
-    }
-    return rc;
-}
-
 int fl_cmd_attribute(int argc, char **argv)
 {
     const char *dir = NULL, *plot_dir = NULL;
@@ -280,18 +150,12 @@ int fl_cmd_attribute(int argc, char **argv)
     struct stat sb;
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
         return fl_cli_usage_error("attribute", "RUN_DIR '%s' is not a folder", dir);
-    char err[4608];
     fl_attrib_run run;
-    if (fl_attrib_load(&run, dir, err, sizeof err)) {
-        fprintf(stderr, "fp8lab attribute: %s\n", err);
-        return FL_EXIT_FAIL;
-    }
     fl_attrib_result res;
-    if (fl_attrib_analyse(&res, &run, &w, err, sizeof err)) {
-        fl_attrib_free(&run);
-        return fl_cli_usage_error("attribute", "%s", err);
-    }
-    int rc = plot_dir ? plot(plot_dir, &run, &res) : FL_EXIT_OK;
+    int rc = fl_attrib_open(&run, &res, dir, &w);
+    if (rc != FL_EXIT_OK)
+        return rc;
+    rc = plot_dir ? fl_attrib_plot(plot_dir, &run, &res) : FL_EXIT_OK;
     if (rc == FL_EXIT_OK) {
         if (json)
             fl_cli_json_print(fl_attrib_json(&res, &run, dir), 6);

@@ -19,7 +19,9 @@
  * 3 for NOT REPRODUCED (the numbers are printed either way), 2 for bad flags, 1 when a run failed
  * to run.
  */
-#include "cli/cli.h"
+#include "commands.h"
+#include "common/cli.h"
+#include "common/plot_runs.h"
 #include "fl_io.h"
 #include "fl_json.h"
 #include "rundir.h"

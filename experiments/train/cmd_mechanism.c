@@ -12,8 +12,9 @@
  */
 #include "attrib.h"
 #include "channels.h"
-#include "cli/cli.h"
-#include "cli/gnuplot.h"
+#include "commands.h"
+#include "common/cli.h"
+#include "common/gnuplot.h"
 #include "fl_io.h"
 #include "fl_json.h"
 #include "mech.h"
@@ -872,20 +873,8 @@ static int mech_plots(const mech *m)
         const mrun *r = &m->runs[find_run(m, g ? "gelu-bf16" : "swiglu-bf16")];
         char pd[DIR_MAX + 32];
         snprintf(pd, sizeof pd, "%s/attribution-%s", o, g ? "gelu" : "swiglu");
-        char *argv[] = { "attribute", (char *)r->dir, "--from-tau", "2", "--plot", pd, "--json", NULL };
-        fflush(stdout);
-        const int saved = dup(1);
-        FILE *nul = fopen("/dev/null", "w");
-        if (nul) {
-            dup2(fileno(nul), 1);
-            fclose(nul);
-        }
-        const int rc = fl_cmd_attribute(7, argv);
-        fflush(stdout);
-        if (saved >= 0) {
-            dup2(saved, 1);
-            close(saved);
-        }
+        const fl_attrib_window w = { -1, -1, 2.0 }; /* attribute --from-tau 2 */
+        const int rc = fl_attrib_plot_run(r->dir, &w, pd);
         if (rc)
             return -1;
     }

@@ -1,25 +1,31 @@
 /* ffn_act.c — FFN activations forward/backward (see ffn_act.h): the kernels' CPU twins
- * (kernels/kernels.h) for SwiGLU, PolyReLU and PolyNorm; ReLU and GELU are plain loops here. */
+ * (kernels/kernels.h) for SwiGLU, PolyReLU and PolyNorm; ReLU and GELU are plain loops here.  The
+ * table and the dispatch come from the TRAIN parts of reference/act_list.h. */
 #include "ffn_act.h"
 #include "fl_libm.h"
 
 #include "kernels.h"
 
+#include <assert.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const fl_act_info fl_act_table[FL_ACT_COUNT] = {
-    [FL_ACT_RELU] = { "relu", NULL, 0, 0, 0, 0 },
-    [FL_ACT_GELU] = { "gelu", NULL, 0, 0, 0, 0 },
-    [FL_ACT_SWIGLU] = { "swiglu", NULL, 1, 0, 0, 0 },
-    [FL_ACT_SMOOTH_SWIGLU] = { "smooth_swiglu", "per channel", 1, 0, 0, 0 },
-    [FL_ACT_SMOOTH_SWIGLU_TOKEN] = { "smooth_swiglu_token", "per token", 1, 0, 0, 0 },
-    [FL_ACT_POLYRELU] = { "polyrelu", NULL, 0, 2, 4, 3 },
-    [FL_ACT_POLYNORM] = { "polynorm", NULL, 0, 2, 4, 3 },
-};
+#define INFO_ROW(ID, name, kind, impl, gated, smooth, omin, omax, odef, note) \
+    [FL_ACT_##ID] = { #name, note, gated, omin, omax, odef, smooth },
+const fl_act_info fl_act_table[FL_ACT_COUNT] = { FL_ACT_TRAINS(INFO_ROW) };
+
+/* The kinds are 0 .. FL_ACT_COUNT-1, each once: FL_ACT_COUNT powers of two add up to 2^FL_ACT_COUNT - 1
+   only when they are distinct (a repeated one carries) and then they are 2^0 .. 2^(FL_ACT_COUNT-1). */
+#define KIND_BIT(ID, name, kind, ...) +(1ull << (kind))
+static_assert((0 FL_ACT_TRAINS(KIND_BIT)) == (1ull << FL_ACT_COUNT) - 1, "act_list.h: kinds must be 0 .. count-1");
+/* Orders are one digit (polyrelu3) and index the FL_ACT_NCOEF coefficients. */
+#define ORDER_CHECK(ID, name, kind, impl, gated, smooth, omin, omax, odef, note)                             \
+    static_assert((omin == 0 && omax == 0 && odef == 0) || (1 <= omin && omin <= odef && odef <= omax && \
+                                                             omax < FL_ACT_NCOEF), #name ": order range");
+FL_ACT_TRAINS(ORDER_CHECK)
 
 int fl_act_parse(fl_act *out, const char *s)
 {
@@ -65,26 +71,24 @@ int fl_act_variants(fl_act *out, int max)
     return m;
 }
 
+/* "polyrelu0" .. "polyrelu4" for every row; fl_act_name hands out those in the row's order range. */
+#define ORDER_NAMES(ID, name, ...) [FL_ACT_##ID] = { #name "0", #name "1", #name "2", #name "3", #name "4" },
+static const char *const order_names[FL_ACT_COUNT][FL_ACT_NCOEF] = { FL_ACT_TRAINS(ORDER_NAMES) };
+static_assert(FL_ACT_NCOEF == 5, "one name per digit 0 .. FL_ACT_NCOEF-1 above");
+
 const char *fl_act_name(fl_act a)
 {
-    static const char *const poly[2][3] = { { "polyrelu2", "polyrelu3", "polyrelu4" },
-                                            { "polynorm2", "polynorm3", "polynorm4" } };
     if (a.kind >= FL_ACT_COUNT)
         return "?";
-    if ((a.kind == FL_ACT_POLYRELU || a.kind == FL_ACT_POLYNORM) && a.order >= 2 && a.order <= 4)
-        return poly[a.kind == FL_ACT_POLYNORM][a.order - 2];
-    return fl_act_table[a.kind].name;
+    const fl_act_info *t = &fl_act_table[a.kind];
+    if (t->order_max && (int)a.order >= t->order_min && (int)a.order <= t->order_max)
+        return order_names[a.kind][a.order];
+    return t->name;
 }
 
-int fl_act_swiglu(fl_act a)
-{
-    return a.kind == FL_ACT_SWIGLU || a.kind == FL_ACT_SMOOTH_SWIGLU || a.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN;
-}
 int fl_act_gated(fl_act a) { return a.kind < FL_ACT_COUNT && fl_act_table[a.kind].gated; }
-int fl_act_ncoef(fl_act a)
-{
-    return (a.kind == FL_ACT_POLYRELU || a.kind == FL_ACT_POLYNORM) ? (int)a.order + 1 : 0;
-}
+int fl_act_ncoef(fl_act a) { return a.kind < FL_ACT_COUNT && fl_act_table[a.kind].order_max ? (int)a.order + 1 : 0; }
+int fl_act_smooth_axis(fl_act a) { return a.kind < FL_ACT_COUNT ? fl_act_table[a.kind].smooth : -1; }
 
 void fl_act_coef_init(float *a, fl_act act)
 {
@@ -129,70 +133,102 @@ static float gelu_grad_f(float x)
         }                                                                                          \
     } while (0)
 
+/* ---- the implementations: fwd_IMPL / bwd_IMPL for each impl column of act_list.h ------------------
+ * fwd: h (N, F) from pre ((G, N, F), G = 2 for the gated ones); bwd: dpre (overwritten) and the
+ * coefficient gradients into da (zeroed by the caller); c: the coefficients of the polynomial ones. */
+typedef void (*act_fwd_fn)(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c);
+typedef void (*act_bwd_fn)(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F,
+                           const fl_poly_coef *c);
+
+/* An elementwise activation without a twin: h = f(x), dpre = df(x, dh), one parallel loop each. */
+#define ELEMENTWISE(impl, f, df)                                                                        \
+    static void fwd_##impl(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)       \
+    {                                                                                                   \
+        (void)c;                                                                                        \
+        _Pragma("omp parallel for schedule(static)") for (size_t i = 0; i < N * F; i++) h[i] = f(pre[i]); \
+    }                                                                                                   \
+    static void bwd_##impl(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F, \
+                           const fl_poly_coef *c)                                                       \
+    {                                                                                                   \
+        (void)da, (void)c;                                                                              \
+        _Pragma("omp parallel for schedule(static)") for (size_t i = 0; i < N * F; i++) dpre[i] =       \
+            df(pre[i], dh[i]);                                                                          \
+    }
+
+static float relu_bwd(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
+static float gelu_bwd(float x, float dy) { return dy * gelu_grad_f(x); }
+ELEMENTWISE(relu, fl_relu_f32, relu_bwd)
+ELEMENTWISE(gelu, fl_gelu_erff, gelu_bwd)
+
+/* The SwiGLU family: plane 0 the gate, plane 1 the up projection. */
+static void fwd_swiglu(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)
+{
+    (void)c;
+    const size_t n = N * F;
+    const float *g = pre, *u = pre + n;
+    CHUNKS(n, fl_swiglu_fwd(kout(h + i0), kin(g + i0), kin(u + i0), i1 - i0));
+}
+
+static void bwd_swiglu(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F,
+                       const fl_poly_coef *c)
+{
+    (void)da, (void)c;
+    const size_t n = N * F;
+    const float *g = pre, *u = pre + n;
+    float *dg = dpre, *du = dpre + n;
+    CHUNKS(n, fl_swiglu_bwd(kout(dg + i0), kout(du + i0), kin(g + i0), kin(u + i0), kin(dh + i0), i1 - i0));
+}
+
+static void fwd_polyrelu(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)
+{
+    CHUNKS(N * F, fl_polyrelu_fwd(kout(h + i0), kin(pre + i0), i1 - i0, c));
+}
+
+/* one call: its coefficient gradient has the twin's fixed tiled order */
+static void bwd_polyrelu(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F,
+                         const fl_poly_coef *c)
+{
+    fl_polyrelu_bwd(kout(dpre), da, kin(pre), kin(dh), N * F, c);
+}
+
+static void fwd_polynorm(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)
+{
+    CHUNKS(N, fl_polynorm_fwd(kout(h + i0 * F), kin(pre + i0 * F), i1 - i0, F, c, PN_EPS)); /* whole rows */
+}
+
+static void bwd_polynorm(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F,
+                         const fl_poly_coef *c)
+{
+    fl_polynorm_bwd(kout(dpre), da, kin(pre), kin(dh), N, F, c, PN_EPS);
+}
+
+static const struct {
+    act_fwd_fn fwd;
+    act_bwd_fn bwd;
+} impls[FL_ACT_COUNT] = {
+#define IMPL_ROW(ID, name, kind, impl, ...) [FL_ACT_##ID] = { fwd_##impl, bwd_##impl },
+    FL_ACT_TRAINS(IMPL_ROW)
+};
+
+int fl_act_swiglu(fl_act a) { return a.kind < FL_ACT_COUNT && impls[a.kind].fwd == fwd_swiglu; }
+
 void fl_act_forward(float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef)
 {
-    const size_t n = N * F;
-    if (fl_act_gated(act)) {
-        const float *g = pre, *u = pre + n;
-        CHUNKS(n, fl_swiglu_fwd(kout(h + i0), kin(g + i0), kin(u + i0), i1 - i0));
+    if (act.kind >= FL_ACT_COUNT)
         return;
-    }
     const fl_poly_coef pc = fl_act_ncoef(act) ? poly_of(coef, act) : (fl_poly_coef){ 0 };
-    switch (act.kind) {
-    case FL_ACT_RELU:
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            h[i] = fl_relu_f32(pre[i]);
-        break;
-    case FL_ACT_GELU:
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            h[i] = fl_gelu_erff(pre[i]);
-        break;
-    case FL_ACT_POLYRELU:
-        CHUNKS(n, fl_polyrelu_fwd(kout(h + i0), kin(pre + i0), i1 - i0, &pc));
-        break;
-    case FL_ACT_POLYNORM: /* row-wise: chunks of whole rows */
-        CHUNKS(N, fl_polynorm_fwd(kout(h + i0 * F), kin(pre + i0 * F), i1 - i0, F, &pc, PN_EPS));
-        break;
-    default:
-        break;
-    }
+    impls[act.kind].fwd(h, pre, N, F, &pc);
 }
 
 void fl_act_backward(float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
                      fl_act act, const float *coef)
 {
-    const size_t n = N * F;
-    if (fl_act_gated(act)) {
-        const float *g = pre, *u = pre + n;
-        float *dg = dpre, *du = dpre + n;
-        CHUNKS(n, fl_swiglu_bwd(kout(dg + i0), kout(du + i0), kin(g + i0), kin(u + i0), kin(dh + i0), i1 - i0));
+    if (act.kind >= FL_ACT_COUNT)
         return;
-    }
     const int nc = fl_act_ncoef(act);
     const fl_poly_coef pc = nc ? poly_of(coef, act) : (fl_poly_coef){ 0 };
     float da[FL_POLY_MAX_ORDER + 1] = { 0 };
-    switch (act.kind) {
-    case FL_ACT_RELU:
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            dpre[i] = pre[i] > 0.0f ? dh[i] : 0.0f;
-        break;
-    case FL_ACT_GELU:
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            dpre[i] = dh[i] * gelu_grad_f(pre[i]);
-        break;
-    case FL_ACT_POLYRELU: /* one call: its coefficient gradient has the twin's fixed tiled order */
-        fl_polyrelu_bwd(kout(dpre), da, kin(pre), kin(dh), n, &pc);
-        break;
-    case FL_ACT_POLYNORM:
-        fl_polynorm_bwd(kout(dpre), da, kin(pre), kin(dh), N, F, &pc, PN_EPS);
-        break;
-    default:
-        break;
-    }
+    impls[act.kind].bwd(dpre, da, dh, pre, N, F, &pc);
     for (int i = 0; i < nc; i++)
         dcoef[i] += da[i];
 }

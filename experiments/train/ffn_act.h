@@ -28,15 +28,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act_list.h"
+
+/* FL_ACT_<ID> for the rows of reference/act_list.h with a TRAIN part, valued by the list's kind column
+   (stored in checkpoints; ffn_act.c checks that the values are 0 .. FL_ACT_COUNT-1, each once).
+   FL_ACT_SMOOTH_SWIGLU smooths per channel (the paper), FL_ACT_SMOOTH_SWIGLU_TOKEN per token (the
+   released code). */
 typedef enum {
-    FL_ACT_RELU,
-    FL_ACT_GELU,
-    FL_ACT_SWIGLU,
-    FL_ACT_SMOOTH_SWIGLU,       /* per-channel smoothing (the paper) */
-    FL_ACT_SMOOTH_SWIGLU_TOKEN, /* per-token smoothing (the released code) */
-    FL_ACT_POLYRELU,
-    FL_ACT_POLYNORM,
-    FL_ACT_COUNT
+#define FL_ACT_KIND_(ID, name, kind, ...) FL_ACT_##ID = kind,
+    FL_ACT_TRAINS(FL_ACT_KIND_)
+#undef FL_ACT_KIND_
+#define FL_ACT_ONE_(...) +1
+    FL_ACT_COUNT = 0 FL_ACT_TRAINS(FL_ACT_ONE_)
+#undef FL_ACT_ONE_
 } fl_act_kind;
 
 typedef struct {
@@ -46,14 +50,16 @@ typedef struct {
 
 #define FL_ACT_NCOEF 5 /* a_0 .. a_4 */
 
-/* The activations, one row per fl_act_kind (ffn_act.c): the one list that `fp8lab train --help`,
-   --act's parser and error message, and tests/test_train_grad.c read.  A new activation is a new
-   kind, a row here and its forward/backward cases. */
+/* The activations, one row per fl_act_kind (ffn_act.c, from the TRAIN parts of reference/act_list.h):
+   what `fp8lab train --help`, --act's parser and error message, and tests/test_train_grad.c read.
+   A new activation is a row of the list, with a forward/backward pair in ffn_act.c (its impl column)
+   unless it shares one. */
 typedef struct {
     const char *name;      /* CLI name; with an order range, followed by one digit (polyrelu3) */
     const char *note;      /* shown after the name in the help, in parentheses, or NULL */
     int gated;             /* two planes in pre (gate, up): the SwiGLU family */
     int order_min, order_max, order_default; /* orders r of the polynomial ones; 0 0 0 otherwise */
+    int smooth;            /* -1: h is cast as is; else Smooth-SwiGLU's axis (fl_smooth.axis: 0 channel, 1 token) */
 } fl_act_info;
 
 extern const fl_act_info fl_act_table[FL_ACT_COUNT];
@@ -71,8 +77,9 @@ int fl_act_parse(fl_act *out, const char *s);
 /* The CLI name ("polynorm3" for orders). */
 const char *fl_act_name(fl_act a);
 int fl_act_gated(fl_act a);     /* 1 for the SwiGLU family */
-int fl_act_swiglu(fl_act a);    /* 1 for swiglu / smooth_swiglu(_token) */
+int fl_act_swiglu(fl_act a);    /* 1 for the SwiGLU arithmetic (swiglu / smooth_swiglu(_token)) */
 int fl_act_ncoef(fl_act a);     /* trainable coefficients (r+1 for poly, else 0) */
+int fl_act_smooth_axis(fl_act a); /* -1, or the fl_smooth axis of h's FP8 cast (fl_act_info.smooth) */
 void fl_act_coef_init(float *a, fl_act act);
 
 void fl_act_forward(float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef);

@@ -1112,11 +1112,8 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
         amax_rms(&fs->act_amax, &fs->act_rms, h, N, F);
         if (m->chan_on)
             chan_capture(m, l, h, pre);
-        fl_smooth sm = { 0, m->smooth_s, m->smooth_si }, *smp = NULL;
-        if (c->act.kind == FL_ACT_SMOOTH_SWIGLU || c->act.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN) {
-            sm.axis = c->act.kind == FL_ACT_SMOOTH_SWIGLU_TOKEN;
-            smp = &sm;
-        }
+        fl_smooth sm = { fl_act_smooth_axis(c->act), m->smooth_s, m->smooth_si };
+        fl_smooth *smp = sm.axis >= 0 ? &sm : NULL;
         lin_forward(m, lin_index(m, (int)l, FL_LIN_DOWN), xo, h, m->p[FL_P_WDOWN] + l * C * F, F, C, smp, 1);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < N * C; i++)

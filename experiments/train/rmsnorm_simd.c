@@ -6,25 +6,40 @@
 
 #include <stdlib.h>
 
+/* Lane r: the sum over the C channels of row t0 + r of a b (with gain: (a gain) b), in channel order --
+   the 16 rows' products of each 16-channel block are transposed (model_tr16) so that every lane adds
+   its own row's.  Rows past the nr of the block repeat the last. */
+static inline __attribute__((always_inline)) __m512 rows16_dot(const float *a, const float *b, const float *gain,
+                                                                size_t t0, size_t nr, size_t C)
+{
+    __m512 s = _mm512_setzero_ps();
+    for (size_t c0 = 0; c0 < C; c0 += 16) {
+        const size_t nc = C - c0 < 16 ? C - c0 : 16;
+        const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
+        const __m512 g = gain ? _mm512_maskz_loadu_ps(mk, gain + c0) : _mm512_setzero_ps();
+        const size_t o = t0 * C + c0;
+        const float *ap = a + o, *bp = b + o;
+        __m512 v[16];
+        for (size_t r = 0; r < 16; r++) {
+            const __m512 ar = _mm512_maskz_loadu_ps(mk, ap);
+            v[r] = _mm512_mul_ps(gain ? _mm512_mul_ps(ar, g) : ar, _mm512_maskz_loadu_ps(mk, bp));
+            const size_t st = r + 1 < nr ? C : 0;
+            ap += st;
+            bp += st;
+        }
+        model_tr16(v);
+        for (size_t j = 0; j < nc; j++)
+            s = _mm512_add_ps(s, v[j]);
+    }
+    return s;
+}
+
 void model_rms_forward_avx512(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
 {
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += 16) {
         const size_t nr = N - t0 < 16 ? N - t0 : 16;
-        __m512 ss = _mm512_setzero_ps(); /* lane r: row t0 + r */
-        for (size_t c0 = 0; c0 < C; c0 += 16) {
-            const size_t nc = C - c0 < 16 ? C - c0 : 16;
-            const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
-            const float *xp = x + t0 * C + c0;
-            __m512 v[16];
-            for (size_t r = 0; r < 16; r++, xp += r < nr ? C : 0) { /* x^2; rows past N repeat the last */
-                const __m512 a = _mm512_maskz_loadu_ps(mk, xp);
-                v[r] = _mm512_mul_ps(a, a);
-            }
-            model_tr16(v);
-            for (size_t j = 0; j < nc; j++)
-                ss = _mm512_add_ps(ss, v[j]);
-        }
+        const __m512 ss = rows16_dot(x, x, NULL, t0, nr, C); /* lane r: sum x^2 of row t0 + r */
         const __m512 rr = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(_mm512_add_ps(
                                             _mm512_div_ps(ss, _mm512_set1_ps((float)C)), _mm512_set1_ps(RMS_EPS))));
         _mm512_mask_storeu_ps(rstd + t0, (__mmask16)((1u << nr) - 1u), rr);
@@ -42,24 +57,7 @@ void model_rms_backward_avx512(float *dx, float *dgain, const float *dy, const f
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += 16) {
         const size_t nr = N - t0 < 16 ? N - t0 : 16;
-        __m512 dot = _mm512_setzero_ps(); /* lane r: row t0 + r */
-        for (size_t c0 = 0; c0 < C; c0 += 16) {
-            const size_t nc = C - c0 < 16 ? C - c0 : 16;
-            const __mmask16 mk = (__mmask16)((1u << nc) - 1u);
-            const __m512 g = _mm512_maskz_loadu_ps(mk, gain + c0);
-            const size_t o = t0 * C + c0;
-            const float *dyp = dy + o, *xp = x + o;
-            __m512 v[16];
-            for (size_t r = 0; r < 16; r++) { /* dy gain x; rows past N repeat the last */
-                v[r] = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, dyp), g), _mm512_maskz_loadu_ps(mk, xp));
-                const size_t st = r + 1 < nr ? C : 0;
-                dyp += st;
-                xp += st;
-            }
-            model_tr16(v);
-            for (size_t j = 0; j < nc; j++)
-                dot = _mm512_add_ps(dot, v[j]);
-        }
+        const __m512 dot = rows16_dot(dy, x, gain, t0, nr, C); /* lane r: sum dy gain x of row t0 + r */
         const __m512 rr = _mm512_maskz_loadu_ps((__mmask16)((1u << nr) - 1u), rstd + t0);
         float k[16]; /* k[r] = rstd^3 dot / C of row t0 + r */
         _mm512_storeu_ps(k, _mm512_div_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(rr, rr), rr), dot),

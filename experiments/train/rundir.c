@@ -1,7 +1,7 @@
 /* rundir.c — see rundir.h. */
 #include "rundir.h"
 
-#include "cli/cli.h"
+#include "common/cli.h"
 
 #include <dirent.h>
 #include <errno.h>

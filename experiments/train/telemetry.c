@@ -1,15 +1,21 @@
 /* telemetry.c — metrics.csv rows and telemetry.jsonl lines (see telemetry.h). */
 #include "telemetry.h"
 
+#include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-static void put_num(FILE *f, double v)
+json_t *fl_tele_json_num(double v, int digits)
 {
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
+    char buf[48];
+    if (!isfinite(v))
+        return json_null();
+    snprintf(buf, sizeof buf, "%.*g", digits, v);
+    /* no '.' and no exponent: an integer (jansson would add ".0" to a real); "-0" stays a real */
+    if (!strpbrk(buf, ".e") && strcmp(buf, "-0"))
+        return json_integer(strtoll(buf, NULL, 10));
+    return json_real(strtod(buf, NULL));
 }
 
 void fl_tele_summarize(fl_step_summary *s, const fl_model *m)
@@ -78,63 +84,66 @@ void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, fl
             (unsigned long long)s->ftz);
 }
 
+/* One cast site's record: its counters and the moments of what entered the cast. */
+static json_t *site_json(const fl_site *s, int hp_phase)
+{
+    const fl_cast_stats *st = &s->st;
+    const double ms = st->nmom ? st->sum2 / (double)st->nmom : NAN;
+    const double m4 = st->nmom ? st->sum4 / (double)st->nmom : NAN;
+    const double rms = sqrt(ms);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(s->name));
+    json_object_set_new(o, "fmt", json_string(fl_format_name(hp_phase ? FL_FMT_BF16 : (fl_format)s->fmt)));
+    json_object_set_new(o, "n", json_integer((json_int_t)st->n));
+    json_object_set_new(o, "amax", fl_tele_json_num(st->amax, 9));
+    json_object_set_new(o, "rms", fl_tele_json_num(rms, 9));
+    json_object_set_new(o, "amax_over_rms", fl_tele_json_num(rms > 0 ? st->amax / rms : NAN, 9));
+    json_object_set_new(o, "kurtosis", fl_tele_json_num(ms > 0 ? m4 / (ms * ms) : NAN, 9));
+    json_object_set_new(o, "saturated", json_integer((json_int_t)st->sat));
+    json_object_set_new(o, "clipped", json_integer((json_int_t)st->clip));
+    json_object_set_new(o, "nan_produced", json_integer((json_int_t)st->nan_out));
+    json_object_set_new(o, "inf_produced", json_integer((json_int_t)st->inf_out));
+    json_object_set_new(o, "flushed", json_integer((json_int_t)st->ftz));
+    json_object_set_new(o, "scale", fl_tele_json_num(s->scale, 9));
+    json_object_set_new(o, "staleness", fl_tele_json_num(s->amax_from > 0 ? st->amax / s->amax_from : NAN, 9));
+    return o;
+}
+
+/* Layer l's FFN record: its input and activation statistics and the gate/up alignment. */
+static json_t *ffn_json(const fl_model *m, uint32_t l)
+{
+    const fl_ffn_fwd_stats *fs = &m->ffn[l];
+    fl_align_stats a;
+    fl_model_align(&a, m, l);
+    json_t *o = json_object();
+    json_object_set_new(o, "layer", json_integer(l));
+    json_object_set_new(o, "in_amax", fl_tele_json_num(fs->in_amax, 9));
+    json_object_set_new(o, "in_rms", fl_tele_json_num(fs->in_rms, 9));
+    json_object_set_new(o, "act_amax", fl_tele_json_num(fs->act_amax, 9));
+    json_object_set_new(o, "act_rms", fl_tele_json_num(fs->act_rms, 9));
+    json_object_set_new(o, "cos_median", fl_tele_json_num(a.cos_med, 9));
+    json_object_set_new(o, "cos_p99", fl_tele_json_num(a.cos_p99, 9));
+    json_object_set_new(o, "cos_max", fl_tele_json_num(a.cos_max, 9));
+    json_object_set_new(o, "norm_corr", fl_tele_json_num(a.norm_corr, 9));
+    return o;
+}
+
 void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m)
 {
     const fl_recipe *r = m->rec;
-    fprintf(f, "{\"step\": %llu, \"loss\": ", (unsigned long long)step);
-    put_num(f, loss);
-    fputs(", \"sites\": [", f);
-    int first = 1;
-    for (int i = 0; i < r->nsites; i++) {
-        const fl_site *s = &r->sites[i];
-        const fl_cast_stats *st = &s->st;
-        if (s->fmt == FL_FMT_FP32 || st->n == 0)
-            continue;
-        const double ms = st->nmom ? st->sum2 / (double)st->nmom : NAN;
-        const double m4 = st->nmom ? st->sum4 / (double)st->nmom : NAN;
-        const double rms = sqrt(ms);
-        fprintf(f, "%s{\"name\": \"%s\", \"fmt\": \"%s\", \"n\": %llu, \"amax\": ", first ? "" : ", ",
-                s->name, fl_format_name(r->hp_phase ? FL_FMT_BF16 : (fl_format)s->fmt), (unsigned long long)st->n);
-        first = 0;
-        put_num(f, st->amax);
-        fputs(", \"rms\": ", f);
-        put_num(f, rms);
-        fputs(", \"amax_over_rms\": ", f);
-        put_num(f, rms > 0 ? st->amax / rms : NAN);
-        fputs(", \"kurtosis\": ", f);
-        put_num(f, ms > 0 ? m4 / (ms * ms) : NAN);
-        fprintf(f, ", \"saturated\": %llu, \"clipped\": %llu, \"nan_produced\": %llu, \"inf_produced\": %llu, \"flushed\": %llu, \"scale\": ",
-                (unsigned long long)st->sat, (unsigned long long)st->clip, (unsigned long long)st->nan_out,
-                (unsigned long long)st->inf_out, (unsigned long long)st->ftz);
-        put_num(f, s->scale);
-        fputs(", \"staleness\": ", f);
-        put_num(f, s->amax_from > 0 ? st->amax / s->amax_from : NAN);
-        fputc('}', f);
-    }
-    fputs("], \"ffn\": [", f);
-    for (uint32_t l = 0; l < m->cfg.L; l++) {
-        const fl_ffn_fwd_stats *fs = &m->ffn[l];
-        fl_align_stats a;
-        fl_model_align(&a, m, l);
-        fprintf(f, "%s{\"layer\": %u, \"in_amax\": ", l ? ", " : "", l);
-        put_num(f, fs->in_amax);
-        fputs(", \"in_rms\": ", f);
-        put_num(f, fs->in_rms);
-        fputs(", \"act_amax\": ", f);
-        put_num(f, fs->act_amax);
-        fputs(", \"act_rms\": ", f);
-        put_num(f, fs->act_rms);
-        fputs(", \"cos_median\": ", f);
-        put_num(f, a.cos_med);
-        fputs(", \"cos_p99\": ", f);
-        put_num(f, a.cos_p99);
-        fputs(", \"cos_max\": ", f);
-        put_num(f, a.cos_max);
-        fputs(", \"norm_corr\": ", f);
-        put_num(f, a.norm_corr);
-        fputc('}', f);
-    }
-    fputs("]}\n", f);
+    json_t *line = json_object(), *sites = json_array(), *ffn = json_array();
+    json_object_set_new(line, "step", json_integer((json_int_t)step));
+    json_object_set_new(line, "loss", fl_tele_json_num(loss, 9));
+    for (int i = 0; i < r->nsites; i++)
+        if (r->sites[i].fmt != FL_FMT_FP32 && r->sites[i].st.n != 0)
+            json_array_append_new(sites, site_json(&r->sites[i], r->hp_phase));
+    for (uint32_t l = 0; l < m->cfg.L; l++)
+        json_array_append_new(ffn, ffn_json(m, l));
+    json_object_set_new(line, "sites", sites);
+    json_object_set_new(line, "ffn", ffn);
+    json_dumpf(line, f, FL_TELE_JSON_FLAGS);
+    fputc('\n', f);
+    json_decref(line);
 }
 
 void fl_tele_sites_header(FILE *f) { fputs("step,site,amax,amax_from,staleness,saturated,clip_mass,underflow\n", f); }

@@ -21,12 +21,15 @@
  *    "ffn": [{"layer", "in_amax", "in_rms", "act_amax", "act_rms", "cos_median", "cos_p99",
  *     "cos_max", "norm_corr"}]}
  *   kurtosis = mean x^4 / (mean x^2)^2 (3 for a Gaussian); non-finite numbers are written null.
+ *   Written by jansson (fl_tele_json_num, FL_TELE_JSON_FLAGS): `{"a": 1, "b": [...]}` on one line.
  * sites.csv (every step), one row per cast site with a per-tensor FP8 scale (delayed or current):
  *   step, site, amax (entering the cast), amax_from (the amax its scale came from; 0 when none, as
  *   in a BF16 start), staleness (amax / amax_from; 0 when amax_from is 0), saturated (elements),
  *   clip_mass (recipe.h: sum of |x| beyond the largest finite value / sum |x|), underflow (fraction
  *   of nonzero inputs flushed to zero).
- * Numbers are printed with %.9g: the files are byte-identical for bit-identical runs.
+ * Numbers are printed with %.9g: the files are byte-identical for bit-identical runs.  In JSON a
+ * number whose %.9g has no '.' and no exponent is an integer (jansson would write a real as "448.0"),
+ * and jansson writes an exponent without '+' and leading zeros ("1e-5", not %g's "1e-05").
  */
 #ifndef FL_TELEMETRY_H
 #define FL_TELEMETRY_H
@@ -51,5 +54,11 @@ void fl_tele_sites_header(FILE *f);
 /* The sites.csv rows of a step (after forward and backward). */
 void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r);
 void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m);
+
+/* The JSON number of v as "%.*g" (digits <= 9) writes it: an integer when that text has no '.' and
+   no exponent, else a real; null when v is not finite.  Dump with FL_TELE_JSON_FLAGS (or at least
+   JSON_REAL_PRECISION(9)) to keep the digits.  Every JSON file of a run writes numbers so. */
+struct json_t *fl_tele_json_num(double v, int digits);
+#define FL_TELE_JSON_FLAGS JSON_REAL_PRECISION(9) /* (jansson.h) no indent: ", " and ": " between */
 
 #endif /* FL_TELEMETRY_H */

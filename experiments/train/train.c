@@ -23,15 +23,17 @@
 
 #include "channels.h"
 #include "checkpoint.h"
-#include "cli/cli.h"
+#include "common/cli.h"
 #include "data.h"
 #include "fl_io.h"
 #include "optim.h"
 #include "rundir.h"
 #include "telemetry.h"
+#include "train_opts.h"
 
 #include <cblas.h>
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -42,41 +44,11 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(fl_train_cfg) == 1640, "fl_train_cfg layout (stored in checkpoints)");
 _Static_assert(sizeof(fl_train_state) == 440, "fl_train_state layout (stored in checkpoints)");
 
 volatile int fl_train_stop_flag;
 
 enum { CK_CFG = 1, CK_STATE, CK_PARAMS, CK_ADAM_M, CK_ADAM_V, CK_RECIPE };
-
-void fl_train_cfg_default(fl_train_cfg *c)
-{
-    memset(c, 0, sizeof *c);
-    c->model = (fl_model_cfg){ .V = 256, .C = 64, .L = 2, .H = 4, .F = 256, .T = 64, .B = 16,
-                               .act = { FL_ACT_SWIGLU, 0 }, .init_std = 0.02f };
-    fl_recipe_cfg_default(&c->recipe, FL_RECIPE_BF16);
-    c->steps = 1000;
-    c->seed = 1;
-    c->lr = 1e-3f;
-    c->lr_min_frac = 0.1f;
-    c->wd = 0.1f;
-    c->beta1 = 0.9f;
-    c->beta2 = 0.95f;
-    c->adam_eps = 1e-8f;
-    c->clip = 1.0f;
-    c->warmup = 100;
-    c->schedule = FL_SCHED_COSINE;
-    c->data_kind = FL_DATA_SYNTHETIC;
-    c->data_len = 1u << 20;
-    c->log_every = 10;
-    c->ckpt_every = 500;
-    c->div_margin = 1.0f;
-    c->div_ema = 0.02f;
-    c->div_window = 100;
-    c->stop_on_div = 1;
-    c->trigger_rate = 0.002f;
-    c->trigger_len = 8;
-}
 
 void fl_train_demo_preset(fl_train_cfg *c)
 {
@@ -94,64 +66,39 @@ void fl_train_demo_preset(fl_train_cfg *c)
     c->seed = 1;
 }
 
+/* The per-field checks come from the option table (train_opts.h); these are the ones between fields. */
 const char *fl_train_cfg_check(const fl_train_cfg *c)
 {
-    const char *why = fl_model_cfg_check(&c->model);
+    static _Thread_local char err[FL_SITE_SPEC_MAX + 1200];
+    const char *why = fl_train_cfg_check_fields(c, err, sizeof err);
+    if (!why)
+        why = fl_model_cfg_check(&c->model);
     if (why)
         return why;
-    if (c->bos > 1 || c->model.V != 256 + c->bos)
+    if (c->model.V != 256 + c->bos)
         return "the vocabulary is byte-level: 256 tokens, 257 with --bos";
-    if (c->recipe.kind >= FL_RECIPE_COUNT)
-        return "unknown recipe";
-    if (c->recipe.history < 1 || c->recipe.history > (1u << 20))
-        return "--amax-history must be 1..1048576";
-    if (c->recipe.margin < -127 || c->recipe.margin > 127)
-        return "--margin must be in [-127, 127]";
     if (c->recipe.fast_accum && c->recipe.kind != FL_RECIPE_FP8_DELAYED && c->recipe.kind != FL_RECIPE_FP8_CURRENT)
         return "--fast-accum applies to the per-tensor FP8 recipes (fp8-delayed, fp8-current)";
     if (c->recipe.fp8_start && !fl_recipe_is_fp8((fl_recipe_kind)c->recipe.kind))
         return "--fp8-start applies to the FP8 recipes";
     if (c->recipe.grad_current && c->recipe.kind != FL_RECIPE_FP8_DELAYED)
         return "--grad-scaling current applies to fp8-delayed (the other recipes scale dY as they scale X)";
-    if (c->steps < 1 || c->steps > 100000000ull)
-        return "--steps must be 1..1e8";
-    if (!(c->lr > 0 && c->lr < 10) || !(c->lr_min_frac >= 0 && c->lr_min_frac <= 1))
-        return "need 0 < --lr < 10 and 0 <= --lr-min <= 1";
-    if (!(c->wd >= 0 && c->wd <= 100) || !(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
-        return "need 0 <= --wd <= 100 and betas in [0, 1)";
-    if (!(c->adam_eps > 0 && c->adam_eps <= 1) || !(c->clip >= 0 && isfinite(c->clip)))
-        return "need 0 < --adam-eps <= 1 and a finite --clip >= 0";
-    if (!(c->model.init_std > 0 && c->model.init_std < 10))
-        return "need 0 < --init-std < 10";
-    if (c->data_kind == FL_DATA_TRIGGERS && (!(c->trigger_rate > 0 && c->trigger_rate <= 1) || c->trigger_len < 1 || c->trigger_len > 64))
-        return "--trigger-rate must be in (0, 1] and --trigger-len in 1..64";
-    if (c->data_kind != FL_DATA_TEXT && (c->data_len < (uint64_t)c->model.T + 2 || c->data_len > (1ull << 30)))
+    if (c->data_kind == FL_DATA_TRIGGERS && !(c->trigger_rate > 0))
+        return "--data triggers needs a --trigger-rate in (0, 1]";
+    if (c->data_kind != FL_DATA_TEXT && c->data_len < (uint64_t)c->model.T + 2)
         return "--data-len must be between seq + 2 and 2^30";
-    if (c->log_every < 1 || c->ckpt_every < 1)
-        return "--log-every and --ckpt-every must be >= 1";
-    if (!(c->div_margin > 0 && isfinite(c->div_margin)) || !(c->div_ema > 0 && c->div_ema <= 1) || c->div_window < 1)
-        return "need a finite --div-margin > 0, 0 < --div-ema <= 1, --div-window >= 1";
-    if (c->keep_n > FL_KEEP_MAX)
-        return "--keep-ckpt takes at most 16 steps";
     for (uint32_t k = 0; k < c->keep_n; k++)
-        if (c->keep[k] < 1 || c->keep[k] > c->steps)
+        if (c->keep[k] > c->steps)
             return "--keep-ckpt steps must be in 1..--steps";
-    if (!memchr(c->fork_from, 0, sizeof c->fork_from))
-        return "the fork's parent path is not a terminated string";
     if (c->fork_from[0] && c->fork_step >= c->steps)
         return "a fork must run past its parent's step: --steps must exceed the checkpoint's step";
-    if (c->decor_mode > FL_DECOR_RANDOM || (c->decor_mode != FL_DECOR_NONE) != (c->decor_k > 0))
-        return "--decorrelate needs top:K or random:K with K >= 1";
     if (c->decor_k && !c->fork_from[0])
         return "--decorrelate is an intervention at a fork: it needs --fork";
     if (c->decor_k && !fl_act_gated(c->model.act))
         return "--decorrelate changes w_up: it needs a gated activation (swiglu family)";
     if (c->decor_k > c->model.F)
         return "--decorrelate K must not exceed --ffn";
-    if (!memchr(c->recipe.sites, 0, sizeof c->recipe.sites))
-        return "the site overrides are not a terminated string";
     /* the overrides against this model's site names */
-    static _Thread_local char err[FL_SITE_SPEC_MAX + 200];
     const int ns = fl_model_nsites(&c->model);
     char *store = calloc((size_t)ns, 40);
     const char **names = calloc((size_t)ns, sizeof *names);
@@ -167,39 +114,6 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
     free(roles);
     free(hp);
     return why_sites;
-}
-
-void fl_train_cfg_json(FILE *f, const fl_train_cfg *c)
-{
-    const fl_model_cfg *m = &c->model;
-    const fl_recipe_cfg *r = &c->recipe;
-    fprintf(f, "{\n  \"act\": \"%s\", \"recipe\": \"%s\",\n", fl_act_name(m->act), fl_recipe_name((fl_recipe_kind)r->kind));
-    fprintf(f, "  \"vocab\": %u, \"width\": %u, \"layers\": %u, \"heads\": %u, \"ffn\": %u, \"seq\": %u, \"batch\": %u, \"init_std\": %.9g,\n",
-            m->V, m->C, m->L, m->H, m->F, m->T, m->B, m->init_std);
-    fprintf(f, "  \"amax_history\": %u, \"amax_algo\": \"%s\", \"margin\": %d, \"pow2_scales\": %s, \"fp8_overflow\": \"%s\", \"fast_accum\": %s, \"fp8_adam\": %s, \"grad_scaling\": \"%s\", \"fp8_start\": %u,\n",
-            r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin, r->pow2 ? "true" : "false",
-            r->nosat ? "nan" : "saturate", r->fast_accum ? "true" : "false", r->fp8_adam ? "true" : "false",
-            r->grad_current ? "current" : "delayed", r->fp8_start);
-    fprintf(f, "  \"grad_sr\": %s, \"sites\": \"%s\",\n", r->grad_sr ? "true" : "false", r->sites);
-    fprintf(f, "  \"steps\": %llu, \"seed\": %llu, \"lr\": %.9g, \"lr_min_frac\": %.9g, \"wd\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"adam_eps\": %.9g, \"clip\": %.9g, \"warmup\": %u, \"schedule\": \"%s\",\n",
-            (unsigned long long)c->steps, (unsigned long long)c->seed, c->lr, c->lr_min_frac, c->wd, c->beta1,
-            c->beta2, c->adam_eps, c->clip, c->warmup, c->schedule == FL_SCHED_COSINE ? "cosine" : "constant");
-    fprintf(f, "  \"bos\": %s, \"chan_every\": %u, \"keep_ckpt\": [", c->bos ? "true" : "false", c->chan_every);
-    for (uint32_t k = 0; k < c->keep_n; k++)
-        fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)c->keep[k]);
-    fprintf(f, "],\n  \"fork_from\": ");
-    if (c->fork_from[0])
-        fprintf(f, "\"%s\", \"fork_step\": %llu, \"fork_crc\": \"%08x\", \"decorrelate\": \"%s\", \"decorrelate_k\": %u,\n",
-                c->fork_from, (unsigned long long)c->fork_step, c->fork_crc, fl_decor_name((int)c->decor_mode), c->decor_k);
-    else
-        fprintf(f, "null,\n");
-    fprintf(f, "  \"data\": \"%s\", \"data_len\": %llu, \"data_hash\": \"%016llx\",\n",
-            c->data_kind == FL_DATA_TEXT ? c->data_path : c->data_kind == FL_DATA_TRIGGERS ? "triggers"
-            : c->data_kind == FL_DATA_FORTUNES ? "fortunes" : "synthetic",
-            (unsigned long long)c->data_len,
-            (unsigned long long)c->data_hash);
-    fprintf(f, "  \"log_every\": %u, \"ckpt_every\": %u, \"div_margin\": %.9g, \"div_ema\": %.9g, \"div_window\": %u, \"stop_on_divergence\": %s\n}\n",
-            c->log_every, c->ckpt_every, c->div_margin, c->div_ema, c->div_window, c->stop_on_div ? "true" : "false");
 }
 
 double fl_train_tau_at(const fl_train_cfg *cfg, uint64_t step)
@@ -265,11 +179,7 @@ static void on_signal(int sig)
     fl_train_stop_flag = 1;
 }
 
-static int cfg_json_fill(FILE *f, void *cfg)
-{
-    fl_train_cfg_json(f, cfg);
-    return 0;
-}
+static int cfg_json_fill(FILE *f, void *cfg) { return fl_train_cfg_json(f, cfg); }
 
 typedef struct {
     const fl_train_cfg *cfg;
@@ -278,41 +188,41 @@ typedef struct {
     uint64_t steps_run;
 } summary_arg;
 
+static json_t *step_or_null(uint64_t step) { return step != UINT64_MAX ? json_integer((json_int_t)step) : json_null(); }
+
+/* summary.json: one line, the numbers as telemetry.h writes them. */
 static int summary_fill(FILE *f, void *a_)
 {
     const summary_arg *a = a_;
     const fl_train_state *s = a->st;
-    fprintf(f, "{\"act\": \"%s\", \"recipe\": \"%s\", \"steps\": %llu, \"steps_done\": %llu, \"diverged\": %s, \"diverged_step\": ",
-            fl_act_name(a->cfg->model.act), fl_recipe_name((fl_recipe_kind)a->cfg->recipe.kind),
-            (unsigned long long)a->cfg->steps, (unsigned long long)s->step, s->diverged ? "true" : "false");
+    json_t *o = json_object();
+    json_object_set_new(o, "act", json_string(fl_act_name(a->cfg->model.act)));
+    json_object_set_new(o, "recipe", json_string(fl_recipe_name((fl_recipe_kind)a->cfg->recipe.kind)));
+    json_object_set_new(o, "steps", json_integer((json_int_t)a->cfg->steps));
+    json_object_set_new(o, "steps_done", json_integer((json_int_t)s->step));
+    json_object_set_new(o, "diverged", json_boolean(s->diverged));
+    json_object_set_new(o, "diverged_step", step_or_null(s->diverged ? s->div_step : UINT64_MAX));
     if (s->diverged)
-        fprintf(f, "%llu, \"divergence\": \"%s\"", (unsigned long long)s->div_step,
-                s->div_reason == 1 ? "non-finite loss" : "loss above running minimum");
-    else
-        fputs("null", f);
-    fputs(", \"final_loss\": ", f);
-    if (isfinite(s->last_loss))
-        fprintf(f, "%.9g", s->last_loss);
-    else
-        fputs("null", f);
-    fprintf(f, ", \"final_loss_ema\": %.9g, \"alignment_start\": %.9g, \"alignment_end\": %.9g, \"amax_max\": %.9g, \"ffn_in_amax_max\": %.9g",
-            isfinite(s->ema) ? s->ema : -1.0, s->align_start, s->align_end, s->act_amax_max, s->in_amax_max);
-    fprintf(f, ", \"saturated_total\": %llu, \"clipped_total\": %llu, \"nan_produced_total\": %llu, \"flushed_total\": %llu, \"down_in_saturated_total\": %llu",
-            (unsigned long long)s->sat_total, (unsigned long long)s->clip_total, (unsigned long long)s->nanout_total,
-            (unsigned long long)s->ftz_total, (unsigned long long)s->down_sat_total);
-    fputs(", \"first_saturation_step\": ", f);
-    if (s->first_sat_step != UINT64_MAX)
-        fprintf(f, "%llu", (unsigned long long)s->first_sat_step);
-    else
-        fputs("null", f);
-    fputs(", \"first_down_in_saturation_step\": ", f);
-    if (s->first_down_sat_step != UINT64_MAX)
-        fprintf(f, "%llu", (unsigned long long)s->first_down_sat_step);
-    else
-        fputs("null", f);
-    fprintf(f, ", \"steps_per_s\": %.4g, \"steps_this_invocation\": %llu, \"threads\": %u}\n", a->steps_per_s,
-            (unsigned long long)a->steps_run, s->threads);
-    return 0;
+        json_object_set_new(o, "divergence", json_string(s->div_reason == 1 ? "non-finite loss" : "loss above running minimum"));
+    json_object_set_new(o, "final_loss", fl_tele_json_num(s->last_loss, 9));
+    json_object_set_new(o, "final_loss_ema", fl_tele_json_num(isfinite(s->ema) ? s->ema : -1.0, 9));
+    json_object_set_new(o, "alignment_start", fl_tele_json_num(s->align_start, 9));
+    json_object_set_new(o, "alignment_end", fl_tele_json_num(s->align_end, 9));
+    json_object_set_new(o, "amax_max", fl_tele_json_num(s->act_amax_max, 9));
+    json_object_set_new(o, "ffn_in_amax_max", fl_tele_json_num(s->in_amax_max, 9));
+    json_object_set_new(o, "saturated_total", json_integer((json_int_t)s->sat_total));
+    json_object_set_new(o, "clipped_total", json_integer((json_int_t)s->clip_total));
+    json_object_set_new(o, "nan_produced_total", json_integer((json_int_t)s->nanout_total));
+    json_object_set_new(o, "flushed_total", json_integer((json_int_t)s->ftz_total));
+    json_object_set_new(o, "down_in_saturated_total", json_integer((json_int_t)s->down_sat_total));
+    json_object_set_new(o, "first_saturation_step", step_or_null(s->first_sat_step));
+    json_object_set_new(o, "first_down_in_saturation_step", step_or_null(s->first_down_sat_step));
+    json_object_set_new(o, "steps_per_s", fl_tele_json_num(a->steps_per_s, 4));
+    json_object_set_new(o, "steps_this_invocation", json_integer((json_int_t)a->steps_run));
+    json_object_set_new(o, "threads", json_integer(s->threads));
+    const int rc = json_dumpf(o, f, FL_TELE_JSON_FLAGS) || fputc('\n', f) == EOF ? -1 : 0;
+    json_decref(o);
+    return rc;
 }
 
 /* ---- checkpoint ---------------------------------------------------------------------------------- */
@@ -323,12 +233,18 @@ static int save_checkpoint(const char *dir, const char *name, const fl_train_cfg
     char path[4096], err[4400];
     path_join(path, sizeof path, dir, name);
     const size_t rs = fl_recipe_state_size(rec);
+    size_t cs = 0;
     unsigned char *rb = malloc(rs ? rs : 1);
-    if (!rb)
+    char *cb = fl_train_cfg_store(cfg, &cs);
+    if (!rb || !cb) {
+        free(rb);
+        free(cb);
+        fprintf(stderr, "fp8lab train: out of memory writing %s\n", path);
         return -1;
+    }
     fl_recipe_state_save(rec, rb);
     const fl_ckpt_section secs[] = {
-        { CK_CFG, cfg, sizeof *cfg },
+        { CK_CFG, cb, cs },
         { CK_STATE, st, sizeof *st },
         { CK_PARAMS, m->params, m->nparams * sizeof(float) },
         { CK_ADAM_M, am, m->nparams * sizeof(float) },
@@ -337,6 +253,7 @@ static int save_checkpoint(const char *dir, const char *name, const fl_train_cfg
     };
     const int rc = fl_ckpt_write(path, secs, (int)FL_ARRAY_LEN(secs), err, sizeof err);
     free(rb);
+    free(cb);
     if (rc)
         fprintf(stderr, "fp8lab train: %s\n", err);
     return rc;
@@ -350,18 +267,39 @@ int fl_train_read_cfg(fl_train_cfg *cfg, fl_train_state *st, const char *dir, ch
     return fl_train_read_ckpt_cfg(cfg, st, &crc, path, err, errlen);
 }
 
+/* The configuration record of a read checkpoint (train_opts.h) into cfg: 0, or -1 with a message
+   naming the file. */
+static int ckpt_cfg(fl_train_cfg *cfg, const fl_ckpt *ck, const char *path, char *err, size_t errlen)
+{
+    const fl_ckpt_section *c = fl_ckpt_find(ck, CK_CFG);
+    char why[600];
+    if (!c) {
+        snprintf(err, errlen, "%s: checkpoint refused: it has no configuration section", path);
+        return -1;
+    }
+    const int v5 = ck->version == FL_CKPT_VERSION_V5;
+    if ((v5 ? fl_train_cfg_load_v5 : fl_train_cfg_load)(cfg, c->data, (size_t)c->size, why, sizeof why)) {
+        snprintf(err, errlen, "%s: checkpoint refused: its configuration: %s", path, why);
+        return -1;
+    }
+    return 0;
+}
+
 int fl_train_read_ckpt_cfg(fl_train_cfg *cfg, fl_train_state *st, uint32_t *crc, const char *path, char *err, size_t errlen)
 {
     fl_ckpt ck;
     if (fl_ckpt_read(&ck, path, err, errlen))
         return -1;
-    const fl_ckpt_section *c = fl_ckpt_find(&ck, CK_CFG), *s = fl_ckpt_find(&ck, CK_STATE);
-    if (!c || c->size != sizeof *cfg || !s || s->size != sizeof *st) {
-        snprintf(err, errlen, "%s: checkpoint lacks a configuration of this version's layout", path);
+    const fl_ckpt_section *s = fl_ckpt_find(&ck, CK_STATE);
+    if (ckpt_cfg(cfg, &ck, path, err, errlen) || !s || s->size != sizeof *st) {
+        if (s && s->size != sizeof *st)
+            snprintf(err, errlen, "%s: checkpoint refused: its run state has %llu bytes, not %zu", path,
+                     (unsigned long long)s->size, sizeof *st);
+        else if (!s)
+            snprintf(err, errlen, "%s: checkpoint refused: it has no run state section", path);
         fl_ckpt_free(&ck);
         return -1;
     }
-    memcpy(cfg, c->data, sizeof *cfg);
     memcpy(st, s->data, sizeof *st);
     *crc = ck.crc;
     fl_ckpt_free(&ck);
@@ -370,17 +308,15 @@ int fl_train_read_ckpt_cfg(fl_train_cfg *cfg, fl_train_state *st, uint32_t *crc,
 
 const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c)
 {
-    fl_model_cfg a = p->model, b = c->model;
-    if (fl_act_gated(a.act) != fl_act_gated(b.act))
+    static _Thread_local char why[200];
+    if (fl_act_gated(p->model.act) != fl_act_gated(c->model.act))
         return "--act (the fork's activation must have the parent's weight shapes: gated for gated)";
-    a.act = b.act;
-    if (memcmp(&a, &b, sizeof a) || p->bos != c->bos)
-        return "a model flag (--width/--layers/--heads/--ffn/--seq/--batch/--init-std/--bos)";
-    if (p->seed != c->seed)
-        return "--seed (a fork continues its parent's batches and streams)";
-    if (!fl_train_same_data(p, c))
-        return "--data (a fork continues its parent's data stream)";
-    return NULL;
+    const fl_train_opt *o = fl_train_cfg_diff(p, c, FL_OPT_FIXED);
+    if (!o)
+        return NULL;
+    snprintf(why, sizeof why, "%s (a fork keeps its parent's model shapes, seed and data: it continues the parent's "
+                              "batches and streams)", fl_train_opt_name(o));
+    return why;
 }
 
 int fl_train_same_data(const fl_train_cfg *a, const fl_train_cfg *b)
@@ -424,22 +360,28 @@ static int load_checkpoint(const char *path, int fork, const fl_train_cfg *cfg, 
         fprintf(stderr, "fp8lab train: %s\n", err);
         return -1;
     }
-    const fl_ckpt_section *sc = fl_ckpt_find(&ck, CK_CFG), *ss = fl_ckpt_find(&ck, CK_STATE),
-                          *sp = fl_ckpt_find(&ck, CK_PARAMS), *sm = fl_ckpt_find(&ck, CK_ADAM_M),
-                          *sv = fl_ckpt_find(&ck, CK_ADAM_V), *sr = fl_ckpt_find(&ck, CK_RECIPE);
+    fl_train_cfg pc; /* the checkpoint's configuration */
+    if (ckpt_cfg(&pc, &ck, path, err, sizeof err)) {
+        fprintf(stderr, "fp8lab train: %s\n", err);
+        fl_ckpt_free(&ck);
+        return -1;
+    }
+    const fl_ckpt_section *ss = fl_ckpt_find(&ck, CK_STATE), *sp = fl_ckpt_find(&ck, CK_PARAMS),
+                          *sm = fl_ckpt_find(&ck, CK_ADAM_M), *sv = fl_ckpt_find(&ck, CK_ADAM_V),
+                          *sr = fl_ckpt_find(&ck, CK_RECIPE);
     const size_t pb = m->nparams * sizeof(float);
     const char *why = NULL;
-    if (!sc || !ss || !sp || !sm || !sv || !sr)
+    if (!ss || !sp || !sm || !sv || !sr)
         why = "a section is missing";
-    else if (sc->size != sizeof *cfg || (!fork && memcmp(sc->data, cfg, sizeof *cfg)))
+    else if (!fork && memcmp(&pc, cfg, sizeof *cfg))
         why = "its configuration does not match this run's";
     else if (ss->size != sizeof *st || sp->size != pb || sm->size != pb || sv->size != pb)
         why = "its tensors have the wrong sizes for this model";
-    else if (fork && (why = fl_train_fork_mismatch((const fl_train_cfg *)sc->data, cfg)) != NULL)
+    else if (fork && (why = fl_train_fork_mismatch(&pc, cfg)) != NULL)
         ;
     else if (fork && ck.crc != cfg->fork_crc)
         why = "it changed since the fork's configuration was made (CRC)";
-    else if (!fork || !memcmp(&((const fl_train_cfg *)sc->data)->recipe, &cfg->recipe, sizeof cfg->recipe))
+    else if (!fork || !memcmp(&pc.recipe, &cfg->recipe, sizeof cfg->recipe))
         why = fl_recipe_state_load(rec, sr->data, sr->size);
     if (why) {
         fprintf(stderr, "fp8lab train: %s: checkpoint refused: %s\n", path, why);

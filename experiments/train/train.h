@@ -1,13 +1,16 @@
 /* train.h — the training run: configuration, the loop (train.c), the summary it leaves behind.
  *
  * A run folder holds
- *   config.json      the configuration, for people (the checkpoint carries the binary one)
+ *   config.json      the configuration, for people: one key per option of the table (train_opts.h),
+ *                    written by jansson; a path that is not UTF-8 gets U+FFFD where its bad bytes
+ *                    were (fl_json.h), a u64 above 2^63 - 1 (a seed) is a string of its digits
  *   metrics.csv      one row per step (columns: see telemetry.h)
  *   telemetry.jsonl  per-cast-site and per-FFN statistics every --log-every steps
  *   sites.csv        per step, each cast site with a per-tensor FP8 scale: amax, staleness,
  *                    saturation, clip mass, underflow (telemetry.h)
  *   checkpoint.bin   the latest checkpoint (checkpoint.h), every --ckpt-every steps, at the end,
- *                    and on SIGINT / SIGTERM
+ *                    and on SIGINT / SIGTERM; its configuration is a versioned key=value record
+ *                    (train_opts.h), the run state (fl_train_state) and the tensors are raw
  *   summary.json     the outcome (divergence, final loss, alignment, amax, saturation, steps/s)
  *   channels.csv, records.csv   with --chan-every: per-channel telemetry of every FFN's down
  *                    projection input (channels.h)
@@ -44,7 +47,9 @@ enum { FL_SCHED_CONSTANT, FL_SCHED_COSINE };
 enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS, FL_DATA_FORTUNES };
 #define FL_KEEP_MAX 16
 
-/* Every field fixed-width, no padding holes (the struct is stored in checkpoints and compared). */
+/* Every field fixed-width, no padding holes (configurations are compared with memcmp).  Each field
+   that is part of the configuration has a row in the option table (train_opts.h), which gives its
+   flag, key, default and range; checkpoints store it as text, so the layout may change. */
 typedef struct {
     fl_model_cfg model;    /* 7 u32 + act (2 u32) + float = 40 bytes */
     fl_recipe_cfg recipe;  /* 12 u32 + the site overrides (256 bytes) */
@@ -73,6 +78,7 @@ typedef struct {
     char fork_from[512];   /* a fork: the parent checkpoint's path as given; "" otherwise */
 } fl_train_cfg;
 
+/* The defaults of the option table (train_opts.h); every byte outside the fields zero. */
 void fl_train_cfg_default(fl_train_cfg *c);
 /* The demo's model and optimiser (TRAINING.md: why each choice), shared by demo and mechanism: the
    defaults with C 64, L 2, H 4, F 256, T 64, B 16; lr 3e-3 constant after 100 warm-up steps, wd 1
@@ -143,19 +149,24 @@ int fl_train_run(const fl_train_cfg *cfg, const fl_train_opts *opts);
 /* Read a run folder's checkpoint config (for `train --resume`): 0, or -1 with message. */
 int fl_train_read_cfg(fl_train_cfg *cfg, fl_train_state *st, const char *dir, char *err, size_t errlen);
 
-/* Check a configuration: NULL if fine, else what is wrong (for exit 2). */
+/* Check a configuration: every field's value one its flag can give (train_opts.h), and the
+   conditions between fields.  NULL if fine, else what is wrong (for exit 2). */
 const char *fl_train_cfg_check(const fl_train_cfg *c);
 
-/* Write config.json-style JSON of cfg to f. */
-void fl_train_cfg_json(FILE *f, const fl_train_cfg *c);
+/* Write config.json's JSON of cfg to f (indented, one trailing newline): 0, or -1 when it could not
+   be written. */
+int fl_train_cfg_json(FILE *f, const fl_train_cfg *c);
 
-/* Apply one CLI flag (cmd_train.c) to c: 0 done (*used = 1 when val was consumed), 1 not a
-   training flag, 2 bad value (message printed). */
+/* Apply one CLI flag to c, as the option table says (train_opts.h; train, demo and mechanism): 0
+   done (*used = 1 when val was consumed), 1 not a flag of the configuration, 2 bad value (message
+   printed, "fp8lab CMD: ..."). */
 int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, const char *val, int *used);
 
-/* The `fp8lab train` flags that give configuration c (every flag explicit; --out, --threads and
-   --quiet not included), space-separated, quoted for a POSIX shell where needed, into buf (size n).
-   0, or -1 when it did not fit (buf truncated).  A text --data path is quoted as given. */
+/* The `fp8lab train` flags that give configuration c (--out, --threads and --quiet not included),
+   in table order (train_opts.h): every option with a value, except those marked FL_OPT_ECHO_SET
+   at their default, and each bool flag that changes its default; space-separated, a value quoted
+   for a POSIX shell where it has a byte that needs it (fl_cli_sh_quote), into buf (size n).  0, or
+   -1 when it did not fit (buf truncated). */
 int fl_train_cfg_args(char *buf, size_t n, const fl_train_cfg *c);
 
 /* Set up OpenBLAS's environment and re-execute this program when something had to change (argv:

@@ -26,7 +26,7 @@ static const char *const help =
     "       fp8lab ulp [FN] [--format FMT] --impl NAME (--exhaustive | --range LO:HI | --sample N [--seed S])\n"
     "       fp8lab ulp [FN] --impl ROWWISE (--sample ROWS | --range LO:HI) [--seed S] [--row-len H] [--dist D]\n"
     "       fp8lab ulp --merge A.json B.json ... [--json] [--max-ulp T]\n"
-    "       fp8lab ulp --list\n"
+    "       fp8lab ulp --list [--json]\n"
     "\n"
     "Validates outputs of FN (a reference function: silu, gelu, gelu_tanh, sigmoid, tanh, swiglu, ...)\n"
     "in format FMT against the exact, MPFR-certified values.  Error in ulps = |y - f(x)| / ulp(f(x)),\n"
@@ -71,7 +71,8 @@ static const char *const help =
     "                    narrower FMT, IEEE overflow for fp32/bf16/fp16)\n"
     "  --max-ulp T       gate: exit 3 if the largest error exceeds T or any output's class (NaN, Inf,\n"
     "                    saturation) differs from the reference's\n"
-    "  --json            one JSON object on stdout (merge shards with --merge)\n"
+    "  --json            one JSON object on stdout (merge shards with --merge); with --list: every\n"
+    "                    implementation's formats, kernel and accuracy-table mode (make twin-table)\n"
     "  --mpfr-only       no fast path: MPFR for every output (same report, much slower)\n"
     "  --threads N       OpenMP threads, 1 .. 1024 (default: OMP_NUM_THREADS or all cores)\n"
     "  --no-progress     no progress bar (it is shown on a terminal for long runs)\n"
@@ -413,6 +414,60 @@ static int validate(ulp_plan *p, ulp_opts *o, uint64_t lo, uint64_t hi)
     return rc == FL_EXIT_OK ? report(&r, p, o, lo, hi) : rc;
 }
 
+/* ---- --list --json ----------------------------------------------------------------------------------- */
+
+/* One implementation for `--list --json`: what a driver needs to run it (experiments/ulp/twin_table.sh
+   runs every kernel twin from this listing) -- the reference function, parameters and derivative, the
+   formats, the kernel a twin mirrors, and the accuracy table's mode (twins.h) as `ulp --impl NAME`
+   arguments, with the fast path decided as a run of the implementation decides it (ulp_setup_job).
+   NULL when the implementation does not set up (a usage error, already reported). */
+static json_t *impl_json(const fl_twin *t)
+{
+    char *argv[] = { (char *)cmd, (char *)"--impl", (char *)t->name, (char *)"--exhaustive", NULL };
+    ulp_opts o;
+    ulp_plan p;
+    if (ulp_parse_args(&o, 4, argv) != FL_EXIT_OK || ulp_setup_job(&p, &o) != FL_EXIT_OK)
+        return NULL;
+    fl_twin_mode m;
+    fl_twin_table_mode(&m, t, p.j.fast != NULL);
+    char args[128];
+    fl_twin_mode_args(args, sizeof args, &m);
+    json_t *ins = json_array(), *margs = json_array();
+    for (int k = 0; k < t->n_inputs; k++)
+        json_array_append_new(ins, json_string(fl_format_name(t->in_fmt[k])));
+    for (char *tok = strtok(args, " "); tok; tok = strtok(NULL, " "))
+        json_array_append_new(margs, json_string(tok));
+    const fl_twin_kernel *k = fl_twin_kernel_of(t);
+    return json_pack("{s:s, s:s, s:s, s:i, s:s?, s:o, s:s, s:b, s:o, s:i, s:b, s:s, s:o, s:s}", "name", t->name, "ref_fn",
+                     t->ref_fn, "ref_params", t->ref_params, "derivative", t->derivative, "wrt", t->ref_wrt,
+                     "input_formats", ins, "output_format", fl_format_name(t->out_fmt), "rowwise", t->rowwise, "kernel",
+                     k ? json_pack("{s:s, s:i}", "name", fl_twin_kernel_name(k->id), "order", k->order) : json_null(),
+                     "space_bits", fl_twin_space_bits(t), "fast_path", p.j.fast != NULL, "mode", fl_twin_mode_name(m.kind),
+                     "mode_args", margs, "summary", t->summary);
+}
+
+/* {"twins": [...], "examples": [...]} on stdout. */
+static int list_json(void)
+{
+    json_t *twins = json_array(), *examples = json_array();
+    for (size_t i = 0; i < fl_twin_count + fl_ulp_example_count; i++) {
+        const fl_twin *t = i < fl_twin_count ? &fl_twins[i] : &fl_ulp_examples[i - fl_twin_count];
+        json_t *e = impl_json(t);
+        if (!e) {
+            fprintf(stderr, "fp8lab %s: implementation '%s' does not set up (above)\n", cmd, t->name);
+            json_decref(twins);
+            json_decref(examples);
+            return FL_EXIT_FAIL;
+        }
+        json_array_append_new(i < fl_twin_count ? twins : examples, e);
+    }
+    json_t *o = json_pack("{s:o, s:o}", "twins", twins, "examples", examples);
+    json_dumpf(o, stdout, JSON_INDENT(1));
+    fputc('\n', stdout);
+    json_decref(o);
+    return FL_EXIT_OK;
+}
+
 /* ---- the command ------------------------------------------------------------------------------------- */
 
 int fl_cmd_ulp(int argc, char **argv)
@@ -426,6 +481,8 @@ int fl_cmd_ulp(int argc, char **argv)
         return FL_EXIT_OK;
     }
     if (o.list) {
+        if (o.json)
+            return list_json();
         fl_ulp_impl_list(stdout);
         return FL_EXIT_OK;
     }

@@ -16,7 +16,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "cli/cli.h"
+#include "commands.h"
+#include "common/cli.h"
 #include "fl_round.h"
 #include "npy.h"
 #include "ref.h"

@@ -1,62 +1,96 @@
 #!/bin/sh
-# twin_table.sh FP8LAB OUTDIR — the published accuracy table of the kernels' CPU twins
-# (kernels/README.md, "Accuracy: every twin against MPFR"): runs `fp8lab ulp --impl NAME --json` for
-# every kernel twin, exhaustively where the input space allows (every bf16 / e4m3 input; every bf16
-# pair for the SwiGLU forward, through the fast path), otherwise a fixed-seed sample, and writes
-# OUTDIR/NAME.json and OUTDIR/table.md.  `make twin-table` runs it (tens of minutes on 2 cores).
+# twin_table.sh FP8LAB OUTDIR [README] — the accuracy table of the kernels' CPU twins against MPFR
+# (kernels/README.md, "Every twin against MPFR").  Every kernel twin that `FP8LAB ulp --list --json`
+# lists runs as `FP8LAB ulp --impl NAME --json` with the mode arguments the listing gives it
+# (kernels/twins.h, fl_twin_table_mode: exhaustive where the input space allows, else a fixed-seed
+# sample, row-wise twins seeded rows) -> OUTDIR/NAME.json; then OUTDIR/table.md.  With README, the
+# table between README's twin-table markers is replaced by OUTDIR/table.md once every twin has run, in
+# one rename (a failed or interrupted run leaves README as it was).
+#   TWINS="silu_bf16 polyrelu3_bf16"   only those twins, for a quick check: OUTDIR/table.md holds them
+#                                      and README is not touched.
+# `make twin-table` runs it on every twin (tens of minutes on 2 cores, most of it the 2^32 SwiGLU pairs);
+# `make twin-table TWINS="..."` on a subset.
 set -eu
 cli=$1
 out=$2
+readme=${3:-}
 mkdir -p "$out"
-run() { # NAME MODE...
-    name=$1
-    shift
-    echo "== $name $*" >&2
-    "$cli" ulp --impl "$name" --json --no-progress "$@" > "$out/$name.json.tmp"
+"$cli" ulp --list --json > "$out/list.json.tmp"
+mv "$out/list.json.tmp" "$out/list.json"
+# the jobs, one line each: NAME MODE-ARGUMENTS...
+TWINS=${TWINS:-} python3 - "$out/list.json" > "$out/jobs.txt" <<'PY'
+import json, os, sys
+twins = json.load(open(sys.argv[1]))["twins"]
+names = [t["name"] for t in twins]
+want = os.environ["TWINS"].split()
+bad = [n for n in want if n not in names]
+if bad:
+    sys.exit("twin_table.sh: TWINS names no kernel twin: %s (fp8lab ulp --list shows them)" % " ".join(bad))
+for t in twins:
+    if not want or t["name"] in want:
+        print(t["name"], " ".join(t["mode_args"]))
+PY
+rm -f "$out/times.tmp"
+t_all=$(date +%s)
+while read -r name args; do
+    echo "== $name $args" >&2
+    t0=$(date +%s)
+    # shellcheck disable=SC2086 # the mode arguments are words
+    "$cli" ulp --impl "$name" $args --json --no-progress < /dev/null > "$out/$name.json.tmp"
     mv "$out/$name.json.tmp" "$out/$name.json"
-    echo "$name|$*" >> "$out/modes.tmp"
-}
-rm -f "$out/modes.tmp"
-# one input of <= 16 bits, and e4m3 pairs: every input
-for t in silu_bf16 polyrelu2_bf16 polyrelu3_bf16 polyrelu4_bf16 polyrelu3_bf16_e4m3 polyrelu3_e4m3_bf16 \
-         polyrelu2_bwd_bf16 polyrelu3_bwd_bf16 polyrelu4_bwd_bf16 polyrelu3_bwd_e5m2 swiglu_e4m3_bf16; do
-    run $t --exhaustive
-done
-# every bf16 pair (2^32) of the SwiGLU forward: the fast path decides almost all of them
-for t in swiglu_bf16 swiglu_bf16_e4m3; do
-    run $t --exhaustive
-done
-# no fast path (derivatives): MPFR on a fixed-seed sample of 2^20 inputs.  The Smooth-SwiGLU twins are
-# not sampled: their scale input must match the data (s = 2^-ceil(log2 amax) of the channel), which
-# independent samples of (g, u, s) are not; with such an s their output is RN(h s) for h = swiglu_bf16's
-# fp32 value and s a power of two, i.e. swiglu's accuracy (kernels/README.md).
-for t in swiglu_bwd_g_bf16 swiglu_bwd_u_bf16 swiglu_bwd_g_e5m2; do
-    run $t --sample 1048576 --seed 1
-done
-mv "$out/modes.tmp" "$out/modes.txt"
-python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
+    echo "$name $(( $(date +%s) - t0 ))" >> "$out/times.tmp"
+done < "$out/jobs.txt"
+mv "$out/times.tmp" "$out/times.txt"
+TWINS=${TWINS:-} python3 - "$out" "$readme" "$(( $(date +%s) - t_all ))" "$(nproc 2>/dev/null || echo 1)" <<'PY'
+import datetime, json, os, sys
+out, readme, wall, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+listing = {t["name"]: t for t in json.load(open(out + "/list.json"))["twins"]}
+times = dict(line.split() for line in open(out + "/times.txt"))
 def pct(a, n):  # never rounds a miss up to 100%
     return "100%" if a == n else "%.4f%%" % min(100.0 * a / n, 99.9999)
+def case(w):
+    where = "row %d col %d: " % (w["row"], w["column"]) if "row" in w else ""
+    return "%s%s → %s (%s)" % (where, ", ".join(i["hexfloat"] for i in w["inputs"]), w["output"]["hexfloat"],
+                               w["reference"]["hexfloat"])
 rows = ["| twin | inputs | outputs | correctly rounded | faithful (≤ 1 ulp) | max ulp (finite) | worst input → output (correctly rounded) | class mismatches |",
         "|---|---|---|---|---|---|---|---|"]
-for line in open(out + "/modes.txt"):
-    name, mode = line.rstrip("\n").split("|", 1)
-    o = json.load(open("%s/%s.json" % (out, name)))
+for name in times:
+    t, o = listing[name], json.load(open("%s/%s.json" % (out, name)))
     n = o["count"]
     fin = [w for w in o["worst"] if w["ulp"] != "inf"]
     worst = "—"
     if fin and o["max_ulp"] > 0:
-        w = fin[0]
-        worst = "%s → %s (%s)" % (", ".join(i["hexfloat"] for i in w["inputs"]), w["output"]["hexfloat"], w["reference"]["hexfloat"])
+        worst = case(fin[0])
     elif o["worst"]:
-        w = o["worst"][0]
-        worst = "class mismatch: %s → %s (%s)" % (", ".join(i["hexfloat"] for i in w["inputs"]), w["output"]["hexfloat"], w["reference"]["hexfloat"])
-    what = "all %d" % n if "exhaustive" in mode else "%d sampled (seed 1)" % n
+        worst = "class mismatch: " + case(o["worst"][0])
+    args = t["mode_args"]
+    seed = args[args.index("--seed") + 1] if "--seed" in args else None
+    if t["mode"] == "exhaustive":
+        what = "all %d" % n
+    elif t["mode"] == "rows":
+        what = "%d: %s rows of %s (seed %s)" % (n, args[args.index("--sample") + 1], args[args.index("--row-len") + 1], seed)
+    else:
+        what = "%d sampled (seed %s)" % (n, seed)
     rows.append("| `%s` | %s | %s | %s | %s | %.6g | %s | %d |" % (
         name, " ".join(o["input_formats"]) + " → " + o["format"], what, pct(o["correctly_rounded"], n),
         pct(o["faithful"], n), o["max_ulp"], worst, o["mismatched_special"]))
-open(out + "/table.md", "w").write("\n".join(rows) + "\n")
-print("\n".join(rows))
+longest = sorted(times, key=lambda k: -int(times[k]))[:2]
+head = ("Generated by `make twin-table` on %s: %d twins in %d s on %s cores (longest: %s)." %
+        (datetime.date.today().isoformat(), len(times), wall, cores,
+         ", ".join("`%s` %s s" % (k, times[k]) for k in longest)))
+table = head + "\n\n" + "\n".join(rows) + "\n"
+open(out + "/table.md", "w").write(table)
+print(table, end="")
+if readme and not os.environ["TWINS"].split():
+    begin, end = "<!-- twin-table:begin", "<!-- twin-table:end -->"
+    text = open(readme).read()
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        sys.exit("twin_table.sh: %s needs one %s ... --> line and one %s line after it; table in %s/table.md"
+                 % (readme, begin, end, out))
+    b = text.index("\n", text.index(begin)) + 1
+    e = text.index(end)
+    tmp = readme + ".twin-table.tmp"
+    open(tmp, "w").write(text[:b] + "\n" + table + "\n" + text[e:])
+    os.replace(tmp, readme)
+    print("twin_table.sh: replaced the table in %s" % readme, file=sys.stderr)
 PY

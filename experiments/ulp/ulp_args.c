@@ -58,12 +58,90 @@ static int flag_id(const char *a)
     return -1;
 }
 
+/* --format, --input-format or --output-format FMT: any format but e8m0. */
+static int take_format(ulp_opts *o, opt_id id, const char *a, const char *val)
+{
+    fl_format f;
+    if (!val || fl_format_parse(&f, val))
+        return fl_cli_usage_error(cmd, "%s needs a format name (formats: %s)", a, fl_format_names());
+    if (f == FL_FMT_E8M0)
+        return fl_cli_usage_error(cmd, "e8m0 (a scale format) is not supported by %s", a);
+    *(id == OPT_FORMAT ? &o->fmt : id == OPT_INPUT_FORMAT ? &o->in_pat : &o->out_pat) = (int)f;
+    return FL_EXIT_OK;
+}
+
+/* --inputs FILE or --outputs FILE, which becomes *last_file, or --tensor NAME, a tensor of *last_file. */
+static int take_file(ulp_opts *o, opt_id id, const char *a, const char *val, ulp_source **last_file)
+{
+    if (id == OPT_TENSOR) {
+        if (!val || !*last_file)
+            return fl_cli_usage_error(cmd, "--tensor NAME follows the --inputs/--outputs file it names a tensor of");
+        (*last_file)->tensor = val;
+        return FL_EXIT_OK;
+    }
+    if (!val)
+        return fl_cli_usage_error(cmd, "%s needs a file", a);
+    if (id == OPT_INPUTS) {
+        if (o->n_ins == FL_MAX_INPUTS)
+            return fl_cli_usage_error(cmd, "at most %d --inputs", FL_MAX_INPUTS);
+        *last_file = &o->ins[o->n_ins++];
+    } else {
+        if (o->have_out)
+            return fl_cli_usage_error(cmd, "--outputs given twice");
+        o->have_out = 1;
+        *last_file = &o->outs;
+    }
+    (*last_file)->path = val;
+    return FL_EXIT_OK;
+}
+
+/* --sample N, --seed N or --threads N. */
+static int take_count(ulp_opts *o, opt_id id, const char *a, const char *val)
+{
+    unsigned long long v;
+    if (id == OPT_THREADS && (!val || fl_cli_parse_u64(&v, val) || v < 1 || v > ULP_MAX_THREADS))
+        return fl_cli_usage_error(cmd, "--threads needs an integer from 1 to %d%s%s%s", ULP_MAX_THREADS,
+                                  val ? " (got '" : "", val ? val : "", val ? "')" : "");
+    if (!val || fl_cli_parse_u64(&v, val))
+        return fl_cli_usage_error(cmd, "%s needs a non-negative integer", a);
+    if (id == OPT_SAMPLE) {
+        o->nsample = v;
+        o->sample_set = 1;
+    } else if (id == OPT_SEED) {
+        o->seed = v;
+    } else {
+        o->threads = (int)v;
+    }
+    return FL_EXIT_OK;
+}
+
+/* The row-wise options: --row-len N, --dist NAME or --save PREFIX. */
+static int take_row_option(ulp_opts *o, opt_id id, const char *val)
+{
+    if (id == OPT_ROW_LEN) {
+        unsigned long long v;
+        if (!val || fl_cli_parse_u64(&v, val) || v == 0 || v >= (1ull << 24))
+            return fl_cli_usage_error(cmd, "--row-len needs a row length 1 .. 2^24 - 1");
+        o->row_len = (long)v;
+    } else if (id == OPT_DIST) {
+        o->dist = -1;
+        for (int d = 0; val && d < DIST_COUNT; d++)
+            if (!strcmp(val, ulp_dist_names[d]))
+                o->dist = d;
+        if (o->dist < 0)
+            return fl_cli_usage_error(cmd, "--dist needs normal, heavy or cancel");
+    } else {
+        if (!val)
+            return fl_cli_usage_error(cmd, "--save needs a file prefix");
+        o->save_prefix = val;
+    }
+    return FL_EXIT_OK;
+}
+
 /* One flag `a` with the argument after it, val (NULL at the end of argv); *used = 1 when it takes val.
    *last_file is the --inputs/--outputs file a --tensor names a tensor of.  0 or a usage error. */
 static int take_flag(ulp_opts *o, opt_id id, const char *a, const char *val, int *used, ulp_source **last_file)
 {
-    unsigned long long v;
-    fl_format f;
     *used = 0;
     switch (id) {
     case OPT_HELP: o->help = 1; break;
@@ -72,38 +150,13 @@ static int take_flag(ulp_opts *o, opt_id id, const char *a, const char *val, int
     case OPT_FORMAT:
     case OPT_INPUT_FORMAT:
     case OPT_OUTPUT_FORMAT:
-        if (!val || fl_format_parse(&f, val))
-            return fl_cli_usage_error(cmd, "%s needs a format name (formats: %s)", a, fl_format_names());
-        if (f == FL_FMT_E8M0)
-            return fl_cli_usage_error(cmd, "e8m0 (a scale format) is not supported by %s", a);
-        *(id == OPT_FORMAT ? &o->fmt : id == OPT_INPUT_FORMAT ? &o->in_pat : &o->out_pat) = (int)f;
         *used = 1;
-        break;
+        return take_format(o, id, a, val);
     case OPT_INPUTS:
-        if (!val)
-            return fl_cli_usage_error(cmd, "%s needs a file", a);
-        if (o->n_ins == FL_MAX_INPUTS)
-            return fl_cli_usage_error(cmd, "at most %d --inputs", FL_MAX_INPUTS);
-        *last_file = &o->ins[o->n_ins++];
-        (*last_file)->path = val;
-        *used = 1;
-        break;
     case OPT_OUTPUTS:
-        if (!val)
-            return fl_cli_usage_error(cmd, "%s needs a file", a);
-        if (o->have_out)
-            return fl_cli_usage_error(cmd, "--outputs given twice");
-        o->have_out = 1;
-        *last_file = &o->outs;
-        (*last_file)->path = val;
-        *used = 1;
-        break;
     case OPT_TENSOR:
-        if (!val || !*last_file)
-            return fl_cli_usage_error(cmd, "--tensor NAME follows the --inputs/--outputs file it names a tensor of");
-        (*last_file)->tensor = val;
         *used = 1;
-        break;
+        return take_file(o, id, a, val, last_file);
     case OPT_IMPL:
         if (!val)
             return fl_cli_usage_error(cmd, "--impl needs a name (see --list)");
@@ -121,42 +174,13 @@ static int take_flag(ulp_opts *o, opt_id id, const char *a, const char *val, int
     case OPT_SAMPLE:
     case OPT_SEED:
     case OPT_THREADS:
-        if (id == OPT_THREADS && (!val || fl_cli_parse_u64(&v, val) || v < 1 || v > ULP_MAX_THREADS))
-            return fl_cli_usage_error(cmd, "--threads needs an integer from 1 to %d%s%s%s", ULP_MAX_THREADS,
-                                      val ? " (got '" : "", val ? val : "", val ? "')" : "");
-        if (!val || fl_cli_parse_u64(&v, val))
-            return fl_cli_usage_error(cmd, "%s needs a non-negative integer", a);
-        if (id == OPT_SAMPLE) {
-            o->nsample = v;
-            o->sample_set = 1;
-        } else if (id == OPT_SEED) {
-            o->seed = v;
-        } else {
-            o->threads = (int)v;
-        }
         *used = 1;
-        break;
+        return take_count(o, id, a, val);
     case OPT_ROW_LEN:
-        if (!val || fl_cli_parse_u64(&v, val) || v == 0 || v >= (1ull << 24))
-            return fl_cli_usage_error(cmd, "--row-len needs a row length 1 .. 2^24 - 1");
-        o->row_len = (long)v;
-        *used = 1;
-        break;
     case OPT_DIST:
-        o->dist = -1;
-        for (int d = 0; val && d < DIST_COUNT; d++)
-            if (!strcmp(val, ulp_dist_names[d]))
-                o->dist = d;
-        if (o->dist < 0)
-            return fl_cli_usage_error(cmd, "--dist needs normal, heavy or cancel");
-        *used = 1;
-        break;
     case OPT_SAVE:
-        if (!val)
-            return fl_cli_usage_error(cmd, "--save needs a file prefix");
-        o->save_prefix = val;
         *used = 1;
-        break;
+        return take_row_option(o, id, val);
     case OPT_INDEX_BASE:
         /* a report's indices are JSON integers (int64): the arrays' elements end at 2^63 - 1 at most
            (checked against their count once they are open, cmd_ulp.c) */

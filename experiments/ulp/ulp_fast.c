@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "act_list.h"
 #include "fl_round.h"
 #include "ulp_report.h"
 
@@ -253,6 +254,24 @@ static inline int set_rel(fl_encl *e, dd v, double rel)
     return set_encl(e, v.h, v.l, fabs(v.h) * rel * (1 + 0x1p-50));
 }
 
+/* The status for a NaN or infinite x: NaN in, NaN out; +-Inf is left to MPFR. */
+static inline int nonfinite(double x) { return isnan(x) ? FL_FAST_NAN : FL_FAST_UNSURE; }
+
+/* The cases shared by the self-gated f = x h(x) with h -> 1 at +Inf and f -> -0 at -Inf (silu, gelu,
+   gelu_tanh): NaN, +-Inf; x >= hi, where f lies in [x(1 - rel), x) (one-sided); x <= lo, where |f| is
+   below every format's half subnormal (the proxy -2^-900).  Returns the status with *e set, or -1 for
+   the other x. */
+static int gated_tails(fl_encl *e, double x, double hi, double rel, double lo)
+{
+    if (!isfinite(x))
+        return nonfinite(x);
+    if (x >= hi)
+        return set_side(e, x, 0, x * rel * (1 + 0x1p-50), -1);
+    if (x <= lo)
+        return set_encl(e, -PROXY_TINY, 0, 0);
+    return -1;
+}
+
 /* silu(x) = x / (1 + e^-x).
    |x| < 2^-30: sigma(x) = 1/2 + tanh(x/2)/2 and t - t^3/3 <= tanh t <= t (t >= 0) give
      x sigma(x) in [x/2 + x^2/4 - x^4/48, x/2 + x^2/4]; x^2/4 is exact (x has 24 bits).
@@ -262,18 +281,12 @@ static inline int set_rel(fl_encl *e, dd v, double rel)
    numerator and the denominator) + 2u^2 + 2u^2 + 6u^2 < 2^-85.9; radius 2^-81. */
 static int fast_silu(fl_encl *e, float xf)
 {
-    const double x = xf;
-    if (isnan(x))
-        return FL_FAST_NAN;
-    if (isinf(x))
-        return FL_FAST_UNSURE;
-    const double ax = fabs(x);
+    const double x = xf, ax = fabs(x);
     if (ax < TINY) /* includes +-0: exact +-0 */
         return set_encl(e, 0.5 * x, 0.25 * x * x, ax * ax * ax * ax * (1.0 / 48) * (1 + 0x1p-50));
-    if (x >= 64)
-        return set_side(e, x, 0, x * 0x1p-92 * (1 + 0x1p-50), -1);
-    if (x <= -140)
-        return set_encl(e, -PROXY_TINY, 0, 0);
+    const int st = gated_tails(e, x, 64, 0x1p-92, -140);
+    if (st >= 0)
+        return st;
     if (x > 0) {
         const dd E = exp_dd(-x, 0);
         const dd D = dd_add_d(E, 1.0);
@@ -295,10 +308,8 @@ static int fast_silu(fl_encl *e, float xf)
 static int fast_sigmoid(fl_encl *e, float xf)
 {
     const double x = xf;
-    if (isnan(x))
-        return FL_FAST_NAN;
-    if (isinf(x))
-        return FL_FAST_UNSURE;
+    if (!isfinite(x))
+        return nonfinite(x);
     const double ax = fabs(x);
     if (ax < TINY)
         return set_encl(e, 0.5, 0.25 * x, ax * ax * ax * (1.0 / 48) * (1 + 0x1p-50));
@@ -331,10 +342,8 @@ static int fast_sigmoid(fl_encl *e, float xf)
 static int fast_tanh(fl_encl *e, float xf)
 {
     const double x = xf;
-    if (isnan(x))
-        return FL_FAST_NAN;
-    if (isinf(x))
-        return FL_FAST_UNSURE;
+    if (!isfinite(x))
+        return nonfinite(x);
     const double a = fabs(x), sg = x < 0 ? -1.0 : 1.0;
     dd v;
     double rel;
@@ -370,22 +379,12 @@ static int fast_tanh(fl_encl *e, float xf)
    (2u^2 + 6u^2): < 2^-86.9; radius 2^-81. */
 static int fast_gelu_tanh(fl_encl *e, float xf)
 {
-    const double x = xf;
-    if (isnan(x))
-        return FL_FAST_NAN;
-    if (isinf(x))
-        return FL_FAST_UNSURE;
-    const double ax = fabs(x);
-    if (ax < TINY) {
-        const double x2 = x * x;
-        return set_encl(e, 0.5 * x, 0.5 * C_SQRT_2_OVER_PI.h * x2,
-                        (x2 * 0x1p-51 + 0.11 * x2 * x2) * (1 + 0x1p-50));
-    }
-    if (x >= 10)
-        return set_side(e, x, 0, x * 0x1p-125 * (1 + 0x1p-50), -1);
-    if (x <= -12)
-        return set_encl(e, -PROXY_TINY, 0, 0);
-    const double x2 = x * x; /* exact */
+    const double x = xf, x2 = x * x; /* exact */
+    if (fabs(x) < TINY)
+        return set_encl(e, 0.5 * x, 0.5 * C_SQRT_2_OVER_PI.h * x2, (x2 * 0x1p-51 + 0.11 * x2 * x2) * (1 + 0x1p-50));
+    const int st = gated_tails(e, x, 10, 0x1p-125, -12);
+    if (st >= 0)
+        return st;
     const dd w = dd_mul_d(C_GELU_A, x2);
     const dd q = dd_add_d(w, 1.0);
     const dd s = dd_mul(q, C_SQRT_2_OVER_PI);
@@ -748,20 +747,14 @@ static dd mills(double a, double *err)
      x > 0 (absolute error relative to Phi <= 2^-86 * 2^-9.5), or that itself for x < 0. */
 static int fast_gelu(fl_encl *e, float xf)
 {
-    const double x = xf;
-    if (isnan(x))
-        return FL_FAST_NAN;
-    if (isinf(x))
-        return FL_FAST_UNSURE;
-    const double a = fabs(x);
+    const double x = xf, a = fabs(x);
     if (a < TINY) {
         const double x2 = x * x;
         return set_encl(e, 0.5 * x, C_SQRT2PI_INV.h * x2, (x2 * 0x1p-51 + 0.07 * x2 * x2) * (1 + 0x1p-50));
     }
-    if (x >= 9)
-        return set_side(e, x, 0, x * 0x1p-62 * (1 + 0x1p-50), -1);
-    if (x <= -16)
-        return set_encl(e, -PROXY_TINY, 0, 0);
+    const int st = gated_tails(e, x, 9, 0x1p-62, -16);
+    if (st >= 0)
+        return st;
     dd Phi;
     double abserr; /* absolute error bound on Phi */
     if (a < 3) {
@@ -817,14 +810,10 @@ static int fast_swiglu(fl_encl *e, float gf, float uf)
     return set_encl(e, c.h, c.l, (s.r * fabs(u) + fabs(lo.l) + fabs(q.l)) * (1 + 0x1p-50) + ABS_SLACK);
 }
 
-static const fl_fast_fn fast_fns[] = {
-    { "silu", fast_silu, NULL },
-    { "sigmoid", fast_sigmoid, NULL },
-    { "tanh", fast_tanh, NULL },
-    { "gelu", fast_gelu, NULL },
-    { "gelu_tanh", fast_gelu_tanh, NULL },
-    { "swiglu", NULL, fast_swiglu },
-};
+/* The rows of reference/act_list.h with a fast path, in the list's order: a row naming an evaluator
+   that is not defined above does not compile. */
+#define FAST_ROW(ID, name, eval, eval2) { #name, eval, eval2 },
+static const fl_fast_fn fast_fns[] = { FL_ACT_FASTS(FAST_ROW) };
 
 static int mills_ready;
 

@@ -51,8 +51,9 @@ typedef struct {
 
 /* Builds the shared tables (MPFR, once).  Idempotent; fl_fast_lookup calls it. */
 void fl_fast_init(void);
-/* The fast path of a reference function with default parameters, or NULL: silu, sigmoid, tanh,
-   gelu, gelu_tanh, swiglu.  Builds the tables the function needs: call it before threads evaluate. */
+/* The fast path of a reference function with default parameters, or NULL: the rows of
+   reference/act_list.h with a FAST part (gelu, gelu_tanh, sigmoid, tanh, silu, swiglu).  Builds the
+   tables the function needs: call it before threads evaluate. */
 const fl_fast_fn *fl_fast_lookup(const char *name);
 
 /* ---- the judgement --------------------------------------------------------------------------- */

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "commands.h"
 #include "ulp_workers.h"
 
 /* Gather every rank's report and counters to rank 0 and merge them there. */

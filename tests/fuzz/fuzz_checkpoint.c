@@ -4,7 +4,8 @@
  * One input is one checkpoint.bin.  It is read as it is, which mostly exercises the header checks; then
  * again with the header's payload length and CRC-32 set to what the bytes hold, so that mutations get
  * past the checksum to the section table.  When that reads, every section is touched, fl_ckpt_find is
- * asked for each id, and fl_train_fork_cfg reads the stored configuration; a configuration that passes
+ * asked for each id, and fl_train_fork_cfg reads the stored configuration (its key=value record,
+ * fl_train_cfg_load: checkpoint.dict holds the record's keys); a configuration that passes
  * fl_train_cfg_check is turned into train flags and config.json, as a fork does.  make fuzz runs it. */
 #include "fuzz.h"
 #include "train/checkpoint.h"

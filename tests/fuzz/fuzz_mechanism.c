@@ -5,10 +5,11 @@
  * checkpoint.bin holding a finished 12-step configuration (sections 1 and 2 of train.c: the
  * configuration and the run state, which is all judge_search reads of it).  One input is the two
  * runs' metrics.csv, separated by a line "##" (fuzz.h).  make fuzz runs it (Makefile). */
-#include "cli/cli.h"
+#include "train/commands.h"
 #include "fuzz.h"
 #include "train/checkpoint.h"
 #include "train/train.h"
+#include "train/train_opts.h"
 
 enum { CK_CFG = 1, CK_STATE = 2, STEPS = 12 }; /* train.c's section ids (the file format) */
 
@@ -27,12 +28,15 @@ static void make_run(const char *name, uint32_t act)
     fl_train_state st;
     memset(&st, 0, sizeof st);
     st.step = STEPS;
-    const fl_ckpt_section secs[2] = { { CK_CFG, &cfg, sizeof cfg }, { CK_STATE, &st, sizeof st } };
+    size_t len = 0;
+    char *rec = fl_train_cfg_store(&cfg, &len); /* the configuration record (train_opts.h) */
+    const fl_ckpt_section secs[2] = { { CK_CFG, rec, len }, { CK_STATE, &st, sizeof st } };
     snprintf(path, sizeof path, "%s/%s/checkpoint.bin", fuzz_dir(), name);
-    if (fl_ckpt_write(path, secs, 2, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (!rec || fl_ckpt_write(path, secs, 2, err, sizeof err)) {
+        fprintf(stderr, "%s\n", rec ? err : "out of memory");
         abort();
     }
+    free(rec);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

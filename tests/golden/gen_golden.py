@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_golden.py — golden values for tests/test_ref.c from mpmath (an independent arbitrary-precision
-library; nothing here calls fp8lab's C code).
+library; no value here comes from fp8lab's C code, which is asked only for the names of its functions).
 
 For every function: inputs as float32 bit patterns (hex), the exact result computed by mpmath at high
 precision (mp.prec 1200 bits, checked against 2400 bits: both must round alike, else the input is
@@ -8,7 +8,8 @@ dropped), rounded to nearest-even into float32 and bfloat16 with subnormals and 
 written as hex encodings.  Hard cases: among many candidate inputs, those whose exact result lies
 closest to a rounding boundary (a midpoint) of float32 or bfloat16 are kept too (marked '# hard').
 
-Usage:  python3 tests/golden/gen_golden.py [OUTDIR]     (needs: pip install mpmath)
+Usage:  python3 tests/golden/gen_golden.py [OUTDIR]     (needs: pip install mpmath, and a built fp8lab:
+        build/fp8lab or $FP8LAB, whose `fp8lab ref --list` must name exactly the functions below)
 Lines:  unary   X FP32 BF16 FP32_RZ BF16_RZ FP32_UP BF16_UP   (round to nearest even, toward zero, up)
         binary  G U (the same six)   ternary G U S (the same six)
         rowwise N X0..X(N-1) FP32_0..FP32_(N-1) BF16_0..BF16_(N-1)
@@ -16,7 +17,9 @@ Lines:  unary   X FP32 BF16 FP32_RZ BF16_RZ FP32_UP BF16_UP   (round to nearest 
 import math
 import os
 import random
+import re
 import struct
+import subprocess
 import sys
 
 import mpmath
@@ -176,6 +179,32 @@ def pattention(row):
 
 ROWWISE = {'softmax': softmax, 'polynorm': polynorm3, 'pattention': pattention}
 
+TERNARY = {'smooth_swiglu': lambda a, b, c: c * a * sig(a) * b}  # (g, u, s)
+
+# NAME_dx.txt: the rows of reference/act_list.h with gold_dx 1 (tests/test_ref.c checks the folder)
+DX = ('elu', 'selu', 'gelu', 'gelu_tanh', 'sigmoid', 'tanh', 'silu', 'mish', 'softplus')
+
+def check_functions():
+    """The functions above against `fp8lab ref --list` (reference/act_list.h): the same names, each
+    with its inputs.  Only names are read from fp8lab; every value here comes from mpmath."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cli = os.environ.get('FP8LAB', os.path.join(root, 'build', 'fp8lab'))
+    if not os.access(cli, os.X_OK):
+        sys.exit('gen_golden.py: %s not found: run make (or set FP8LAB)' % cli)
+    listed = {}
+    for line in subprocess.run([cli, 'ref', '--list'], check=True, capture_output=True, text=True).stdout.splitlines():
+        m = re.match(r'(\S+)\s+\(([^)]*)\)(.*)', line)
+        if m:
+            listed[m.group(1)] = 'row' if 'row-wise' in m.group(3) else m.group(2)
+    ours = {**{n: 'x' for n in UNARY}, **{n: 'g,u' for n in BINARY}, **{n: 'g,u,s' for n in TERNARY},
+            **{n: 'row' for n in ROWWISE}}
+    if ours != listed:
+        bad = sorted(n for n in set(ours) | set(listed) if ours.get(n) != listed.get(n))
+        sys.exit('gen_golden.py: functions differ from `fp8lab ref --list` (reference/act_list.h): ' +
+                 ', '.join('%s (here %s, there %s)' % (n, ours.get(n), listed.get(n)) for n in bad))
+    if not set(DX) <= set(UNARY):
+        sys.exit('gen_golden.py: DX names a function that is not unary')
+
 # ---- inputs ----------------------------------------------------------------------------------------
 
 SPECIAL = [0.0, -0.0, 1e-45, -1e-45, 1e-38, -1e-38, 1e-30, -1e-30, 1e-8, -1e-8, 1e-3, -1e-3, 0.1, -0.1,
@@ -248,6 +277,7 @@ HARD = load_hard()
 
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    check_functions()
     rng = random.Random(SEED)
     mp.prec = PREC
     for name, fn in UNARY.items():
@@ -275,7 +305,7 @@ def main():
         print(name, file=sys.stderr)
     # first derivatives of the smooth unary functions, by mpmath.diff (numerical differentiation at the
     # working precision, independent of the analytic formulas in the C code): files NAME_dx.txt
-    for name in ('elu', 'selu', 'gelu', 'gelu_tanh', 'sigmoid', 'tanh', 'silu', 'mish', 'softplus'):
+    for name in DX:
         fn = UNARY[name]
         xs = [rand_f32(rng, -12, 12) for _ in range(40)] + [f32(to_f32(v)) for v in
                                                             (0.5, -0.5, 1.0, -1.278464542761074, -3.0, 7.5, -20.5)]
@@ -305,14 +335,15 @@ def main():
                     continue
                 out.write('%08x %08x %08x %04x%s\n' % (to_f32(g), to_f32(u), r[0], r[1], tail(r)))
         print(name, file=sys.stderr)
-    with open(os.path.join(outdir, 'smooth_swiglu.txt'), 'w') as out:
-        out.write('# smooth_swiglu: G U S FP32 BF16 (RNE; then RZ, UP; IEEE overflow); mpmath prec %d, seed %d\n' % (PREC, SEED))
-        for _ in range(120):
-            g, u, s = rand_f32(rng, -12, 12), rand_f32(rng, -12, 12), f32(to_f32(2.0 ** rng.randint(-8, 8) * rng.uniform(0.5, 1)))
-            r = line_for('smooth_swiglu', lambda a, b, c: c * a * sig(a) * b, [g, u, s], lambda a: False)
-            if r is None:
-                continue
-            out.write('%08x %08x %08x %08x %04x%s\n' % (to_f32(g), to_f32(u), to_f32(s), r[0], r[1], tail(r)))
+    for name, fn in TERNARY.items():
+        with open(os.path.join(outdir, name + '.txt'), 'w') as out:
+            out.write('# %s: G U S FP32 BF16 (RNE; then RZ, UP; IEEE overflow); mpmath prec %d, seed %d\n' % (name, PREC, SEED))
+            for _ in range(120):
+                g, u, s = rand_f32(rng, -12, 12), rand_f32(rng, -12, 12), f32(to_f32(2.0 ** rng.randint(-8, 8) * rng.uniform(0.5, 1)))
+                r = line_for(name, fn, [g, u, s], lambda a: False)
+                if r is None:
+                    continue
+                out.write('%08x %08x %08x %08x %04x%s\n' % (to_f32(g), to_f32(u), to_f32(s), r[0], r[1], tail(r)))
     for name, fn in ROWWISE.items():
         with open(os.path.join(outdir, name + '.txt'), 'w') as out:
             out.write('# %s: N X0..X(N-1) FP32_0.. BF16_0.. (RNE); mpmath prec %d, seed %d; polynorm: order 3, '

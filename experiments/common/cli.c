@@ -1,4 +1,4 @@
-/* cli.c — helpers shared by the subcommands (see cli.h). */
+/* cli.c — helpers shared by the commands (see cli.h). */
 #include "cli.h"
 
 #include <errno.h>

@@ -1,8 +1,10 @@
-/* cli.h — the subcommands of the fp8lab CLI and the small helpers they share.
+/* cli.h — the helpers every command shares: exit statuses, usage errors, number parsing, shell
+ * quoting, JSON printing.
  *
- * Each subcommand is `int fl_cmd_NAME(int argc, char **argv)` in experiments/cmd_NAME.c, with
- * argv[0] the subcommand's name.  Exit statuses: 0 success, 1 failure on valid usage (bad input
- * file, I/O error), 2 bad usage (unknown flag, bad value), 3 a gate that failed (ulp --max-ulp).
+ * A command is `int fl_cmd_NAME(int argc, char **argv)`, declared in its subsystem's commands.h
+ * (experiments/cli/, ulp/, train/, polyorder/), with argv[0] the command's name.  Exit statuses:
+ * 0 success, 1 failure on valid usage (bad input file, I/O error), 2 bad usage (unknown flag, bad
+ * value), 3 a gate that failed (ulp --max-ulp).
  */
 #ifndef FL_CLI_H
 #define FL_CLI_H
@@ -10,20 +12,6 @@
 #include <stdio.h>
 
 enum { FL_EXIT_OK = 0, FL_EXIT_FAIL = 1, FL_EXIT_USAGE = 2, FL_EXIT_GATE = 3 };
-
-int fl_cmd_formats(int argc, char **argv);
-int fl_cmd_convert(int argc, char **argv);
-int fl_cmd_ulp(int argc, char **argv);
-int fl_cmd_quant(int argc, char **argv);
-int fl_cmd_train(int argc, char **argv);
-int fl_cmd_plot(int argc, char **argv);
-int fl_cmd_demo(int argc, char **argv);
-int fl_cmd_attribute(int argc, char **argv);
-int fl_cmd_mechanism(int argc, char **argv);
-/* Plot runs (cmd_plot.c), used by plot and demo: writes PNGs into out. */
-int fl_plot_runs(const char *out, const char *title, int nrun, char **runs);
-int fl_cmd_ref(int argc, char **argv);
-int fl_cmd_order(int argc, char **argv);
 
 /* Print "fp8lab CMD: message" to stderr (printf-style) and return FL_EXIT_USAGE. */
 int fl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
