@@ -29,8 +29,9 @@ const char *fl_model_cfg_check(const fl_model_cfg *c)
         return "batch * seq must be at most 2^20 tokens";
     if (c->act.kind >= FL_ACT_COUNT)
         return "unknown activation";
-    if (fl_act_ncoef(c->act) && (c->act.order < 2 || c->act.order > 4))
-        return "polynomial order must be 2..4";
+    const fl_act_info *a = &fl_act_table[c->act.kind];
+    if (fl_act_ncoef(c->act) && (c->act.order < (uint32_t)a->order_min || c->act.order > (uint32_t)a->order_max))
+        return "polynomial order outside the activation's range (fp8lab train --help)";
     return NULL;
 }
 
