@@ -3,7 +3,7 @@
  * (version 5, the configuration as the raw struct of that version, written by the fp8lab before the
  * record), each made by train_ckpt/make.sh from args.txt: step 10 of a 40-step run, with its logs up
  * to that step.  Through the CLI; run from the repository root.  1, 2 and 4 run on both, 3 on the
- * version-6 one:
+ * version-6 one, 5 on the version-5 one:
  *
  *  1. It loads: fl_train_read_cfg gives the configuration that args.txt's flags give (with the data's
  *     hash), at step 10.
@@ -18,11 +18,14 @@
  *  4. It forks: `train --fork FIXTURE --out F` changing nothing continues A's rows from step 10; a
  *     fork changing the recipe runs and its config.json records fork_from and fork_step 10; a fork
  *     changing --width exits 2 and makes no folder.
+ *  5. The version-5 configuration section, damaged (a path without its NUL, 17 kept steps, cut short),
+ *     is refused by fl_train_cfg_load_v5.
  */
 #include "check.h"
 #include "cli_test.h"
 #include "train/checkpoint.h"
 #include "train/train.h"
+#include "train/train_opts.h"
 
 #include <jansson.h>
 #include <sys/stat.h>
@@ -228,6 +231,38 @@ static void forks(void)
     printf("  forks: unchanged it continues the resumed run's rows; fp8-current runs and records its parent; --width refused\n");
 }
 
+/* 5. (version 5) Its configuration section, damaged, is refused by the checks a record passes: a path
+   without its NUL, more kept steps than 16, a section of the wrong length.  The offsets are those of
+   version 5's frozen layout (train_cfg_v5.c). */
+static void v5_damaged(void)
+{
+    enum { V5_SIZE = 1640, V5_DATA_PATH = 416, V5_KEEP_N = 976, V5_FORK_FROM = 1128 };
+    fl_ckpt ck;
+    char err[4600];
+    CHECK(!fl_ckpt_read(&ck, P("%s/checkpoint.bin", FIXTURE), err, sizeof err), "%s", err);
+    const fl_ckpt_section *s = fl_ckpt_find(&ck, 1); /* the configuration (train.c's CK_CFG) */
+    CHECK(ck.version == FL_CKPT_VERSION_V5 && s && s->size == V5_SIZE, "a version-5 configuration section");
+    unsigned char raw[V5_SIZE];
+    fl_train_cfg c;
+    memcpy(raw, s->data, sizeof raw);
+    CHECK(!fl_train_cfg_load_v5(&c, raw, sizeof raw, err, sizeof err), "the intact section loads: %s", err);
+    memset(raw + V5_DATA_PATH, 'a', 512); /* (the fixture's data is synthetic: a stray path is refused too) */
+    CHECK(fl_train_cfg_load_v5(&c, raw, sizeof raw, err, sizeof err) && strstr(err, "--data"), "a data path "
+          "without its NUL is refused (%s)", err);
+    memcpy(raw, s->data, sizeof raw);
+    memset(raw + V5_FORK_FROM, 'b', 512);
+    CHECK(fl_train_cfg_load_v5(&c, raw, sizeof raw, err, sizeof err) && strstr(err, "--fork"), "a fork path "
+          "without its NUL is refused (%s)", err);
+    memcpy(raw, s->data, sizeof raw);
+    const uint32_t k17 = 17;
+    memcpy(raw + V5_KEEP_N, &k17, 4);
+    CHECK(fl_train_cfg_load_v5(&c, raw, sizeof raw, err, sizeof err) && strstr(err, "--keep-ckpt"), "17 kept steps "
+          "are refused (%s)", err);
+    CHECK(fl_train_cfg_load_v5(&c, s->data, V5_SIZE - 8, err, sizeof err), "a short section is refused");
+    fl_ckpt_free(&ck);
+    printf("  its configuration damaged (paths without a NUL, 17 kept steps, cut short) is refused\n");
+}
+
 int main(void)
 {
     static const char *const fixtures[] = { "tests/fixtures/train_ckpt", "tests/fixtures/train_ckpt_v5" };
@@ -243,6 +278,8 @@ int main(void)
         resumes();
         if (k == 0)
             records();
+        else
+            v5_damaged();
         forks();
     }
     sh("rm -rf '%s'%s", top, "");

@@ -4,8 +4,8 @@
  * Version 5 stored the configuration as the raw bytes of fl_train_cfg as it was then (1640 bytes,
  * x86-64 layout).  Its layout is frozen here, field by field, so that today's fl_train_cfg may gain
  * options: a field that came later takes its table default (train_opts.h), as a record without its
- * key does.  The values are then checked as a record's are (fl_train_cfg_check), so a damaged
- * version-5 configuration is refused as a damaged record is.
+ * key does.  The values are then checked as a record's are (fl_train_cfg_check: every field's text
+ * parses back to the same bytes), so a damaged version-5 configuration is refused as a damaged record is.
  */
 #include "train.h"
 #include "train_opts.h"
@@ -45,18 +45,13 @@ typedef struct {
 } cfg_v5;
 _Static_assert(sizeof(cfg_v5) == 1640, "version 5's configuration is 1640 bytes");
 
-/* Copy a NUL-terminated string field: -1 when it has no NUL or does not fit. */
-static int copy_str(char *dst, size_t dn, const char *src, size_t sn)
-{
-    const size_t len = strnlen(src, sn);
-    if (len == sn || len >= dn)
-        return -1;
-    memcpy(dst, src, len);
-    memset(dst + len, 0, dn - len);
-    return 0;
-}
-
-#define KEEP_N (sizeof((fl_train_cfg *)0)->keep / sizeof((fl_train_cfg *)0)->keep[0])
+/* Today's fields hold version 5's (a copied array is checked afterwards like a record's value: a
+   string without its NUL, or more kept steps than the table takes, is refused there). */
+#define FITS(dst, src) _Static_assert(sizeof(((fl_train_cfg *)0)->dst) >= sizeof(((cfg_v5 *)0)->src), #dst)
+FITS(recipe.sites, sites);
+FITS(data_path, data_path);
+FITS(fork_from, fork_from);
+FITS(keep, keep);
 
 int fl_train_cfg_load_v5(fl_train_cfg *c, const void *raw, size_t len, char *err, size_t n)
 {
@@ -82,19 +77,12 @@ int fl_train_cfg_load_v5(fl_train_cfg *c, const void *raw, size_t len, char *err
     c->div_margin = v.div_margin, c->div_ema = v.div_ema, c->div_window = v.div_window, c->stop_on_div = v.stop_on_div;
     c->trigger_rate = v.trigger_rate, c->trigger_len = v.trigger_len;
     c->chan_every = v.chan_every, c->bos = v.bos, c->decor_mode = v.decor_mode, c->decor_k = v.decor_k;
-    if (v.keep_n > 16 || v.keep_n > KEEP_N) {
-        snprintf(err, n, "%u kept steps (at most 16)", v.keep_n);
-        return -1;
-    }
     c->keep_n = v.keep_n;
-    memcpy(c->keep, v.keep, v.keep_n * sizeof v.keep[0]);
+    memcpy(c->keep, v.keep, sizeof v.keep);
     c->fork_step = v.fork_step, c->fork_crc = v.fork_crc;
-    if (copy_str(r->sites, sizeof r->sites, v.sites, sizeof v.sites) ||
-        copy_str(c->data_path, sizeof c->data_path, v.data_path, sizeof v.data_path) ||
-        copy_str(c->fork_from, sizeof c->fork_from, v.fork_from, sizeof v.fork_from)) {
-        snprintf(err, n, "a path or the site overrides are not a terminated string");
-        return -1;
-    }
+    memcpy(r->sites, v.sites, sizeof v.sites);
+    memcpy(c->data_path, v.data_path, sizeof v.data_path);
+    memcpy(c->fork_from, v.fork_from, sizeof v.fork_from);
     const char *why = fl_train_cfg_check(c);
     if (why) {
         snprintf(err, n, "%s", why);

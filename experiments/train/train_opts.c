@@ -819,8 +819,7 @@ static void help_text(sbuf *b, const fl_train_opt *o)
     }
 }
 
-/* One group: "name:" and its options, one after the other, wrapped. */
-/* One paragraph: every row of the group, in table order (the table orders the rows as the train_args
+/* One group's paragraph, "name:" and its options wrapped: every row of the group, in table order (the table orders the rows as the train_args
    echo gives them, so a group's rows need not stand together). */
 static void help_group(FILE *f, const char *group)
 {
