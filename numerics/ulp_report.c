@@ -9,26 +9,32 @@
 #define GRID_TOP 0x1p33
 static_assert(53 - FL_ULP_GRID_BITS == 33, "GRID_TOP out of step with FL_ULP_GRID_BITS");
 
-static const char *const hist_labels[] = { "0", "<=0.5", "<=1", "<=2", "<=4", "<=16", ">16" };
+static const char *const hist_labels[] = { "<=2^-21", "<=0.5", "<=1", "<=2", "<=4", "<=16", ">16" };
+static_assert(FL_ULP_GRID_BITS + 1 == 21, "the first bucket's label out of step with FL_ULP_GRID_BITS");
 static_assert(FL_ARRAY_LEN(hist_labels) == FL_ULP_HIST_COUNT, "hist_labels out of step with fl_ulp_hist");
 
 const char *fl_ulp_hist_label(fl_ulp_hist b) { return (unsigned)b < FL_ULP_HIST_COUNT ? hist_labels[b] : "?"; }
 
-fl_ulp_hist fl_ulp_hist_bucket(double e)
+int fl_ulp_hist_edge(double rep) { return rep == 0.5 || rep == 1 || rep == 2 || rep == 4 || rep == 16; }
+
+fl_ulp_hist fl_ulp_hist_bucket(double e, int above)
 {
+    fl_ulp_hist b;
     if (e == 0)
         return FL_ULP_HIST_0;
     if (e <= 0.5)
-        return FL_ULP_HIST_HALF;
-    if (e <= 1)
-        return FL_ULP_HIST_1;
-    if (e <= 2)
-        return FL_ULP_HIST_2;
-    if (e <= 4)
-        return FL_ULP_HIST_4;
-    if (e <= 16)
-        return FL_ULP_HIST_16;
-    return FL_ULP_HIST_MORE;
+        b = FL_ULP_HIST_HALF;
+    else if (e <= 1)
+        b = FL_ULP_HIST_1;
+    else if (e <= 2)
+        b = FL_ULP_HIST_2;
+    else if (e <= 4)
+        b = FL_ULP_HIST_4;
+    else if (e <= 16)
+        b = FL_ULP_HIST_16;
+    else
+        return FL_ULP_HIST_MORE;
+    return above && fl_ulp_hist_edge(e) ? (fl_ulp_hist)(b + 1) : b;
 }
 
 double fl_ulp_grid_round(double e)
@@ -94,20 +100,28 @@ static void sum_add(uint64_t dst[FL_ULP_SUM_LIMBS], const uint64_t src[FL_ULP_SU
     }
 }
 
-/* Insert c into the sorted worst list if it belongs there. */
-void fl_ulp_report_offer_worst(fl_ulp_report *r, const fl_ulp_case *c)
+/* Insert c into a sorted list of at most FL_ULP_WORST cases if it belongs there. */
+static void offer(fl_ulp_case *list, int *n_list, const fl_ulp_case *c)
 {
-    int n = r->n_worst;
-    if (n == FL_ULP_WORST && !fl_ulp_case_before(c, &r->worst[n - 1]))
+    const int n = *n_list;
+    if (n == FL_ULP_WORST && !fl_ulp_case_before(c, &list[n - 1]))
         return;
     int i = n < FL_ULP_WORST ? n : FL_ULP_WORST - 1;
-    while (i > 0 && fl_ulp_case_before(c, &r->worst[i - 1])) {
-        r->worst[i] = r->worst[i - 1];
+    while (i > 0 && fl_ulp_case_before(c, &list[i - 1])) {
+        list[i] = list[i - 1];
         i--;
     }
-    r->worst[i] = *c;
+    list[i] = *c;
     if (n < FL_ULP_WORST)
-        r->n_worst = n + 1;
+        *n_list = n + 1;
+}
+
+void fl_ulp_report_offer_worst(fl_ulp_report *r, const fl_ulp_case *c)
+{
+    if (!isinf(c->ulp))
+        offer(r->worst, &r->n_worst, c);
+    if (c->special)
+        offer(r->mismatch, &r->n_mismatch, c);
 }
 
 void fl_ulp_report_add(fl_ulp_report *r, const fl_ulp_case *c)
@@ -115,11 +129,11 @@ void fl_ulp_report_add(fl_ulp_report *r, const fl_ulp_case *c)
     r->count++;
     r->correctly_rounded += c->cr != 0;
     r->mismatched_special += c->special != 0;
-    r->hist[fl_ulp_hist_bucket(c->ulp)]++;
+    r->hist[c->hist]++;
     if (isinf(c->ulp)) {
         r->infinite++;
     } else {
-        r->faithful += c->ulp <= 1;
+        r->faithful += c->hist <= FL_ULP_HIST_1;
         if (c->ulp > r->max_ulp)
             r->max_ulp = c->ulp;
         if (c->ulp > 0) {
@@ -152,7 +166,9 @@ void fl_ulp_report_merge(fl_ulp_report *dst, const fl_ulp_report *src)
     if (src->max_ulp > dst->max_ulp)
         dst->max_ulp = src->max_ulp;
     for (int i = 0; i < src->n_worst; i++)
-        fl_ulp_report_offer_worst(dst, &src->worst[i]);
+        offer(dst->worst, &dst->n_worst, &src->worst[i]);
+    for (int i = 0; i < src->n_mismatch; i++)
+        offer(dst->mismatch, &dst->n_mismatch, &src->mismatch[i]);
 }
 
 double fl_ulp_report_mean(const fl_ulp_report *r)

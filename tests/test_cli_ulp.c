@@ -146,15 +146,26 @@ static void test_planted_fp32(void)
     CHECK(geti(o, "correctly_rounded") == N - 7, "correctly_rounded %lld", geti(o, "correctly_rounded"));
     CHECK(geti(o, "mismatched_special") == 2, "mismatched_special %lld", geti(o, "mismatched_special"));
     CHECK(geti(o, "infinite_errors") == 2, "infinite_errors");
-    /* worst: the two specials by index, then the steps by their exact errors, descending */
-    int order[7] = { 1200, 1500 };
-    double exact[7] = { INFINITY, INFINITY };
-    for (size_t s = 0; s < FL_ARRAY_LEN(steps); s++) {
-        order[2 + s] = steps[s].i;
-        exact[2 + s] = exact_err("silu", FL_FMT_FP32, x[steps[s].i], y[steps[s].i]);
+    /* the class mismatches: the two specials by index; worst: the steps by their exact errors, descending */
+    json_t *mm = json_object_get(o, "class_mismatches");
+    CHECK(json_array_size(mm) == 2, "class_mismatches holds %zu", json_array_size(mm));
+    for (size_t i = 0; i < 2; i++) {
+        json_t *w = json_array_get(mm, i);
+        CHECK(json_integer_value(json_object_get(w, "index")) == (i ? 1500 : 1200), "class_mismatches[%zu] is index %lld",
+              i, (long long)json_integer_value(json_object_get(w, "index")));
+        json_t *u = json_object_get(w, "ulp");
+        CHECK(json_is_string(u) && !strcmp(json_string_value(u), "inf") &&
+                  json_is_true(json_object_get(w, "mismatched_special")),
+              "class_mismatches[%zu] not inf/special", i);
     }
-    for (int a = 2; a < 7; a++)
-        for (int b = a + 1; b < 7; b++)
+    int order[5];
+    double exact[5];
+    for (size_t s = 0; s < FL_ARRAY_LEN(steps); s++) {
+        order[s] = steps[s].i;
+        exact[s] = exact_err("silu", FL_FMT_FP32, x[steps[s].i], y[steps[s].i]);
+    }
+    for (int a = 0; a < 5; a++)
+        for (int b = a + 1; b < 5; b++)
             if (exact[b] > exact[a]) {
                 const double t = exact[a];
                 exact[a] = exact[b];
@@ -168,17 +179,13 @@ static void test_planted_fp32(void)
         CHECK(json_integer_value(json_object_get(w, "index")) == order[i], "worst[%zu] is index %lld, want %d", i,
               (long long)json_integer_value(json_object_get(w, "index")), order[i]);
         const double got = worst_ulp(o, i);
-        if (i < 2) {
-            CHECK(isinf(got) && json_is_true(json_object_get(w, "mismatched_special")), "worst[%zu] not inf/special", i);
-            continue;
-        }
         CHECK(fabs(got - exact[i]) <= 0x1p-21 * (1 + 1e-9), "index %d: reported %.9f ulp, exact %.9f", order[i], got,
               exact[i]);
         CHECK(!json_is_true(json_object_get(w, "correctly_rounded")), "index %d flagged correctly rounded", order[i]);
     }
-    CHECK(worst_ulp(o, 7) <= 0.5, "the rest are correctly rounded: worst[7] = %g", worst_ulp(o, 7));
+    CHECK(worst_ulp(o, 5) <= 0.5, "the rest are correctly rounded: worst[5] = %g", worst_ulp(o, 5));
     const double max = json_number_value(json_object_get(o, "max_ulp"));
-    CHECK(max == worst_ulp(o, 2), "max_ulp %g is the largest finite error", max);
+    CHECK(max == worst_ulp(o, 0), "max_ulp %g is the largest finite error, worst[0]", max);
     json_decref(o);
     /* the gate: exit 3 above the bound or on any special mismatch */
     snprintf(args, sizeof args, "silu --format fp32 --inputs %s/x.npy --outputs %s/y.npy --max-ulp 100", dir, dir);
@@ -212,16 +219,68 @@ static void test_planted_e4m3(void)
     CHECK(geti(o, "mismatched_special") == 2, "mismatched_special %lld (broken saturation + NaN)",
           geti(o, "mismatched_special"));
     CHECK(geti(o, "infinite_errors") == 1, "one infinite error (the NaN)");
-    CHECK(json_integer_value(json_object_get(worst_at(o, 0), "index")) == 560, "NaN first");
-    /* 416 against silu(1020) ~ 1020: |416 - f| / ulp(f) with ulp 64 in [512, 1024) */
+    /* the class mismatches: the NaN (infinite error) first, then the broken saturation (finite error) */
+    json_t *mm = json_object_get(o, "class_mismatches");
+    CHECK(json_array_size(mm) == 2 && json_integer_value(json_object_get(json_array_get(mm, 0), "index")) == 560 &&
+              json_integer_value(json_object_get(json_array_get(mm, 1), "index")) == 550,
+          "class_mismatches: the NaN, then the broken saturation");
+    /* 416 against silu(1020) ~ 1020: |416 - f| / ulp(f) with ulp 64 in [512, 1024); the largest finite
+       error, so the first of the worst list as well */
     const double want = exact_err("silu", FL_FMT_E4M3, x[550], 0x7D);
-    json_t *w1 = worst_at(o, 1);
-    CHECK(json_integer_value(json_object_get(w1, "index")) == 550 && json_is_true(json_object_get(w1, "mismatched_special")),
-          "broken saturation second");
-    CHECK(fabs(worst_ulp(o, 1) - want) <= 0x1p-21 * (1 + 1e-9), "saturation error %.9f vs %.9f", worst_ulp(o, 1), want);
-    CHECK(json_integer_value(json_object_get(worst_at(o, 2), "index")) == 300, "the +1 step third");
+    json_t *w0 = worst_at(o, 0);
+    CHECK(json_integer_value(json_object_get(w0, "index")) == 550 && json_is_true(json_object_get(w0, "mismatched_special")),
+          "broken saturation first among the finite errors");
+    CHECK(fabs(worst_ulp(o, 0) - want) <= 0x1p-21 * (1 + 1e-9), "saturation error %.9f vs %.9f", worst_ulp(o, 0), want);
+    CHECK(json_number_value(json_object_get(o, "max_ulp")) == worst_ulp(o, 0), "max_ulp is worst[0]'s");
+    CHECK(json_integer_value(json_object_get(worst_at(o, 1), "index")) == 300, "the +1 step second");
     const double want3 = exact_err("silu", FL_FMT_E4M3, x[300], y[300]);
-    CHECK(fabs(worst_ulp(o, 2) - want3) <= 0x1p-21 * (1 + 1e-9), "step error %.9f vs %.9f", worst_ulp(o, 2), want3);
+    CHECK(fabs(worst_ulp(o, 1) - want3) <= 0x1p-21 * (1 + 1e-9), "step error %.9f vs %.9f", worst_ulp(o, 1), want3);
+    json_decref(o);
+}
+
+/* The largest finite error keeps its input whatever the class mismatches: 11 NaN outputs and one
+   output of about 1.76e6 ulp (the report's max_ulp) must name that output's input in worst[0], in text
+   and JSON; and the tanhf reproducer of 1 + 2.48e-9 ulp is not faithful. */
+static void test_hidden_finite_worst(void)
+{
+    enum { N = 64 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(i - 20) * 0.25f + 0.125f;
+        y[i] = fl_f32_from_bits(ref_code("silu", FL_FMT_FP32, FL_OVF_NOSATURATE, x[i]));
+    }
+    for (int i = 0; i < 11; i++)
+        y[40 + i] = NAN;
+    y[9] = fl_f32_from_bits(fl_f32_bits(y[9]) + 1756149); /* about 1.76e6 steps away, one binade */
+    write_npy("xh.npy", FL_DT_F32, x, N);
+    write_npy("yh.npy", FL_DT_F32, y, N);
+    char args[512];
+    snprintf(args, sizeof args, "silu --format fp32 --inputs %s/xh.npy --outputs %s/yh.npy --json", dir, dir);
+    CHECK(run(args) == 0, "hidden worst: %s", slurp("err.txt"));
+    json_t *o = load_out();
+    const double max = json_number_value(json_object_get(o, "max_ulp"));
+    CHECK(max > 1e6 && geti(o, "infinite_errors") == 11, "max_ulp %g, infinite %lld", max, geti(o, "infinite_errors"));
+    CHECK(geti(worst_at(o, 0), "index") == 9 && worst_ulp(o, 0) == max, "worst[0] is index %lld (%g), want 9 (%g)",
+          geti(worst_at(o, 0), "index"), worst_ulp(o, 0), max);
+    CHECK(json_array_size(json_object_get(o, "class_mismatches")) == 10, "10 of the 11 class mismatches listed");
+    json_decref(o);
+    snprintf(args, sizeof args, "silu --format fp32 --inputs %s/xh.npy --outputs %s/yh.npy", dir, dir);
+    CHECK(run(args) == 0, "hidden worst (text): %s", slurp("err.txt"));
+    char want[64];
+    snprintf(want, sizeof want, "#1  index 9 ");
+    const char *txt = slurp("out.json"); /* run() sends stdout there, text or not */
+    const char *fin = strstr(txt, "worst finite errors");
+    CHECK(fin && strstr(fin, want) && strstr(txt, "class mismatches (10 of 11"), "the text names index 9 first: %s", txt);
+    /* tanhf at 0x33000001: exact error 1 + 2.48e-9 ulp, reported 1.000000, not faithful */
+    CHECK(run("--impl tanhf_f32 --range 0x33000001:0x33000002 --json") == 0, "tanhf reproducer: %s", slurp("err.txt"));
+    o = load_out();
+    CHECK(geti(o, "faithful") == 0 && worst_ulp(o, 0) == 1.0 &&
+              !strcmp(json_string_value(json_object_get(worst_at(o, 0), "bucket")), "<=2"),
+          "tanhf 0x33000001: faithful %lld, error %g", geti(o, "faithful"), worst_ulp(o, 0));
+    json_decref(o);
+    CHECK(run("--impl tanhf_f32 --range 0x33000001:0x33000002 --json --mpfr-only") == 0, "tanhf reproducer (MPFR)");
+    o = load_out();
+    CHECK(geti(o, "faithful") == 0, "tanhf 0x33000001 by MPFR: faithful %lld", geti(o, "faithful"));
     json_decref(o);
 }
 
@@ -318,7 +377,7 @@ static void same_report(json_t *a, json_t *b, const char *what)
 {
     static const char *const keys[] = { "function", "format", "count", "correctly_rounded", "faithful",
                                         "mismatched_special", "infinite_errors", "max_ulp", "mean_ulp",
-                                        "sum_ulp_units", "histogram", "worst" };
+                                        "sum_ulp_units", "histogram", "worst", "class_mismatches" };
     for (size_t i = 0; i < FL_ARRAY_LEN(keys); i++)
         CHECK(json_equal(json_object_get(a, keys[i]), json_object_get(b, keys[i])), "%s: '%s' differs", what, keys[i]);
 }
@@ -690,6 +749,7 @@ int main(void)
     dir_make(dir, sizeof dir, "/tmp/fl_cmd_ulp_XXXXXX");
     test_planted_fp32();
     test_planted_e4m3();
+    test_hidden_finite_worst();
     test_safetensors();
     test_shards();
     test_pieces_wrt();

@@ -4,7 +4,8 @@
  * The Python is the first of $PYTHON, python3 and /usr/bin/python3 that imports numpy and pytest
  * (Debian: apt-get install python3-numpy python3-pytest; .ci/deps.sh installs them).  Where none
  * does, it prints "SKIP: ..." and exits 77: skipped, never passed.  Otherwise it execs
- * `PY -m pytest -q tests/test_py_fp8lab.py`, whose exit status is the test's (0 passed, else failed).
+ * `PY -m pytest -q tests/test_py_fp8lab.py` with experiments/python first on PYTHONPATH, whose exit
+ * status is the test's (0 passed, else failed).
  * The CLI under test is $FP8LAB (tests/run.sh sets it to the build's fp8lab), else build/fp8lab. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,11 @@ int main(void)
         fflush(stdout);
         /* no __pycache__ or .pytest_cache left in the source tree */
         setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+        /* the module from this checkout, as `pip install ./experiments/python` would provide it */
+        const char *pp = getenv("PYTHONPATH");
+        char path[4096];
+        snprintf(path, sizeof path, "experiments/python%s%s", pp && *pp ? ":" : "", pp && *pp ? pp : "");
+        setenv("PYTHONPATH", path, 1);
         execlp(cands[i], cands[i], "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file, (char *)NULL);
         perror("test_py_fp8lab: exec");
         return 1;

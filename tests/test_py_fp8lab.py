@@ -1,8 +1,10 @@
 """Tests of experiments/python/fp8lab.py, the Python front end of `fp8lab ulp` (pytest).
 
 Run by `make test` through build/tests/test_py_fp8lab (tests/test_py_fp8lab.c), which picks a Python
-with numpy and pytest, or skips.  By hand:  python3 -m pytest -q tests/test_py_fp8lab.py
-The CLI is $FP8LAB or build/fp8lab.  Tests that need torch or ml_dtypes skip without them.
+with numpy and pytest, or skips, and puts experiments/python on PYTHONPATH.  By hand:
+PYTHONPATH=experiments/python python3 -m pytest -q tests/test_py_fp8lab.py (or after
+`pip install ./experiments/python`).  The CLI is $FP8LAB or build/fp8lab.  Tests that need torch or
+ml_dtypes skip without them.
 
 The expected outputs are computed here in float64 and rounded once into the target format, so
 they are correctly rounded (up to 2^-29 ulp from double's own rounding) independently of fp8lab.
@@ -11,11 +13,15 @@ import math
 import os
 import sys
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments", "python"))
-import fp8lab  # noqa: E402
+import fp8lab
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 HALF = 0.5 + 1e-6  # a correctly rounded output, judged with the double's rounding on top
 
@@ -295,3 +301,102 @@ def test_big_endian_arrays():
     y = np.maximum(x, np.float32(0))
     rep = fp8lab.ulp("relu", xb, y.astype(">f4"))
     assert rep.count == 5 and rep.max_ulp == 0
+
+
+def test_gate_fails_on_a_class_mismatch():
+    """max_ulp alone covers finite errors: a kernel that returns NaN at -inf passes `max_ulp <= 1`
+    and must fail the gate."""
+    xb = fp8lab.all_inputs("bf16", kind="bits")
+    y = fp8lab.ref("silu", xb, "bf16", in_fmt="bf16")  # a correct kernel: the correctly rounded outputs
+    good = fp8lab.ulp("silu", xb, y, fmt="bf16", in_fmt="bf16")
+    assert good.count == 65536 and good.passes(max_ulp=1), good
+    bad = y.copy()
+    bad[0xff80] = 0x7fc0  # silu(-inf) = NaN: one class mismatch
+    rep = fp8lab.ulp("silu", xb, bad, fmt="bf16", in_fmt="bf16")
+    assert rep.max_ulp <= 1  # what a bare max_ulp check sees
+    assert rep.mismatched_special == 1 and rep.infinite_errors == 1
+    assert not rep.passes(max_ulp=1)
+    assert rep.passes(max_ulp=1, allow_class_mismatches=True)
+    with pytest.raises(fp8lab.GateFailed) as e:
+        rep.check(1)
+    assert "class mismatch" in str(e.value)
+    assert [c.index for c in rep.class_mismatches] == [0xff80]
+    assert all(not math.isinf(c.ulp) for c in rep.worst)
+    with pytest.raises(fp8lab.GateFailed):
+        fp8lab.ulp("silu", xb, bad, fmt="bf16", in_fmt="bf16", max_ulp=1)
+
+
+def test_the_largest_finite_error_keeps_its_input():
+    """11 NaN outputs and one finite error: max_ulp's input is worst[0], the NaNs are in
+    class_mismatches."""
+    xb = bf16_inputs()
+    y = bf16_bits_from_f64(silu64(f32_from_bf16_bits(xb)))
+    bad = y.copy()
+    bad[100:111] = 0x7fc0
+    k = 1500
+    bad[k] = (bad[k] & 0x8000) | 0x7f00  # a finite value far from silu(x)
+    rep = fp8lab.ulp("silu", xb, bad, fmt="bf16", in_fmt="bf16")
+    assert rep.infinite_errors == 11 and rep.max_ulp > 1e3
+    assert rep.worst[0].index == k and rep.worst[0].ulp == rep.max_ulp
+    assert len(rep.class_mismatches) == 10 and all(math.isinf(c.ulp) for c in rep.class_mismatches)
+
+
+def test_faithful_is_decided_exactly():
+    """tanhf at 0x33000001 errs by 1 + 2.48e-9 ulp: reported as 1.0, but not faithful."""
+    x = np.array([0x33000001], dtype=np.uint32).view(np.float32)
+    y = np.array([0x33000002], dtype=np.uint32).view(np.float32)
+    rep = fp8lab.ulp("tanh", x, y)
+    assert rep.max_ulp == 1.0 and rep.faithful == 0 and rep.worst[0].bucket == "<=2"
+    assert rep.histogram["<=2"] == 1 and rep.histogram["<=1"] == 0
+
+
+def test_all_inputs():
+    for fmt, n in (("bf16", 65536), ("fp16", 65536), ("e4m3", 256), ("e5m2", 256)):
+        b = fp8lab.all_inputs(fmt, kind="bits")
+        assert b.size == n and len(np.unique(b)) == n and int(b[0]) == 0 and int(b[-1]) == n - 1
+    h = fp8lab.all_inputs("fp16")
+    assert h.dtype == np.float16 and np.isnan(h).sum() == 2 * 1023 and np.isinf(h).sum() == 2
+    with pytest.raises(fp8lab.Fp8labError):
+        fp8lab.all_inputs("fp32")
+    with pytest.raises(fp8lab.Fp8labError):
+        fp8lab.all_inputs("bf16", kind="list")
+
+
+def test_all_inputs_torch_and_ml_dtypes():
+    torch = pytest.importorskip("torch")
+    t = fp8lab.all_inputs("bf16", kind="torch")
+    assert t.dtype == torch.bfloat16 and t.numel() == 65536
+    assert np.array_equal(t.view(torch.int16).numpy().view(np.uint16), fp8lab.all_inputs("bf16", kind="bits"))
+    e = fp8lab.all_inputs("e4m3", kind="torch")
+    assert e.dtype == torch.float8_e4m3fn and int(torch.isnan(e.float()).sum()) == 2
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = fp8lab.all_inputs("bf16")
+    assert a.dtype == ml_dtypes.bfloat16 and a.size == 65536
+
+
+def test_installable(tmp_path):
+    """`pip install ./experiments/python` gives an importable module that finds the CLI on PATH."""
+    have = [subprocess.run([sys.executable] + a, capture_output=True).returncode == 0
+            for a in (["-c", "import setuptools"], ["-m", "pip", "--version"])]
+    if not all(have):
+        pytest.skip("no pip/setuptools in %s (Debian: python3-pip python3-setuptools)" % sys.executable)
+    # from a copy: setuptools leaves build/ and *.egg-info beside the pyproject
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(REPO, "experiments", "python"), str(src),
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    target = tmp_path / "site"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--target", str(target), str(src)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert (target / "fp8lab.py").is_file()
+    cli = os.path.abspath(os.environ.get("FP8LAB") or os.path.join(REPO, "build", "fp8lab"))
+    env = dict(os.environ, PYTHONPATH=str(target), PATH=os.path.dirname(cli) + os.pathsep + os.environ["PATH"])
+    env.pop("FP8LAB", None)
+    code = ("import fp8lab, os; print(fp8lab.__file__); print(fp8lab.find_cli()); "
+            "r = fp8lab.ulp('relu', fp8lab.all_inputs('e4m3', kind='bits'), fp8lab.all_inputs('e4m3', kind='bits'), "
+            "fmt='e4m3', in_fmt='e4m3'); print(r.count)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split()
+    assert lines[0].startswith(str(target)) and os.path.samefile(lines[1], cli) and lines[2] == "256", p.stdout

@@ -151,7 +151,8 @@ static double uni(void) { return (next32() >> 8) * 0x1p-24; }
 
 static int same_verdict(const fl_ulp_verdict *a, const fl_ulp_verdict *b)
 {
-    return a->ref == b->ref && a->cr == b->cr && a->special == b->special && fl_f64_bits(a->ulp) == fl_f64_bits(b->ulp);
+    return a->ref == b->ref && a->cr == b->cr && a->special == b->special && a->hist == b->hist &&
+           fl_f64_bits(a->ulp) == fl_f64_bits(b->ulp);
 }
 
 static void judge_common_vs_general(int n)

@@ -110,8 +110,9 @@ static void merge_ok(const char *file, json_t *want)
     const char *args[] = { "ulp", "--merge", p, "--json", NULL };
     CHECK(run_cli(args) == 0, "merge of the unedited %s: %s", file, slurp_dir("err.txt"));
     json_t *m = load("out.txt");
-    static const char *const same[] = { "count", "correctly_rounded", "faithful", "histogram", "worst", "max_ulp",
-                                        "sum_ulp_units", "input_formats", "source", "shards", "row_len" };
+    static const char *const same[] = { "count", "correctly_rounded", "faithful", "histogram", "worst",
+                                        "class_mismatches", "max_ulp", "sum_ulp_units", "input_formats", "source",
+                                        "shards", "row_len", "report_version" };
     for (size_t k = 0; k < sizeof same / sizeof *same; k++)
         CHECK(json_equal(json_object_get(m, same[k]), json_object_get(want, same[k])) ||
                   (!json_object_get(m, same[k]) && !json_object_get(want, same[k])),
@@ -137,7 +138,7 @@ static void test_bad_reports(void)
     static const char *const keys[] = { "function", "format", "overflow", "input_formats", "source", "params",
                                         "shards", "count", "correctly_rounded", "faithful", "mismatched_special",
                                         "infinite_errors", "max_ulp", "mean_ulp", "sum_ulp_units", "grid_bits",
-                                        "histogram", "worst" };
+                                        "histogram", "worst", "class_mismatches", "report_version" };
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         char what[64];
         snprintf(what, sizeof what, "no '%s'", keys[k]);
@@ -148,9 +149,11 @@ static void test_bad_reports(void)
     refused(n_inputs(r1, 5, "fp32"), "input_formats", "5 inputs");
     refused(with(r1, "max_ulp", json_integer(-1)), "max_ulp", "max_ulp -1");
     refused(with(r1, "count", json_integer(0)), "count", "count 0");
+    /* a report of an older fp8lab (faithful decided on the rounded error, one case list) */
+    refused(with(r1, "report_version", json_integer(1)), "report_version", "report version 1");
     {
         json_t *o = copy_of(r1);
-        json_object_set_new(json_object_get(o, "histogram"), "0", json_integer(-5));
+        json_object_set_new(json_object_get(o, "histogram"), "<=2^-21", json_integer(-5));
         refused(o, "histogram", "a negative histogram count");
     }
     /* types and ranges */
@@ -220,6 +223,7 @@ static void test_bad_reports(void)
         { "correctly_rounded", json_null, "correctly_rounded null" },
         { "mismatched_special", json_null, "mismatched_special null" },
         { "inputs", json_array, "no inputs" },
+        { "bucket", json_null, "a bucket that is null" },
         { "output", json_object, "an output without hex" },
         { "reference", json_object, "a reference without hex" },
     };
@@ -252,6 +256,24 @@ static void test_bad_reports(void)
         o = copy_of(r1);
         json_object_set_new(worst(o, 0), "ulp", json_string("inf"));
         refused(o, "ulp", "an infinite error the counts do not have");
+    }
+    {   /* the bucket must be the case's error's (or the next one above an edge) */
+        json_t *o = copy_of(r1);
+        json_object_set_new(worst(o, 0), "bucket", json_string(">16"));
+        refused(o, "bucket", "a bucket that is not the error's");
+        o = copy_of(r1);
+        json_object_set_new(worst(o, 0), "bucket", json_string("<=7"));
+        refused(o, "bucket", "a bucket that is no label");
+    }
+    {   /* a class mismatch list that holds a case with no mismatch, or is missing one */
+        json_t *o = copy_of(r1);
+        json_array_append(json_object_get(o, "class_mismatches"), worst(o, 0));
+        refused(o, "class_mismatches", "a mismatch list with a case the counts do not have");
+        json_t *q = copy_of(r1);
+        json_object_set_new(q, "mismatched_special", json_integer(1));
+        json_t *c = json_deep_copy(worst(q, 0));
+        json_array_append_new(json_object_get(q, "class_mismatches"), c);
+        refused(q, "class_mismatches", "a mismatch list case without mismatched_special");
     }
     /* two inputs, one in the worst case */
     {

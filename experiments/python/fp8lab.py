@@ -1,16 +1,26 @@
 """fp8lab from Python: judge a kernel's outputs with `fp8lab ulp`, from pytest or a notebook.
 
-    import sys; sys.path.insert(0, "FP8LAB_REPO/experiments/python")   # or PYTHONPATH=...
+    pip install ./experiments/python                 # once, from the fp8lab repository
     import fp8lab
-    rep = fp8lab.ulp("silu", x, y, fmt="bf16")     # x, y: numpy arrays or torch tensors
-    assert rep.max_ulp <= 1, rep.worst[0]
+
+    def test_my_silu_bf16():                         # pytest
+        x = fp8lab.all_inputs("bf16", kind="torch")  # every bf16 encoding, NaNs and infinities too
+        rep = fp8lab.ulp("silu", x, my_silu(x))      # the outputs' format is their dtype's
+        assert rep.passes(max_ulp=1), rep            # fails on a class mismatch (NaN, Inf) too
 
 No build step: this file only writes temporary .npy files, runs the fp8lab CLI and parses its
 `--json` report.  The CLI stays the judge (MPFR reference, exact error), so a report here is the
 report `fp8lab ulp ... --json` prints.
 
-The CLI is found, in order: the `cli=` argument, the environment variable FP8LAB, `build/fp8lab` of
-the repository this file lives in, `fp8lab` on PATH.
+The CLI is found, in order: the `cli=` argument, the environment variable FP8LAB, `fp8lab` on PATH,
+and `build/fp8lab` of the repository when this file is imported from a checkout
+(experiments/python/ of it).  `make install PREFIX=DIR` puts the CLI in DIR/bin.
+
+A gate: `rep.passes(max_ulp=T)` is True when the largest finite error is at most T ulp AND no
+output is of another class than the correctly rounded one (a NaN or Inf where the exact value is
+finite, a finite output where it overflowed or is NaN): max_ulp alone covers the finite errors
+only, so `assert rep.max_ulp <= 1` passes a kernel that returns NaN at -inf.  `rep.check(T)` raises
+GateFailed instead; `allow_class_mismatches=True` accepts them where a caller means it.
 
 Arrays (inputs and outputs):
   * torch tensors (any device; moved to the CPU): bfloat16, float16, float32, float64,
@@ -44,8 +54,11 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["ulp", "merge", "convert", "ref", "find_cli", "UlpReport", "Case",
+__all__ = ["ulp", "merge", "convert", "ref", "all_inputs", "find_cli", "UlpReport", "Case",
            "Fp8labError", "GateFailed", "fmt_ulp", "hexf"]
+
+# The JSON report version this module reads (`fp8lab ulp --json`'s "report_version").
+REPORT_VERSION = 2
 
 
 class Fp8labError(RuntimeError):
@@ -67,7 +80,9 @@ class GateFailed(AssertionError):
         msg = "%s: max error %s ulp (gate %s), %d class mismatch(es)" % (
             report.function, fmt_ulp(report.max_ulp), max_ulp, report.mismatched_special)
         if report.worst:
-            msg += "; worst: %s" % report.worst[0]
+            msg += "; worst finite: %s" % report.worst[0]
+        if report.class_mismatches:
+            msg += "; first class mismatch: %s" % report.class_mismatches[0]
         super().__init__(msg)
 
 
@@ -92,10 +107,12 @@ def _to_float(v):
 
 
 class Case:
-    """One of the report's worst outputs: `index` (and `row`, `column` for row-wise functions),
+    """One output of a report's case lists: `index` (and `row`, `column` for row-wise functions),
     `inputs` (hex floats), `inputs_hex` (encodings), `output` / `output_hex`, `reference` /
-    `reference_hex` (the correctly rounded value), `ulp` (float; inf for a class mismatch),
-    `correctly_rounded`, `mismatched_special`, `raw` (the JSON object)."""
+    `reference_hex` (the correctly rounded value), `ulp` (the error rounded to 2^-20 ulp, float; inf
+    for a NaN/Inf class mismatch), `bucket` (the histogram bucket of the EXACT error: an error
+    reported as 1.0 may lie in "<=2"), `correctly_rounded`, `mismatched_special`, `raw` (the JSON
+    object)."""
 
     def __init__(self, raw, function=""):
         self.raw = raw
@@ -110,6 +127,7 @@ class Case:
         self.reference = raw["reference"]["hexfloat"]
         self.reference_hex = raw["reference"]["hex"]
         self.ulp = _to_float(raw["ulp"])
+        self.bucket = raw.get("bucket", "")
         self.correctly_rounded = bool(raw.get("correctly_rounded"))
         self.mismatched_special = bool(raw.get("mismatched_special"))
 
@@ -126,12 +144,17 @@ class Case:
 
 
 class UlpReport:
-    """The CLI's JSON report as attributes: function, format, count, correctly_rounded, faithful,
-    mismatched_special, infinite_errors, max_ulp, mean_ulp, histogram (dict), worst (list of Case,
-    largest error first), params, overflow, shards; `raw` is the whole JSON object, `returncode`
-    the CLI's exit status."""
+    """The CLI's JSON report as attributes: function, format, count, correctly_rounded, faithful
+    (exact error <= 1 ulp), mismatched_special, infinite_errors, max_ulp (the largest FINITE error),
+    mean_ulp, histogram (dict, buckets of the exact error), worst (list of Case: the largest finite
+    errors, worst[0] at max_ulp), class_mismatches (list of Case: outputs of the wrong class, NaN/Inf
+    first), params, overflow, shards; `raw` is the whole JSON object, `returncode` the CLI's exit
+    status."""
 
     def __init__(self, raw, returncode=0):
+        if raw.get("report_version") != REPORT_VERSION:
+            raise Fp8labError("a report of version %r; this module reads version %d (`fp8lab ulp "
+                              "--json` of the same fp8lab)" % (raw.get("report_version"), REPORT_VERSION))
         self.raw = raw
         self.returncode = returncode
         self.function = raw.get("function", "")
@@ -148,10 +171,25 @@ class UlpReport:
         self.histogram = dict(raw.get("histogram", {}))
         self.shards = raw.get("shards", [])
         self.worst = [Case(w, self.function) for w in raw.get("worst", [])]
+        self.class_mismatches = [Case(w, self.function) for w in raw.get("class_mismatches", [])]
 
     @property
     def correctly_rounded_fraction(self):
         return self.correctly_rounded / self.count if self.count else 1.0
+
+    def passes(self, max_ulp, allow_class_mismatches=False):
+        """True when every finite error is at most max_ulp and (unless allowed) no output is of
+        another class than the correctly rounded one: the CLI's `--max-ulp` gate."""
+        if isinstance(max_ulp, bool) or not isinstance(max_ulp, numbers.Real) or not max_ulp >= 0:
+            raise Fp8labError("max_ulp=%r: a gate is a number >= 0" % (max_ulp,))
+        return self.max_ulp <= max_ulp and (allow_class_mismatches or self.mismatched_special == 0)
+
+    def check(self, max_ulp, allow_class_mismatches=False):
+        """passes(), or GateFailed (an AssertionError) naming the worst finite case and the first
+        class mismatch."""
+        if not self.passes(max_ulp, allow_class_mismatches):
+            raise GateFailed(self, max_ulp)
+        return self
 
     def json(self):
         return json.dumps(self.raw)
@@ -161,7 +199,9 @@ class UlpReport:
             self.function, self.format, self.count, self.correctly_rounded,
             fmt_ulp(self.max_ulp), self.mismatched_special)
         if self.worst:
-            s += "; worst: %s" % self.worst[0]
+            s += "; worst finite: %s" % self.worst[0]
+        if self.class_mismatches:
+            s += "; first class mismatch: %s" % self.class_mismatches[0]
         return s
 
     __repr__ = __str__
@@ -175,26 +215,29 @@ def find_cli(cli=None):
     elif os.environ.get("FP8LAB"):
         cands.append(("FP8LAB", os.environ["FP8LAB"]))
     else:
-        here = os.path.dirname(os.path.abspath(__file__))
-        cands.append(("repository", os.path.join(here, "..", "..", "build", "fp8lab")))
         on_path = shutil.which("fp8lab")
-        if on_path:
-            cands.append(("PATH", on_path))
+        cands.append(("PATH", on_path or "fp8lab"))
+        here = os.path.dirname(os.path.abspath(__file__))
+        if os.path.basename(here) == "python" and os.path.isfile(os.path.join(here, "..", "..", "Makefile")):
+            cands.append(("the checkout", os.path.join(here, "..", "..", "build", "fp8lab")))
     for _, c in cands:
         p = c if os.sep in c else (shutil.which(c) or c)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return os.path.abspath(p)
     raise Fp8labError("fp8lab CLI not found (tried %s); build it with `make` in the fp8lab "
-                      "repository, or pass cli= or set FP8LAB" %
+                      "repository and put it on PATH (`make install PREFIX=DIR`), or pass cli= or "
+                      "set FP8LAB" %
                       ", ".join("%s %s" % (k, v) for k, v in cands))
 
 
 # ---- arrays -> .npy files -----------------------------------------------------------------------
 
 _TORCH_BITS = {"bfloat16": ("bf16", "int16", np.uint16), "float8_e4m3fn": ("e4m3", "uint8", np.uint8),
-               "float8_e5m2": ("e5m2", "uint8", np.uint8)}
+               "float8_e5m2": ("e5m2", "uint8", np.uint8), "float8_e4m3fnuz": ("e4m3fnuz", "uint8", np.uint8),
+               "float8_e5m2fnuz": ("e5m2fnuz", "uint8", np.uint8)}
 _NUMPY_BITS = {"bfloat16": ("bf16", np.uint16), "float8_e4m3fn": ("e4m3", np.uint8),
-               "float8_e5m2": ("e5m2", np.uint8)}
+               "float8_e5m2": ("e5m2", np.uint8), "float8_e4m3fnuz": ("e4m3fnuz", np.uint8),
+               "float8_e5m2fnuz": ("e5m2fnuz", np.uint8)}
 _VALUE_FMT = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
 
 
@@ -271,6 +314,48 @@ def _split_inputs(x):
             hasattr(e, "shape") for e in x):
         return list(x)
     return [x]
+
+
+# format -> (storage bits, numpy/ml_dtypes dtype name, torch dtype name); formats of up to 16 bits
+_ENUMERABLE = {"bf16": (16, "bfloat16", "bfloat16"), "fp16": (16, "float16", "float16"),
+               "e4m3": (8, "float8_e4m3fn", "float8_e4m3fn"), "e5m2": (8, "float8_e5m2", "float8_e5m2"),
+               "e4m3fnuz": (8, "float8_e4m3fnuz", "float8_e4m3fnuz"),
+               "e5m2fnuz": (8, "float8_e5m2fnuz", "float8_e5m2fnuz")}
+
+
+def all_inputs(fmt, kind="numpy"):
+    """Every encoding of fmt, in encoding order (0, 1, ..., 2^bits - 1: +0 up to the positive NaNs,
+    then -0 and the negatives), for an exhaustive test of a kernel.  fmt: bf16, fp16, e4m3, e5m2,
+    e4m3fnuz, e5m2fnuz (fp32's 2^32 inputs: `fp8lab ulp --impl ... --exhaustive`).
+
+    kind="numpy": an array of the format's own dtype (float16; bfloat16 and the float8 types from
+                  ml_dtypes, which must then be installed)
+    kind="torch": a CPU tensor of the format's torch dtype (torch must be installed)
+    kind="bits":  the encodings as uint8/uint16; pass in_fmt=fmt to ulp()
+    """
+    if fmt not in _ENUMERABLE:
+        raise Fp8labError("all_inputs(%r): formats of up to 16 bits: %s" % (fmt, ", ".join(sorted(_ENUMERABLE))))
+    bits, np_name, torch_name = _ENUMERABLE[fmt]
+    codes = np.arange(1 << bits, dtype=np.uint32).astype(np.uint16 if bits == 16 else np.uint8)
+    if kind == "bits":
+        return codes
+    if kind == "numpy":
+        if np_name == "float16":
+            return codes.view(np.float16)
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise Fp8labError("all_inputs(%r): numpy has no %s dtype: install ml_dtypes, or use kind='torch' "
+                              "or kind='bits'" % (fmt, np_name))
+        return codes.view(getattr(ml_dtypes, np_name))
+    if kind == "torch":
+        import torch
+        dt = getattr(torch, torch_name, None)
+        if dt is None:
+            raise Fp8labError("all_inputs(%r): torch %s has no %s" % (fmt, torch.__version__, torch_name))
+        signed = codes.view(np.int16) if bits == 16 else codes
+        return torch.from_numpy(signed.copy()).view(dt)
+    raise Fp8labError("all_inputs: kind=%r is not 'numpy', 'torch' or 'bits'" % (kind,))
 
 
 def _run(args, cwd, timeout=None):

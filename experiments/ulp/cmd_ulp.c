@@ -367,13 +367,17 @@ static int report(outcome *r, const ulp_plan *p, const ulp_opts *o, uint64_t lo,
     m.lo = lo;
     m.hi = hi;
     m.row_len = p->j.row_len;
-    char recheck[1024] = "";
+    char recheck[2][1024] = { "", "" }; /* the worst finite error, the first class mismatch */
     if (total->n_worst && total->worst[0].ulp > 0)
-        recheck_line(recheck, sizeof recheck, p, o, &total->worst[0]);
-    if (o->index_base) { /* after the recheck line, which names the file's own element */
+        recheck_line(recheck[0], sizeof recheck[0], p, o, &total->worst[0]);
+    if (total->n_mismatch)
+        recheck_line(recheck[1], sizeof recheck[1], p, o, &total->mismatch[0]);
+    if (o->index_base) { /* after the recheck lines, which name the file's own elements */
         m.lo += o->index_base, m.hi += o->index_base;
         for (int q = 0; q < total->n_worst; q++)
             total->worst[q].index += o->index_base;
+        for (int q = 0; q < total->n_mismatch; q++)
+            total->mismatch[q].index += o->index_base;
     }
     ulp_emit_report(total, &m, recheck, o->T, o->gated, o->json);
     /* how the run went (not part of the report, which is the same whichever judge decided) */

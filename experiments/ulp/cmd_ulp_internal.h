@@ -189,6 +189,17 @@ int ulp_run_arrays(ulp_tctx *ctxs, const ulp_job *j, ulp_source *ins, ulp_source
 void ulp_tctx_init(ulp_tctx *c, const ulp_job *j);
 void ulp_tctx_clear(ulp_tctx *c, const ulp_job *j);
 void ulp_set_input(mpfr_ptr x, int kind, uint64_t b);
+/* The JSON report's version ("report_version"): 2 decides faithful and the histogram from the exact
+   error and keeps the worst finite cases and the class mismatches as two lists. */
+#define ULP_REPORT_VERSION 2
+
+/* The report's case of one judged output (inputs left zero: the caller sets them). */
+static inline fl_ulp_case ulp_case_of(const fl_ulp_verdict *v, uint64_t index, uint32_t y)
+{
+    fl_ulp_case c = { index, { 0 }, y, v->ref, v->ulp, v->cr, v->special, v->hist };
+    return c;
+}
+
 int ulp_judge_mpfr(fl_ulp_verdict *v, ulp_tctx *c, const ulp_job *j, mpfr_srcptr const *x,
                    mpfr_srcptr const *const *rows, long row_j, uint32_t y);
 void ulp_judge_add(ulp_tctx *c, const ulp_job *j, const uint64_t *in, uint32_t y, uint64_t index, int mpfr_only);
@@ -201,7 +212,10 @@ double ulp_now_s(void);
 void ulp_progress_tick(ulp_progress *p, uint64_t n);
 void ulp_progress_end(ulp_progress *p);
 
-void ulp_emit_report(const fl_ulp_report *r, const ulp_meta *m, const char *recheck, double T, int gated, int json);
+/* recheck: NULL, or the commands that re-check the worst finite error and the first class mismatch
+   ("" where there is none). */
+void ulp_emit_report(const fl_ulp_report *r, const ulp_meta *m, const char (*recheck)[1024], double T, int gated,
+                     int json);
 
 /* A report read back from the JSON of `ulp --json` (what --merge reads; the fuzz target's entry). */
 typedef struct {

@@ -57,12 +57,11 @@ rows = ["| twin | inputs | outputs | correctly rounded | faithful (≤ 1 ulp) | 
 for name in times:
     t, o = listing[name], json.load(open("%s/%s.json" % (out, name)))
     n = o["count"]
-    fin = [w for w in o["worst"] if w["ulp"] != "inf"]
-    worst = "—"
-    if fin and o["max_ulp"] > 0:
-        worst = case(fin[0])
-    elif o["worst"]:
-        worst = "class mismatch: " + case(o["worst"][0])
+    worst = "—"  # the worst finite error (worst[0] is max_ulp's case), else the first class mismatch
+    if o["worst"] and o["max_ulp"] > 0:
+        worst = case(o["worst"][0])
+    elif o["class_mismatches"]:
+        worst = "class mismatch: " + case(o["class_mismatches"][0])
     args = t["mode_args"]
     seed = args[args.index("--seed") + 1] if "--seed" in args else None
     if t["mode"] == "exhaustive":

@@ -201,7 +201,7 @@ static void judge_rows(ulp_tctx *ctxs, const ulp_job *j, uint64_t *const *inb, c
                 continue;
             }
             c->n_mpfr++;
-            fl_ulp_case cs = { pos + i, { 0 }, y[i], v.ref, v.ulp, v.cr, v.special };
+            fl_ulp_case cs = ulp_case_of(&v, pos + i, y[i]);
             for (int k = 0; k < j->n_inputs; k++)
                 cs.in[k] = inb[k][i];
             fl_ulp_report_add(&c->rep, &cs);

@@ -877,6 +877,7 @@ void fl_ulp_verdict_from_facts(fl_ulp_verdict *v, const fl_ulp_facts *f, fl_form
     if (f->fclass != FL_FCLASS_FINITE) {
         v->special = !v->cr;
         v->ulp = v->cr ? 0 : INFINITY;
+        v->hist = v->cr ? FL_ULP_HIST_0 : FL_ULP_HIST_MORE;
         return;
     }
     if (ref_nan)
@@ -892,6 +893,7 @@ void fl_ulp_verdict_from_facts(fl_ulp_verdict *v, const fl_ulp_facts *f, fl_form
         v->ulp = 0;
     else
         v->ulp = y_fin ? f->rep : v->cr ? 0 : INFINITY;
+    v->hist = fl_ulp_hist_bucket(v->ulp, y_fin && !(f->sat && v->cr) && f->above);
 }
 
 void fl_fast_fmt_init(fl_fast_fmt *ff, fl_format fmt, fl_overflow ovf)
@@ -974,7 +976,7 @@ static inline int exponent_of(double a) /* a > 0 normal */
     return (int)((fl_f64_bits(a) >> 52) & 0x7FF) - 1023;
 }
 
-static inline int rep_core(double *rep, const fl_encl *e, int ulp_exp, double y)
+static inline int rep_core(double *rep, int *above, const fl_encl *e, int ulp_exp, double y)
 {
     /* Units: 2^-GRID ulp.  Scale by 2^k, k = GRID - ulp_exp in [-84, 170]: exact (no overflow; the
        only quantities that may become subnormal are absorbed by the 2^-1070 terms). */
@@ -1009,12 +1011,24 @@ static inline int rep_core(double *rep, const fl_encl *e, int ulp_exp, double y)
     const double m = fabs(a) + fabs(E.l) + Rerr;
     if (m * (1 + 0x1p-50) < h || (sure_sign4(h, -a, -E.l, -Rerr) > 0 && sure_sign4(h, a, E.l, -Rerr) > 0)) {
         *rep = q * 0x1p-20;
-        return 1;
+        *above = 0;
+        if (!fl_ulp_hist_edge(*rep))
+            return 1;
+        /* a bucket edge: the exact error is q + (a + E.l) within Rerr; its side must be sure (an exact
+           error at the edge itself is left to MPFR, which sees equality) */
+        if (sure_sign4(a, E.l, -Rerr, 0) > 0) {
+            *above = 1;
+            return 1;
+        }
+        return sure_sign4(a, E.l, Rerr, 0) < 0;
     }
     return 0;
 }
 
-int fl_fast_rep(double *rep, const fl_encl *e, int ulp_exp, double y) { return rep_core(rep, e, ulp_exp, y); }
+int fl_fast_rep(double *rep, int *above, const fl_encl *e, int ulp_exp, double y)
+{
+    return rep_core(rep, above, e, ulp_exp, y);
+}
 
 /* The closed two-sided hull of an enclosure: itself, or, for a one-sided one ([c - r, c) or (c, c + r]),
    the centre moved by r/2 toward f with radius r/2 (rounded up, plus the dd sum's error). */
@@ -1106,13 +1120,15 @@ static inline int judge_common(fl_ulp_verdict *v, const fl_encl *e0, const fl_fa
         yd = dec(d, y);
     }
     double rep;
-    if (!rep_core(&rep, e, ulp_exp, yd))
+    int above;
+    if (!rep_core(&rep, &above, e, ulp_exp, yd))
         return 0;
     const uint32_t q = (uint32_t)mag | (e->ch < 0 ? ff->sbit : 0);
     v->ref = q;
     v->cr = y == q;
     v->special = 0;
     v->ulp = rep;
+    v->hist = fl_ulp_hist_bucket(rep, above);
     return 1;
 }
 
@@ -1137,7 +1153,7 @@ int fl_fast_judge_common(fl_ulp_verdict *v, int status, const fl_encl *e, const 
 
 static int judge_general(fl_ulp_verdict *v, int status, const fl_encl *e, const fl_fast_fmt *ff, uint32_t y)
 {
-    fl_ulp_facts f = { FL_FCLASS_FINITE, 0, 0, 0 };
+    fl_ulp_facts f = { FL_FCLASS_FINITE, 0, 0, 0, 0 };
     if (status == FL_FAST_NAN) {
         f.fclass = FL_FCLASS_NAN;
         fl_ulp_verdict_from_facts(v, &f, ff->fmt, ff->ovf, y);
@@ -1215,7 +1231,7 @@ static int judge_general(fl_ulp_verdict *v, int status, const fl_encl *e, const 
                 return 0;
         }
         const fl_encl hull = closed_hull(e); /* for the error */
-        if (!rep_core(&f.rep, &hull, ulp_exp, dec(d, y)))
+        if (!rep_core(&f.rep, &f.above, &hull, ulp_exp, dec(d, y)))
             return 0;
     }
     fl_ulp_verdict_from_facts(v, &f, ff->fmt, ff->ovf, y);

@@ -64,6 +64,7 @@ typedef struct {
     double ulp;    /* reported error (ulp_report.h), +Inf for a special mismatch */
     int cr;        /* output == ref (NaN == NaN) */
     int special;   /* class mismatch */
+    int hist;      /* the exact error's bucket (fl_ulp_hist, ulp_report.h) */
 } fl_ulp_verdict;
 
 /* Facts about f(x), decided exactly by one of the judges. */
@@ -73,6 +74,7 @@ typedef struct {
     uint32_t ref; /* finite f: the correctly rounded encoding */
     int sat;      /* finite f with ref = +-max: |f| lies beyond the RNE overflow boundary */
     double rep;   /* finite f and finite output: the reported error */
+    int above;    /* rep a bucket edge (fl_ulp_hist_edge): the exact error lies above it */
 } fl_ulp_facts;
 
 /* The verdict from the facts (the one place the report's semantics live; ULP.md):
@@ -112,7 +114,9 @@ int fl_fast_judge_general(fl_ulp_verdict *v, int status, const fl_encl *e, const
 int fl_fast_judge_common(fl_ulp_verdict *v, int status, const fl_encl *e, const fl_fast_fmt *ff, uint32_t y);
 
 /* The reported error of output value y against f in the enclosure, for an ulp of 2^ulp_exp over the
-   whole enclosure (the judge's last step; exported for tests): 1 and *rep when decided, else 0. */
-int fl_fast_rep(double *rep, const fl_encl *e, int ulp_exp, double y);
+   whole enclosure (the judge's last step; exported for tests): 1 and *rep when decided, else 0.  When
+   *rep is a bucket edge (fl_ulp_hist_edge) the side of the exact error is decided too (*above; an
+   exact error equal to the edge is not above it); *above is 0 elsewhere. */
+int fl_fast_rep(double *rep, int *above, const fl_encl *e, int ulp_exp, double y);
 
 #endif /* FL_ULP_FAST_H */

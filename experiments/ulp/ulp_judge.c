@@ -51,10 +51,14 @@ void ulp_set_input(mpfr_ptr x, int kind, uint64_t b)
 
 /* The reported error |y - v| / 2^ulp_exp on the grid (ulp_report.h), exactly: |y - v| rounded toward
    zero at 256 bits with its inexact flag, scaled by a power of two, then rounded to nearest with the
-   flag deciding the would-be ties (below 2^53 units), or via round-to-odd (above). */
-static double rep_mpfr(ulp_tctx *c, mpfr_srcptr y, mpfr_srcptr v, long ulp_exp)
+   flag deciding the would-be ties (below 2^53 units), or via round-to-odd (above).  *above: the
+   reported error is a bucket edge and the exact one lies above it (t < the edge puts the exact error
+   below it too: t is 256 bits and the edge a short number; t equal to the edge is the exact error
+   when the subtraction was exact, else the exact error is above). */
+static double rep_mpfr(ulp_tctx *c, mpfr_srcptr y, mpfr_srcptr v, long ulp_exp, int *above)
 {
     mpfr_ptr t = c->t;
+    *above = 0;
     int inex = mpfr_sub(t, y, v, MPFR_RNDZ);
     mpfr_abs(t, t, MPFR_RNDN);
     if (mpfr_zero_p(t) && !inex)
@@ -80,7 +84,12 @@ static double rep_mpfr(ulp_tctx *c, mpfr_srcptr y, mpfr_srcptr v, long ulp_exp)
             mpfr_nextabove(t); /* round to odd: the exact value lies above t */
         units = mpfr_get_d(t, MPFR_RNDN);
     }
-    return ldexp(units, -FL_ULP_GRID_BITS);
+    const double rep = ldexp(units, -FL_ULP_GRID_BITS);
+    if (fl_ulp_hist_edge(rep)) {
+        const int cmp = mpfr_cmp_d(t, units);
+        *above = cmp > 0 || (cmp == 0 && inex);
+    }
+    return rep;
 }
 
 /* ulp exponent of v's binade in the format (v exact, may be 0). */
@@ -101,6 +110,7 @@ typedef struct {
     int sat;
     long ue;
     double rep;
+    int above;
 } endpoint_facts;
 
 static void facts_at(endpoint_facts *r, ulp_tctx *c, const ulp_job *j, mpfr_srcptr v, int y_fin, double B, int ties)
@@ -117,7 +127,8 @@ static void facts_at(endpoint_facts *r, ulp_tctx *c, const ulp_job *j, mpfr_srcp
         mpfr_clear(b);
     }
     r->ue = ulp_exp_of(d, v);
-    r->rep = y_fin ? rep_mpfr(c, c->yv, v, r->ue) : 0;
+    r->above = 0;
+    r->rep = y_fin ? rep_mpfr(c, c->yv, v, r->ue, &r->above) : 0;
 }
 
 /* Judges output y from the evaluator at increasing precision (Ziv): the facts are taken at both ends
@@ -133,7 +144,7 @@ int ulp_judge_mpfr(fl_ulp_verdict *v, ulp_tctx *c, const ulp_job *j, mpfr_srcptr
         mpfr_set_flt(c->yv, fl_decode(j->fmt, y), MPFR_RNDN);
     int ties;
     const double B = fl_format_rne_boundary(j->fmt, &ties);
-    fl_ulp_facts f = { FL_FCLASS_FINITE, 0, 0, 0 };
+    fl_ulp_facts f = { FL_FCLASS_FINITE, 0, 0, 0, 0 };
     for (mpfr_prec_t wp = 128; wp <= FL_REF_MAX_PREC; wp *= 2) {
         mpfr_set_prec(c->a, wp);
         const int k = rows ? j->ev->row(c->a, rows, j->row_len, row_j, &j->params, wp)
@@ -168,11 +179,12 @@ int ulp_judge_mpfr(fl_ulp_verdict *v, ulp_tctx *c, const ulp_job *j, mpfr_srcptr
             if (y_fin && mpfr_cmp(c->lo, c->yv) < 0 && mpfr_cmp(c->yv, c->hi) < 0 && (lo.rep != 0 || hi.rep != 0))
                 continue;
         }
-        if (lo.code != hi.code || lo.sat != hi.sat || lo.ue != hi.ue || lo.rep != hi.rep)
+        if (lo.code != hi.code || lo.sat != hi.sat || lo.ue != hi.ue || lo.rep != hi.rep || lo.above != hi.above)
             continue;
         f.ref = lo.code;
         f.sat = lo.sat;
         f.rep = lo.rep;
+        f.above = lo.above;
         fl_ulp_verdict_from_facts(v, &f, j->fmt, j->ovf, y);
         return 0;
     }
@@ -214,7 +226,7 @@ void ulp_judge_add(ulp_tctx *c, const ulp_job *j, const uint64_t *in, uint32_t y
         }
         c->n_mpfr++;
     }
-    fl_ulp_case cs = { index, { 0 }, y, v.ref, v.ulp, v.cr, v.special };
+    fl_ulp_case cs = ulp_case_of(&v, index, y);
     for (int k = 0; k < j->n_inputs; k++)
         cs.in[k] = in[k];
     fl_ulp_report_add(&c->rep, &cs);

@@ -34,9 +34,36 @@ static json_t *json_value(int kind, uint64_t b)
     return o;
 }
 
+static json_t *cases_json(const fl_ulp_case *cases, int n, const ulp_meta *m)
+{
+    json_t *w = json_array();
+    for (int i = 0; i < n; i++) {
+        const fl_ulp_case *c = &cases[i];
+        json_t *e = json_object();
+        json_object_set_new(e, "index", json_integer((json_int_t)c->index));
+        if (m->row_len > 0) {
+            json_object_set_new(e, "row", json_integer((json_int_t)(c->index / (uint64_t)m->row_len)));
+            json_object_set_new(e, "column", json_integer((json_int_t)(c->index % (uint64_t)m->row_len)));
+        }
+        json_t *in = json_array();
+        for (int k = 0; k < m->n_inputs; k++)
+            json_array_append_new(in, json_value(m->in_kind[k], c->in[k]));
+        json_object_set_new(e, "inputs", in);
+        json_object_set_new(e, "output", json_value(m->fmt, c->out));
+        json_object_set_new(e, "reference", json_value(m->fmt, c->ref));
+        json_object_set_new(e, "ulp", json_num_or_str(c->ulp));
+        json_object_set_new(e, "bucket", json_string(fl_ulp_hist_label((fl_ulp_hist)c->hist)));
+        json_object_set_new(e, "correctly_rounded", json_boolean(c->cr));
+        json_object_set_new(e, "mismatched_special", json_boolean(c->special));
+        json_array_append_new(w, e);
+    }
+    return w;
+}
+
 static json_t *report_json(const fl_ulp_report *r, const ulp_meta *m)
 {
     json_t *o = json_object();
+    json_object_set_new(o, "report_version", json_integer(ULP_REPORT_VERSION));
     json_object_set_new(o, "function", json_string(m->fn_name));
     json_object_set_new(o, "format", json_string(fl_format_name(m->fmt)));
     json_object_set_new(o, "overflow", json_string(m->ovf == FL_OVF_SATURATE ? "saturate" : "no-saturate"));
@@ -72,27 +99,8 @@ static json_t *report_json(const fl_ulp_report *r, const ulp_meta *m)
     for (int b = 0; b < FL_ULP_HIST_COUNT; b++)
         json_object_set_new(h, fl_ulp_hist_label((fl_ulp_hist)b), json_integer((json_int_t)r->hist[b]));
     json_object_set_new(o, "histogram", h);
-    json_t *w = json_array();
-    for (int i = 0; i < r->n_worst; i++) {
-        const fl_ulp_case *c = &r->worst[i];
-        json_t *e = json_object();
-        json_object_set_new(e, "index", json_integer((json_int_t)c->index));
-        if (m->row_len > 0) {
-            json_object_set_new(e, "row", json_integer((json_int_t)(c->index / (uint64_t)m->row_len)));
-            json_object_set_new(e, "column", json_integer((json_int_t)(c->index % (uint64_t)m->row_len)));
-        }
-        json_t *in = json_array();
-        for (int k = 0; k < m->n_inputs; k++)
-            json_array_append_new(in, json_value(m->in_kind[k], c->in[k]));
-        json_object_set_new(e, "inputs", in);
-        json_object_set_new(e, "output", json_value(m->fmt, c->out));
-        json_object_set_new(e, "reference", json_value(m->fmt, c->ref));
-        json_object_set_new(e, "ulp", json_num_or_str(c->ulp));
-        json_object_set_new(e, "correctly_rounded", json_boolean(c->cr));
-        json_object_set_new(e, "mismatched_special", json_boolean(c->special));
-        json_array_append_new(w, e);
-    }
-    json_object_set_new(o, "worst", w);
+    json_object_set_new(o, "worst", cases_json(r->worst, r->n_worst, m));
+    json_object_set_new(o, "class_mismatches", cases_json(r->mismatch, r->n_mismatch, m));
     return o;
 }
 
@@ -340,7 +348,8 @@ static int read_counts(fl_ulp_report *r, const json_t *o, char *err, size_t errl
     if (r->hist[FL_ULP_HIST_MORE] < r->infinite)
         return bad(err, errlen, "\"infinite_errors\" %llu exceed the \"histogram\"'s %llu errors > 16 ulp",
                    (unsigned long long)r->infinite, (unsigned long long)r->hist[FL_ULP_HIST_MORE]);
-    /* the largest finite error: the top non-empty bucket of the finite errors holds it */
+    /* the largest finite error: the top non-empty bucket of the finite errors holds it (the bucket of
+       its reported value, or the next one when that value is an edge the exact error lies above) */
     json_t *mx = json_object_get(o, "max_ulp");
     if (!mx)
         return bad(err, errlen, "\"max_ulp\": missing");
@@ -348,12 +357,13 @@ static int read_counts(fl_ulp_report *r, const json_t *o, char *err, size_t errl
         return bad(err, errlen, "\"max_ulp\": not a finite error in ulps (>= 0, below 2^300, a multiple of 2^-%d)",
                    FL_ULP_GRID_BITS);
     const uint64_t finite = r->count - r->infinite;
-    const int top = fl_ulp_hist_bucket(r->max_ulp);
-    for (int b = 0; b < FL_ULP_HIST_COUNT; b++) {
-        const uint64_t fin = r->hist[b] - (b == FL_ULP_HIST_MORE ? r->infinite : 0);
-        if ((b > top && fin) || (b == top && finite && !fin) || (!finite && r->max_ulp != 0))
-            return bad(err, errlen, "\"max_ulp\" %g disagrees with the \"histogram\"", r->max_ulp);
-    }
+    const int top_lo = fl_ulp_hist_bucket(r->max_ulp, 0), top_hi = fl_ulp_hist_bucket(r->max_ulp, 1);
+    int top = -1;
+    for (int b = 0; b < FL_ULP_HIST_COUNT; b++)
+        if (r->hist[b] - (b == FL_ULP_HIST_MORE ? r->infinite : 0))
+            top = b;
+    if ((finite && top != top_lo && top != top_hi) || (!finite && r->max_ulp != 0))
+        return bad(err, errlen, "\"max_ulp\" %g disagrees with the \"histogram\"", r->max_ulp);
     json_t *mean = json_object_get(o, "mean_ulp");
     if (!json_is_number(mean) || !(json_number_value(mean) >= 0 && json_number_value(mean) <= r->max_ulp))
         return bad(err, errlen, "\"mean_ulp\": %s", mean ? "not a number 0 .. max_ulp" : "missing");
@@ -374,70 +384,117 @@ static int read_counts(fl_ulp_report *r, const json_t *o, char *err, size_t errl
     return 0;
 }
 
-/* The worst list: min(count, 10) cases, (error desc, index asc), infinite ones first as many as
-   there are, the first finite one at max_ulp; each case's encodings within their formats. */
-static int read_worst(fl_ulp_report *r, const ulp_meta *m, const json_t *o, char *err, size_t errlen)
+/* One case of a list: its index, inputs, encodings within their formats, error, bucket and flags. */
+static int read_case(fl_ulp_case *c, const ulp_meta *m, const json_t *e, const char *list, size_t i, char *err,
+                     size_t errlen)
 {
-    json_t *w = json_object_get(o, "worst");
-    if (!json_is_array(w))
-        return bad(err, errlen, "\"worst\": %s", w ? "not an array" : "missing");
-    const uint64_t want = r->count < FL_ULP_WORST ? r->count : FL_ULP_WORST;
-    if (json_array_size(w) != want)
-        return bad(err, errlen, "\"worst\": %zu cases, but %llu outputs keep %llu", json_array_size(w),
-                   (unsigned long long)r->count, (unsigned long long)want);
-    const int out_bits = kind_bits((int)m->fmt);
-    uint64_t n_inf = 0;
-    for (size_t i = 0; i < json_array_size(w); i++) {
-        json_t *e = json_array_get(w, i);
-        fl_ulp_case c;
-        memset(&c, 0, sizeof c);
-        char what[64];
-        if (!json_is_object(e))
-            return bad(err, errlen, "\"worst[%zu]\": not an object", i);
-        json_t *idx = json_object_get(e, "index"), *in = json_object_get(e, "inputs"), *u = json_object_get(e, "ulp");
-        json_t *cr = json_object_get(e, "correctly_rounded"), *sp = json_object_get(e, "mismatched_special");
-        if (!json_is_integer(idx) || json_integer_value(idx) < 0)
-            return bad(err, errlen, "\"worst[%zu].index\": %s", i, idx ? "not a non-negative integer" : "missing");
-        c.index = (uint64_t)json_integer_value(idx);
-        if (!json_is_array(in) || (int)json_array_size(in) != m->n_inputs)
-            return bad(err, errlen, "\"worst[%zu].inputs\": %s of %d (one per \"input_formats\")", i,
-                       in ? "not an array" : "missing", m->n_inputs);
-        for (int k = 0; k < m->n_inputs; k++) {
-            snprintf(what, sizeof what, "\"worst[%zu].inputs[%d]\"", i, k);
-            if (get_hex(&c.in[k], json_array_get(in, (size_t)k), kind_bits(m->in_kind[k]), what, err, errlen))
-                return -1;
-        }
-        uint64_t out, ref;
-        snprintf(what, sizeof what, "\"worst[%zu].output\"", i);
-        if (get_hex(&out, json_object_get(e, "output"), out_bits, what, err, errlen))
+    memset(c, 0, sizeof *c);
+    char what[96];
+    if (!json_is_object(e))
+        return bad(err, errlen, "\"%s[%zu]\": not an object", list, i);
+    json_t *idx = json_object_get(e, "index"), *in = json_object_get(e, "inputs"), *u = json_object_get(e, "ulp");
+    json_t *cr = json_object_get(e, "correctly_rounded"), *sp = json_object_get(e, "mismatched_special");
+    json_t *bk = json_object_get(e, "bucket");
+    if (!json_is_integer(idx) || json_integer_value(idx) < 0)
+        return bad(err, errlen, "\"%s[%zu].index\": %s", list, i, idx ? "not a non-negative integer" : "missing");
+    c->index = (uint64_t)json_integer_value(idx);
+    if (!json_is_array(in) || (int)json_array_size(in) != m->n_inputs)
+        return bad(err, errlen, "\"%s[%zu].inputs\": %s of %d (one per \"input_formats\")", list, i,
+                   in ? "not an array" : "missing", m->n_inputs);
+    for (int k = 0; k < m->n_inputs; k++) {
+        snprintf(what, sizeof what, "\"%s[%zu].inputs[%d]\"", list, i, k);
+        if (get_hex(&c->in[k], json_array_get(in, (size_t)k), kind_bits(m->in_kind[k]), what, err, errlen))
             return -1;
-        snprintf(what, sizeof what, "\"worst[%zu].reference\"", i);
-        if (get_hex(&ref, json_object_get(e, "reference"), out_bits, what, err, errlen))
-            return -1;
-        c.out = (uint32_t)out;
-        c.ref = (uint32_t)ref;
-        snprintf(what, sizeof what, "\"worst[%zu].ulp\"", i);
-        if (!u)
-            return bad(err, errlen, "%s: missing", what);
-        if (get_ulp(&c.ulp, u, what, err, errlen))
-            return -1;
-        if (!json_is_boolean(cr) || !json_is_boolean(sp))
-            return bad(err, errlen, "\"worst[%zu].%s\": %s", i, !json_is_boolean(cr) ? "correctly_rounded"
-                       : "mismatched_special", (!json_is_boolean(cr) ? cr : sp) ? "not true or false" : "missing");
-        c.cr = json_is_true(cr);
-        c.special = json_is_true(sp);
-        if (i > 0 && fl_ulp_case_before(&c, &r->worst[i - 1]))
-            return bad(err, errlen, "\"worst[%zu]\": out of order (error descending, then index ascending)", i);
-        if (isinf(c.ulp))
-            n_inf++;
-        else if (n_inf == (uint64_t)i && c.ulp != r->max_ulp)
-            return bad(err, errlen, "\"worst[%zu].ulp\" %g: the largest finite error differs from \"max_ulp\" %g",
-                       i, c.ulp, r->max_ulp);
-        r->worst[r->n_worst++] = c;
     }
-    if (n_inf != (r->infinite < want ? r->infinite : want))
-        return bad(err, errlen, "\"worst\": %llu infinite errors, but \"infinite_errors\" is %llu",
+    const int out_bits = kind_bits((int)m->fmt);
+    uint64_t out, ref;
+    snprintf(what, sizeof what, "\"%s[%zu].output\"", list, i);
+    if (get_hex(&out, json_object_get(e, "output"), out_bits, what, err, errlen))
+        return -1;
+    snprintf(what, sizeof what, "\"%s[%zu].reference\"", list, i);
+    if (get_hex(&ref, json_object_get(e, "reference"), out_bits, what, err, errlen))
+        return -1;
+    c->out = (uint32_t)out;
+    c->ref = (uint32_t)ref;
+    snprintf(what, sizeof what, "\"%s[%zu].ulp\"", list, i);
+    if (!u)
+        return bad(err, errlen, "%s: missing", what);
+    if (get_ulp(&c->ulp, u, what, err, errlen))
+        return -1;
+    if (!json_is_boolean(cr) || !json_is_boolean(sp))
+        return bad(err, errlen, "\"%s[%zu].%s\": %s", list, i, !json_is_boolean(cr) ? "correctly_rounded"
+                   : "mismatched_special", (!json_is_boolean(cr) ? cr : sp) ? "not true or false" : "missing");
+    c->cr = json_is_true(cr);
+    c->special = json_is_true(sp);
+    /* the exact error's bucket: the reported error's, or the next one above an edge */
+    c->hist = -1;
+    for (int b = 0; b < FL_ULP_HIST_COUNT && json_is_string(bk); b++)
+        if (!strcmp(json_string_value(bk), fl_ulp_hist_label((fl_ulp_hist)b)))
+            c->hist = b;
+    if (c->hist < 0 || (c->hist != (int)fl_ulp_hist_bucket(c->ulp, 0) && c->hist != (int)fl_ulp_hist_bucket(c->ulp, 1)))
+        return bad(err, errlen, "\"%s[%zu].bucket\": %s", list, i,
+                   bk ? "not the bucket of the case's \"ulp\" (a histogram label)" : "missing");
+    if (isinf(c->ulp) && !c->special)
+        return bad(err, errlen, "\"%s[%zu].ulp\": infinite without a class mismatch", list, i);
+    return 0;
+}
+
+/* A case list: min(n, 10) cases of the n that belong to it, (error desc, index asc).  "worst": the
+   finite errors, the first at max_ulp; "class_mismatches": the mismatched specials, infinite errors
+   first, as many as there are. */
+static int read_list(fl_ulp_case *list, int *n_list, const fl_ulp_report *r, const ulp_meta *m, const json_t *o,
+                     const char *key, uint64_t n, char *err, size_t errlen)
+{
+    json_t *w = json_object_get(o, key);
+    if (!json_is_array(w))
+        return bad(err, errlen, "\"%s\": %s", key, w ? "not an array" : "missing");
+    const uint64_t want = n < FL_ULP_WORST ? n : FL_ULP_WORST;
+    if (json_array_size(w) != want)
+        return bad(err, errlen, "\"%s\": %zu cases, but %llu outputs belong to it and it keeps %llu", key,
+                   json_array_size(w), (unsigned long long)n, (unsigned long long)want);
+    const int finite_list = !strcmp(key, "worst");
+    uint64_t n_inf = 0;
+    *n_list = 0;
+    for (size_t i = 0; i < json_array_size(w); i++) {
+        fl_ulp_case c;
+        if (read_case(&c, m, json_array_get(w, i), key, i, err, errlen))
+            return -1;
+        if (i > 0 && fl_ulp_case_before(&c, &list[i - 1]))
+            return bad(err, errlen, "\"%s[%zu]\": out of order (error descending, then index ascending)", key, i);
+        if (finite_list && isinf(c.ulp))
+            return bad(err, errlen, "\"worst[%zu].ulp\": infinite (those are in \"class_mismatches\")", i);
+        if (finite_list && i == 0 && c.ulp != r->max_ulp)
+            return bad(err, errlen, "\"worst[0].ulp\" %g: the largest finite error differs from \"max_ulp\" %g", c.ulp,
+                       r->max_ulp);
+        if (!finite_list && !c.special)
+            return bad(err, errlen, "\"class_mismatches[%zu]\": not a mismatched special", i);
+        n_inf += isinf(c.ulp);
+        list[(*n_list)++] = c;
+    }
+    if (!finite_list && n_inf != (r->infinite < want ? r->infinite : want))
+        return bad(err, errlen, "\"class_mismatches\": %llu infinite errors, but \"infinite_errors\" is %llu",
                    (unsigned long long)n_inf, (unsigned long long)r->infinite);
+    return 0;
+}
+
+static int read_lists(fl_ulp_report *r, const ulp_meta *m, const json_t *o, char *err, size_t errlen)
+{
+    if (r->infinite > r->mismatched_special)
+        return bad(err, errlen, "\"infinite_errors\" %llu exceed \"mismatched_special\" %llu (an infinite error is a "
+                   "class mismatch)", (unsigned long long)r->infinite, (unsigned long long)r->mismatched_special);
+    return read_list(r->worst, &r->n_worst, r, m, o, "worst", r->count - r->infinite, err, errlen) ||
+           read_list(r->mismatch, &r->n_mismatch, r, m, o, "class_mismatches", r->mismatched_special, err, errlen);
+}
+
+/* "report_version": what this fp8lab writes.  Reports without it decided "faithful" and the
+   histogram's edges on the rounded error, and kept one case list: they cannot be merged with these. */
+static int read_version(const json_t *o, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, "report_version");
+    if (!json_is_integer(v) || json_integer_value(v) != ULP_REPORT_VERSION)
+        return bad(err, errlen, "\"report_version\": %s (this fp8lab reads version %d; a report without it was made by "
+                   "an older fp8lab that decided \"faithful\" on the rounded error: run that shard again)",
+                   v ? "not this fp8lab's" : "missing", ULP_REPORT_VERSION);
     return 0;
 }
 
@@ -453,13 +510,15 @@ int ulp_report_parse(ulp_report_doc *d, const char *data, size_t size, char *err
     fl_ulp_report_init(&d->rep);
     int rc = json_is_object(o) ? 0 : bad(err, errlen, "not an ulp report (a JSON object)");
     if (!rc)
+        rc = read_version(o, err, errlen);
+    if (!rc)
         rc = read_meta(&d->meta, o, err, errlen);
     if (!rc)
         rc = read_counts(&d->rep, o, err, errlen);
     if (!rc)
         rc = check_shards(o, d->rep.count, err, errlen);
     if (!rc)
-        rc = read_worst(&d->rep, &d->meta, o, err, errlen);
+        rc = read_lists(&d->rep, &d->meta, o, err, errlen);
     if (rc) {
         json_decref(o);
         memset(d, 0, sizeof *d);
@@ -484,7 +543,37 @@ static void print_value(FILE *out, int kind, uint64_t b)
     fprintf(out, "%a (0x%0*llx)", v, hexw, (unsigned long long)b);
 }
 
-static void print_report(FILE *out, const fl_ulp_report *r, const ulp_meta *m, const char *recheck, double T, int gated)
+static void print_cases(FILE *out, const fl_ulp_case *cases, int n, const ulp_meta *m)
+{
+    for (int i = 0; i < n; i++) {
+        const fl_ulp_case *c = &cases[i];
+        if (m->row_len > 0)
+            fprintf(out, "    #%-2d row %-7llu col %-6llu ", i + 1, (unsigned long long)(c->index / (uint64_t)m->row_len),
+                    (unsigned long long)(c->index % (uint64_t)m->row_len));
+        else
+            fprintf(out, "    #%-2d index %-11llu ", i + 1, (unsigned long long)c->index);
+        for (int k = 0; k < m->n_inputs; k++) {
+            fprintf(out, "%s=", m->n_inputs == 1 ? "x" : m->row_len > 0 ? (k == 0 ? "x" : "dy")
+                              : k == 0 ? "x0" : k == 1 ? "x1" : k == 2 ? "x2" : "x3");
+            print_value(out, m->in_kind[k], c->in[k]);
+            fputc(' ', out);
+        }
+        fprintf(out, "y=");
+        print_value(out, m->fmt, c->out);
+        fprintf(out, " ref=");
+        print_value(out, m->fmt, c->ref);
+        const char *cls = c->special ? ", class mismatch" : "";
+        if (isinf(c->ulp))
+            fprintf(out, "  (inf ulp%s)\n", cls);
+        else if (c->hist != (int)fl_ulp_hist_bucket(c->ulp, 0)) /* an edge the exact error lies above */
+            fprintf(out, "  (%.6f ulp rounded; exactly above %g%s)\n", c->ulp, c->ulp, cls);
+        else
+            fprintf(out, "  (%.6f ulp%s)\n", c->ulp, cls);
+    }
+}
+
+static void print_report(FILE *out, const fl_ulp_report *r, const ulp_meta *m, const char (*recheck)[1024], double T,
+                         int gated)
 {
     fprintf(out, "fp8lab ulp: %s%s%s%s, inputs", m->fn_name, *m->params ? " (" : "", m->params, *m->params ? ")" : "");
     for (int k = 0; k < m->n_inputs; k++)
@@ -503,34 +592,23 @@ static void print_report(FILE *out, const fl_ulp_report *r, const ulp_meta *m, c
     for (int b = 0; b < FL_ULP_HIST_COUNT; b++)
         fprintf(out, " %s: %llu", fl_ulp_hist_label((fl_ulp_hist)b), (unsigned long long)r->hist[b]);
     fputc('\n', out);
-    if (r->n_worst && (r->worst[0].ulp > 0 || !r->worst[0].cr)) {
-        fprintf(out, "  worst cases (error desc, index asc):\n");
-        for (int i = 0; i < r->n_worst; i++) {
-            const fl_ulp_case *c = &r->worst[i];
-            if (c->ulp == 0 && c->cr)
-                break;
-            if (m->row_len > 0)
-                fprintf(out, "    #%-2d row %-7llu col %-6llu ", i + 1, (unsigned long long)(c->index / (uint64_t)m->row_len),
-                        (unsigned long long)(c->index % (uint64_t)m->row_len));
-            else
-                fprintf(out, "    #%-2d index %-11llu ", i + 1, (unsigned long long)c->index);
-            for (int k = 0; k < m->n_inputs; k++) {
-                fprintf(out, "%s=", m->n_inputs == 1 ? "x" : m->row_len > 0 ? (k == 0 ? "x" : "dy")
-                                  : k == 0 ? "x0" : k == 1 ? "x1" : k == 2 ? "x2" : "x3");
-                print_value(out, m->in_kind[k], c->in[k]);
-                fputc(' ', out);
-            }
-            fprintf(out, "y=");
-            print_value(out, m->fmt, c->out);
-            fprintf(out, " ref=");
-            print_value(out, m->fmt, c->ref);
-            if (isinf(c->ulp))
-                fprintf(out, "  (inf ulp%s)\n", c->special ? ", class mismatch" : "");
-            else
-                fprintf(out, "  (%.6f ulp%s)\n", c->ulp, c->special ? ", class mismatch" : "");
-        }
-        if (recheck && r->worst[0].ulp > 0)
-            fprintf(out, "  re-check the worst:   %s\n", recheck);
+    /* the worst finite errors: every case with an error or a wrong encoding (the list's tail may be
+       correctly rounded cases of error 0, which say nothing) */
+    int n_bad = 0;
+    while (n_bad < r->n_worst && (r->worst[n_bad].ulp > 0 || !r->worst[n_bad].cr))
+        n_bad++;
+    if (n_bad) {
+        fprintf(out, "  worst finite errors (error desc, index asc):\n");
+        print_cases(out, r->worst, n_bad, m);
+        if (recheck && recheck[0][0])
+            fprintf(out, "  re-check the worst:   %s\n", recheck[0]);
+    }
+    if (r->n_mismatch) {
+        fprintf(out, "  class mismatches (%d of %llu, infinite errors first):\n", r->n_mismatch,
+                (unsigned long long)r->mismatched_special);
+        print_cases(out, r->mismatch, r->n_mismatch, m);
+        if (recheck && recheck[1][0])
+            fprintf(out, "  re-check the first:   %s\n", recheck[1]);
     }
     if (gated)
         fprintf(out, "  gate --max-ulp %g:   %s\n", T,
@@ -538,7 +616,8 @@ static void print_report(FILE *out, const fl_ulp_report *r, const ulp_meta *m, c
 }
 
 /* The report on stdout: JSON (with the gate's verdict when gated) or text. */
-void ulp_emit_report(const fl_ulp_report *r, const ulp_meta *m, const char *recheck, double T, int gated, int json)
+void ulp_emit_report(const fl_ulp_report *r, const ulp_meta *m, const char (*recheck)[1024], double T, int gated,
+                     int json)
 {
     if (!json) {
         print_report(stdout, r, m, recheck, T, gated);

@@ -345,7 +345,7 @@ int ulp_run_rows(ulp_tctx *ctxs, const ulp_job *j, const ulp_sweep *s, const ulp
                     continue;
                 }
                 c->n_mpfr++;
-                fl_ulp_case cs = { b0 * (uint64_t)H + i, { 0 }, out[i], v.ref, v.ulp, v.cr, v.special };
+                fl_ulp_case cs = ulp_case_of(&v, b0 * (uint64_t)H + i, out[i]);
                 for (int k = 0; k < ni; k++)
                     cs.in[k] = in[k][i];
                 fl_ulp_report_add(&c->rep, &cs);

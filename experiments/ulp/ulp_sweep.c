@@ -41,13 +41,14 @@ static void fill_inputs(uint32_t *const in[3], uint64_t *idx, const ulp_sweep *s
 }
 
 /* The counts of a batch of judged outputs whose errors are finite and below 2^40 (the common case of
-   fl_ulp_report_add: the sum fits one limb), kept in registers and folded into the report once per
-   chunk.  Cases enter the worst list through fl_ulp_report_offer_worst, built only when their error
-   reaches the list's last entry; every other case goes through fl_ulp_report_add.  The report is the
+   fl_ulp_report_add: the sum fits one limb) and whose class matches, kept in registers and folded
+   into the report once per chunk.  Cases enter the worst list through fl_ulp_report_offer_worst,
+   built only when their error reaches the list's last entry; every other case (class mismatches
+   among them, for their own list) goes through fl_ulp_report_add.  The report is the
    one fl_ulp_report_add would build case by case (its fields are sums and a top-10 under a total
    order, so the order of additions does not matter). */
 typedef struct {
-    uint64_t count, cr, faithful, special, sum; /* sum < 4096 * 2^60: no overflow within a chunk */
+    uint64_t count, cr, faithful, sum; /* sum < 4096 * 2^60: no overflow within a chunk */
     uint64_t hist[FL_ULP_HIST_COUNT];
     double max;
 } batch;
@@ -57,7 +58,6 @@ static void batch_fold(fl_ulp_report *r, const batch *b)
     r->count += b->count;
     r->correctly_rounded += b->cr;
     r->faithful += b->faithful;
-    r->mismatched_special += b->special;
     for (int i = 0; i < FL_ULP_HIST_COUNT; i++)
         r->hist[i] += b->hist[i];
     if (b->max > r->max_ulp)
@@ -100,20 +100,23 @@ static void fast_chunk(ulp_tctx *c, const ulp_job *j, uint32_t *const in[3], con
         }
         c->n_fast++;
         const double u = v.ulp;
-        if (!(u < 0x1p40)) { /* +Inf or huge: the general accumulator */
-            const fl_ulp_case cs = { index, { x0, x1 }, out[i], v.ref, u, v.cr, v.special };
+        if (!(u < 0x1p40) || v.special) { /* +Inf, huge or a class mismatch: the general accumulator */
+            fl_ulp_case cs = ulp_case_of(&v, index, out[i]);
+            cs.in[0] = x0;
+            cs.in[1] = x1;
             fl_ulp_report_add(r, &cs);
             continue;
         }
         b.count++;
         b.cr += v.cr != 0;
-        b.special += v.special != 0;
-        b.hist[fl_ulp_hist_bucket(u)]++;
-        b.faithful += u <= 1;
+        b.hist[v.hist]++;
+        b.faithful += v.hist <= FL_ULP_HIST_1;
         b.max = u > b.max ? u : b.max;
         b.sum += (uint64_t)(u * 0x1p20); /* exact: a grid value below 2^40 */
         if (r->n_worst < FL_ULP_WORST || u >= r->worst[FL_ULP_WORST - 1].ulp) {
-            const fl_ulp_case cs = { index, { x0, x1 }, out[i], v.ref, u, v.cr, v.special };
+            fl_ulp_case cs = ulp_case_of(&v, index, out[i]);
+            cs.in[0] = x0;
+            cs.in[1] = x1;
             fl_ulp_report_offer_worst(r, &cs);
         }
     }
