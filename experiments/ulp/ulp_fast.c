@@ -976,7 +976,30 @@ static inline int exponent_of(double a) /* a > 0 normal */
     return (int)((fl_f64_bits(a) >> 52) & 0x7FF) - 1023;
 }
 
-static inline int rep_core(double *rep, int *above, const fl_encl *e, int ulp_exp, double y)
+/* At a bucket edge the closed hull may not tell on which side the exact error lies, when the
+   enclosure's centre is itself exactly an edge away from y (a short product such as g u / 2 on a
+   rounding midpoint, with f a hair below it).  A one-sided enclosure (f strictly on the side `side` of
+   its centre c, within r) does: with D = Y - C exactly +-q and f = C + delta, the error
+   |D - delta| = q - sign(D) delta lies above q iff delta and D have opposite signs.  Scaled values
+   (units of 2^-GRID ulp): Y, C = c sc, q; 1 and *above when it decides.  A point enclosure (f = c
+   exactly) decides too: the error is the edge itself, not above it. */
+static inline int edge_side_one_sided(int *above, const fl_encl *e0, double sc, double Y, double q)
+{
+    if (!e0 || e0->cl != 0 || (!e0->side && e0->r != 0))
+        return 0;
+    const double C = e0->ch * sc;
+    if (C != 0 && fabs(C) < 0x1p-1000) /* keep every quantity normal: the sums below are exact */
+        return 0;
+    const dd D = two_sum(Y, -C);
+    if (D.l != 0 || fabs(D.h) != q || !(e0->r * sc < q))
+        return 0;
+    *above = e0->side && (D.h > 0) != (e0->side > 0);
+    return 1;
+}
+
+/* e: the closed enclosure the error is taken over; e0: the evaluator's own (one-sided) enclosure, or
+   NULL. */
+static inline int rep_core(double *rep, int *above, const fl_encl *e, const fl_encl *e0, int ulp_exp, double y)
 {
     /* Units: 2^-GRID ulp.  Scale by 2^k, k = GRID - ulp_exp in [-84, 170]: exact (no overflow; the
        only quantities that may become subnormal are absorbed by the 2^-1070 terms). */
@@ -1020,14 +1043,14 @@ static inline int rep_core(double *rep, int *above, const fl_encl *e, int ulp_ex
             *above = 1;
             return 1;
         }
-        return sure_sign4(a, E.l, Rerr, 0) < 0;
+        return sure_sign4(a, E.l, Rerr, 0) < 0 || edge_side_one_sided(above, e0, sc, Y, q);
     }
     return 0;
 }
 
 int fl_fast_rep(double *rep, int *above, const fl_encl *e, int ulp_exp, double y)
 {
-    return rep_core(rep, above, e, ulp_exp, y);
+    return rep_core(rep, above, e, NULL, ulp_exp, y);
 }
 
 /* The closed two-sided hull of an enclosure: itself, or, for a one-sided one ([c - r, c) or (c, c + r]),
@@ -1121,7 +1144,7 @@ static inline int judge_common(fl_ulp_verdict *v, const fl_encl *e0, const fl_fa
     }
     double rep;
     int above;
-    if (!rep_core(&rep, &above, e, ulp_exp, yd))
+    if (!rep_core(&rep, &above, e, e0, ulp_exp, yd))
         return 0;
     const uint32_t q = (uint32_t)mag | (e->ch < 0 ? ff->sbit : 0);
     v->ref = q;
@@ -1231,7 +1254,7 @@ static int judge_general(fl_ulp_verdict *v, int status, const fl_encl *e, const 
                 return 0;
         }
         const fl_encl hull = closed_hull(e); /* for the error */
-        if (!rep_core(&f.rep, &f.above, &hull, ulp_exp, dec(d, y)))
+        if (!rep_core(&f.rep, &f.above, &hull, e, ulp_exp, dec(d, y)))
             return 0;
     }
     fl_ulp_verdict_from_facts(v, &f, ff->fmt, ff->ovf, y);
