@@ -245,6 +245,18 @@ torch-table: $(CLI)
 		echo "torch-table: SKIPPED: no Python '$(PYTHON)'.  To run it: python3 -m venv ENV && ENV/bin/pip install torch numpy; then: make torch-table PYTHON=ENV/bin/python"; \
 	fi
 
+# peers-table: PyTorch's and ml_dtypes' conversions probed next to `fp8lab convert` (Inf and overflow,
+# NaN, ties, subnormals, float64 inputs; experiments/torchval/peers_semantics.py), rewritten into
+# numerics/CONVERT.md between its peers-table markers.  peers-check writes nothing and fails when that
+# table differs from a fresh probe.  Needs a Python with numpy, torch and ml_dtypes; else SKIPPED (exit 0).
+.PHONY: peers-table peers-check
+peers-table peers-check: $(CLI)
+	@if command -v "$(PYTHON)" >/dev/null 2>&1; then \
+		FP8LAB=$(CLI) "$(PYTHON)" experiments/torchval/peers_semantics.py $(if $(filter peers-check,$@),--check); \
+	else \
+		echo "$@: SKIPPED: no Python '$(PYTHON)'.  To run it: python3 -m venv ENV && ENV/bin/pip install numpy torch ml_dtypes; then: make $@ PYTHON=ENV/bin/python"; \
+	fi
+
 demo: $(CLI)
 	@sh experiments/train/demo.sh $(CLI)
 
@@ -280,6 +292,12 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libfp8lab.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libfp8lab.a $(LDLIBS)
 -include $(wildcard $(BUILD)/fuzz/fuzz_*.d)
+
+# The CLI into $(PREFIX)/bin (the Python module finds it on PATH): make install PREFIX=$$HOME/.local
+PREFIX ?= /usr/local
+.PHONY: install
+install: $(CLI)
+	install -D -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/fp8lab
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,5 +1,7 @@
-/* act_list.h — the one list of activations.  Every table that names an activation is generated from
- * the rows below (X-macros), so a function exists everywhere or nowhere:
+/* act_list.h — the one list of activations, and of the elementary functions they are built from (exp,
+ * expm1, log1p, erf: reference-only rows, so that a kernel's building blocks and libm can be judged
+ * with `fp8lab ulp`).  Every table that names an activation is generated from the rows below
+ * (X-macros), so a function exists everywhere or nowhere:
  *   reference/ref.h, ref.c     fl_ref_id (FL_REF_ID), the evaluator prototypes, fl_ref_table
  *   experiments/ulp/ulp_fast.c  the fast path's table (fast_fns, fl_fast_lookup)
  *   experiments/train/ffn_act.{h,c}  fl_act_kind (FL_ACT_ID), fl_act_table, the forward/backward dispatch
@@ -77,7 +79,13 @@
        "order=3 a0=0 a1..ar=1/order eps=1e-6", ""), (NONE), (TRAIN, 6, polynorm, 0, -1, 2, 4, 3, NULL))     \
     X(M, SOFTMAX, softmax, (REF, ROW, 0, "e^x_j / sum_i e^x_i per row", "", ""), (NONE), (NONE))            \
     X(M, PATTENTION, pattention, (REF, ROW, 0, "gelu(tau A_j / ||A||_2) per row (TokenFormer)", "tau=sqrt(n)", \
-                                  ""), (NONE), (NONE))
+                                  ""), (NONE), (NONE))                                                      \
+    X(M, EXP, exp, (REF, X1_VALUE, 0, "e^x (elementary)", "", ""), (NONE), (NONE))                          \
+    X(M, EXPM1, expm1, (REF, X1_VALUE, 0, "e^x - 1 (elementary)", "", ""), (NONE), (NONE))                  \
+    X(M, LOG1P, log1p, (REF, X1_VALUE, 0, "log(1 + x) (elementary); log1p(-1) = -Inf, x < -1: NaN", "", ""), \
+      (NONE), (NONE))                                                                                       \
+    X(M, ERF, erf, (REF, X1_VALUE, 0, "erf(x) = 2/sqrt(pi) int_0^x e^-t^2 dt (elementary)", "", ""), (NONE), \
+      (NONE))
 
 /* ---- shapes: a reference function's inputs and evaluators ---------------------------------------------
  * FL_ACT_SHAPE_<shape>(f, E) calls E(wrt, evaluator, KIND, n_inputs) for the value ("") and each
@@ -86,9 +94,11 @@
  *   X1_POLY   X1 and d/da0 .. d/da4 (f_da0 ..)       GU        g, u: value, f_dg, f_du
  *   GUS       g, u, s: value, f_dg, f_du, f_ds       ROW       a row x: value, the VJP (f_vjp)
  *   ROW_POLY  ROW and d/da0 .. d/da4
+ *   X1_VALUE  x: the value only (the elementary functions: no derivative evaluators)
  * A shape's inputs (FL_ACT_NIN_, FL_ACT_INPUTS_), row-wise flag and polynomial coefficients
  * (FL_ACT_POLY_: the activations of the polynomial-order study) follow it. */
 #define FL_ACT_SHAPE_X1(f, E) E("", f, EVAL, 1) E("x", f##_dx, EVAL, 1)
+#define FL_ACT_SHAPE_X1_VALUE(f, E) E("", f, EVAL, 1)
 #define FL_ACT_SHAPE_X1_ALPHA(f, E) FL_ACT_SHAPE_X1(f, E) E("alpha", f##_dalpha, EVAL, 1)
 #define FL_ACT_SHAPE_X1_POLY(f, E) FL_ACT_SHAPE_X1(f, E) FL_ACT_COEFS_(f, E, EVAL)
 #define FL_ACT_SHAPE_GU(f, E) E("", f, EVAL, 2) E("g", f##_dg, EVAL, 2) E("u", f##_du, EVAL, 2)
@@ -100,6 +110,7 @@
     E("a0", f##_da0, K, 1) E("a1", f##_da1, K, 1) E("a2", f##_da2, K, 1) E("a3", f##_da3, K, 1) E("a4", f##_da4, K, 1)
 
 #define FL_ACT_NIN_X1 1
+#define FL_ACT_NIN_X1_VALUE 1
 #define FL_ACT_NIN_X1_ALPHA 1
 #define FL_ACT_NIN_X1_POLY 1
 #define FL_ACT_NIN_GU 2
@@ -107,6 +118,7 @@
 #define FL_ACT_NIN_ROW 1
 #define FL_ACT_NIN_ROW_POLY 1
 #define FL_ACT_INPUTS_X1 "x"
+#define FL_ACT_INPUTS_X1_VALUE "x"
 #define FL_ACT_INPUTS_X1_ALPHA "x"
 #define FL_ACT_INPUTS_X1_POLY "x"
 #define FL_ACT_INPUTS_GU "g,u"
@@ -114,6 +126,7 @@
 #define FL_ACT_INPUTS_ROW "x"
 #define FL_ACT_INPUTS_ROW_POLY "x"
 #define FL_ACT_ROWWISE_X1 0
+#define FL_ACT_ROWWISE_X1_VALUE 0
 #define FL_ACT_ROWWISE_X1_ALPHA 0
 #define FL_ACT_ROWWISE_X1_POLY 0
 #define FL_ACT_ROWWISE_GU 0
@@ -121,6 +134,7 @@
 #define FL_ACT_ROWWISE_ROW 1
 #define FL_ACT_ROWWISE_ROW_POLY 1
 #define FL_ACT_POLY_X1 0
+#define FL_ACT_POLY_X1_VALUE 0
 #define FL_ACT_POLY_X1_ALPHA 0
 #define FL_ACT_POLY_X1_POLY 1
 #define FL_ACT_POLY_GU 0

@@ -130,6 +130,12 @@ int fl_ref_tiny(mpfr_ptr y, int negative)
     return FL_REF_SURE;
 }
 
+int fl_ref_huge(mpfr_ptr y, int negative)
+{
+    mpfr_set_si_2exp(y, negative ? -1 : 1, 1L << 20, MPFR_RNDN);
+    return FL_REF_SURE;
+}
+
 int fl_ref_near_unit(mpfr_ptr y, int sign, int dir)
 {
     MPFR_DECL_INIT(one, 2); /* automatic: no clear */

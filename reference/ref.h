@@ -14,7 +14,7 @@
  *              FL_REF_SURE: y rounds exactly like f(x) into every format of precision <= 64 bits
  *                           whose smallest subnormal is >= 2^-1074, in every rounding mode: y is exact
  *                           (NaN, Inf, a zero, an exactly computed value), or a stand-in for a tail
- *                           (see fl_ref_near / fl_ref_tiny).
+ *                           (see fl_ref_near / fl_ref_tiny / fl_ref_huge).
  */
 #ifndef FL_REF_H
 #define FL_REF_H
@@ -118,6 +118,11 @@ int fl_ref_near(mpfr_ptr y, mpfr_srcptr c, int dir);
 /* y = sign * 2^-(2^20); returns FL_REF_SURE.  For a tail where 0 < |f(x)| < 2^-1100: both lie below
    half the smallest subnormal of every format, so they round alike. */
 int fl_ref_tiny(mpfr_ptr y, int negative);
+/* y = sign * 2^(2^20), finite; returns FL_REF_SURE.  For a tail where |f(x)| > 2^1100: both lie beyond
+   every format's largest finite value (binary64's is below 2^1024) and its overflow boundary, so
+   they round alike (Inf, or max when saturating or rounding toward zero).  Never Inf itself: an exact
+   Inf is no overflow and keeps Inf in every mode. */
+int fl_ref_huge(mpfr_ptr y, int negative);
 /* fl_ref_near of the constant sign * 1 (a tail that approaches +-1); returns FL_REF_SURE. */
 int fl_ref_near_unit(mpfr_ptr y, int sign, int dir);
 /* y = NaN; returns FL_REF_SURE. */

@@ -7,13 +7,24 @@
  *     recomputation), a 4% gap does not; an excursion above 5% for L steps fails a window of L, not of L + 1; a diverged run fails at its
  *     divergence step; a run that stopped early fails where it stopped; a BF16 arm (no reference)
  *     is judged by (a) and (c) only.
- *  2. fl_demo_verdict: REPRODUCED only when the subject fails in a majority and no control does;
- *     every failing condition named (subject in no majority, each control in a majority, with its
- *     seeds); informational arms never decide; 1 of 2 is not a majority.
- *  3. fl_train_cfg_args: the arguments parse back (fl_train_parse_flag) into the same configuration,
- *     bit for bit, for every demo-like arm (site overrides, --grad-sr, --pow2, nan overflow, ...).
+ *  2. fl_demo_verdict with the precondition present: REPRODUCED only when the subject fails in a
+ *     majority and no control fails in a majority; every failing condition named (subject in no
+ *     majority, each control in a majority, with its seeds); informational arms never decide; 1 of 2
+ *     is not a majority.
+ *  3. The precondition (fl_precondition_judge, mech.h): the medians over seeds of the late growth and
+ *     jump; present when SwiGLU's growth or jump reaches 10 and GeLU's neither (9.99 does not, 10
+ *     does; GeLU at 10 makes it absent; a NaN seed is left out of the median; all NaN: not measured),
+ *     and from series through fl_late_measure.  The verdict against it: absent and no failure ->
+ *     INCONCLUSIVE with the numbers; present and the subject failing -> REPRODUCED; present and no
+ *     failure -> NOT REPRODUCED; absent and the subject failing alone -> INCONCLUSIVE ("a failure
+ *     without the paper's cause"); a failing control -> NOT REPRODUCED whatever the precondition;
+ *     not measured -> INCONCLUSIVE; exit statuses 0, 3, 4.
+ *  4. fl_train_cfg_args: the arguments parse back (fl_train_parse_flag) into the same configuration,
+ *     bit for bit, for every demo-like arm (site overrides, --grad-sr, --pow2, nan overflow,
+ *     paper-gaudi2, ...).
  */
 #include "check.h"
+#include "train/mech.h"
 #include "train/train.h"
 #include "train/verdict.h"
 
@@ -128,14 +139,35 @@ static void check_judge(void)
     printf("  arm judgement: identical, NaN, Inf, 6%% (fails at step %ld), 4%%, windows L and L+1, diverged, stopped, BF16\n", want);
 }
 
-static void expect(const fl_arm_outcome *a, int n, int reproduced, const char *const *phrases, const char *what)
+/* A precondition as fl_precondition_judge makes it from one seed's late measures. */
+static fl_precondition precondition(double sw_growth, double sw_jump, double ge_growth, double ge_jump)
+{
+    const fl_late sw = { 1, 1, sw_growth, sw_jump, 0 }, ge = { 1, 1, ge_growth, ge_jump, 0 };
+    fl_precondition p;
+    fl_precondition_judge(&p, &sw, &ge, 1, 6.0);
+    return p;
+}
+
+static fl_precondition present;
+
+static void expect_pre(const fl_arm_outcome *a, int n, const fl_precondition *pre, int outcome,
+                       const char *const *phrases, const char *what)
 {
     fl_verdict v;
-    fl_demo_verdict(&v, a, n);
-    CHECK(v.reproduced == reproduced, "%s: reproduced %d (%s)", what, v.reproduced, v.text);
-    CHECK(!strncmp(v.text, reproduced ? "REPRODUCED" : "NOT REPRODUCED", reproduced ? 10 : 14), "%s: text '%s'", what, v.text);
+    fl_demo_verdict(&v, a, n, pre);
+    const char *name = fl_verdict_name(outcome);
+    CHECK(v.outcome == outcome && v.reproduced == (outcome == FL_VERDICT_REPRODUCED), "%s: outcome %d (%s)", what,
+          v.outcome, v.text);
+    CHECK(!strncmp(v.text, name, strlen(name)) && v.text[strlen(name)] == ':', "%s: text '%s'", what, v.text);
+    CHECK(fl_verdict_exit(&v) == (outcome == FL_VERDICT_REPRODUCED ? 0 : outcome == FL_VERDICT_INCONCLUSIVE ? 4 : 3),
+          "%s: exit %d", what, fl_verdict_exit(&v));
     for (int k = 0; phrases && phrases[k]; k++)
         CHECK(strstr(v.text, phrases[k]), "%s: '%s' lacks '%s'", what, v.text, phrases[k]);
+}
+
+static void expect(const fl_arm_outcome *a, int n, int reproduced, const char *const *phrases, const char *what)
+{
+    expect_pre(a, n, &present, reproduced ? FL_VERDICT_REPRODUCED : FL_VERDICT_NOT_REPRODUCED, phrases, what);
 }
 
 static void check_verdict(void)
@@ -199,10 +231,88 @@ static void check_verdict(void)
     printf("  verdict: reproduced, subject 1/3 and 0/3, each of 5 controls failing, two conditions, info arm, 1 of 2, no subject\n");
 }
 
+/* 3. */
+static void check_precondition(void)
+{
+    /* the rule on medians */
+    fl_precondition p = precondition(12, 1.2, 2, 1.1);
+    CHECK(p.measured && p.present && p.swiglu_growth == 12 && p.gelu_jump == 1.1, "growth 12 vs 2");
+    CHECK(strstr(p.text, "SwiGLU 12 / 1.2, GeLU 2 / 1.1") && strstr(p.text, ">= 10"), "text: %s", p.text);
+    CHECK(precondition(1.5, 10, 1, 1).present, "a jump of 10");
+    CHECK(!precondition(9.99, 9.99, 1, 1).present, "9.99 is not the late regime");
+    CHECK(precondition(10, 1, 9.99, 9.99).present, "GeLU at 9.99");
+    CHECK(!precondition(50, 50, 10, 1).present && !precondition(50, 50, 1, 10).present, "GeLU at 10: not SwiGLU's");
+    p = precondition(NAN, NAN, 2, 2);
+    CHECK(!p.measured && !p.present && strstr(p.text, "not measured") && strstr(p.text, "t/tau = 6.00"), "NaN: %s", p.text);
+    {
+        const fl_late sw[3] = { { 1, 1, 11, 1, 0 }, { 1, 1, NAN, NAN, -1 }, { 1, 1, 13, 1.5, 0 } };
+        const fl_late ge[3] = { { 1, 1, 2, 1, 0 }, { 1, 1, 3, 1, 0 }, { 1, 1, 40, 1, 0 } };
+        fl_precondition_judge(&p, sw, ge, 3, 4.0);
+        CHECK(p.measured && p.present && p.swiglu_growth == 12 && p.gelu_growth == 3 && p.seeds == 3,
+              "medians over seeds, NaN left out: %g %g", p.swiglu_growth, p.gelu_growth);
+        const fl_late sw2[3] = { { 1, 1, 11, 1, 0 }, { 1, 1, 2, 1, 0 }, { 1, 1, 3, 1.5, 0 } };
+        fl_precondition_judge(&p, sw2, ge, 3, 4.0);
+        CHECK(p.measured && !p.present && p.swiglu_growth == 3, "one seed of three in the regime: median %g", p.swiglu_growth);
+    }
+    /* from series: amax flat until t/tau = 2, then x15 (SwiGLU) and x3 (GeLU); tau = t / 100 */
+    {
+        enum { NS = 600 };
+        static double tau[NS], as[NS], ag[NS];
+        for (int t = 0; t < NS; t++) {
+            tau[t] = t / 100.0;
+            as[t] = t < 300 ? 1.0 + 0.001 * (t % 7) : 15.0;
+            ag[t] = t < 300 ? 2.0 : 6.0;
+        }
+        fl_late ls, lg;
+        fl_late_measure(&ls, as, tau, NS);
+        fl_late_measure(&lg, ag, tau, NS);
+        fl_precondition_judge(&p, &ls, &lg, 1, 6.0);
+        CHECK(p.present && fabs(p.swiglu_growth - 15 / 1.006) < 1e-12 && p.gelu_growth == 3, "series: %s", p.text);
+        fl_late_measure(&ls, as, tau, 150); /* ends at t/tau 1.5: no late window */
+        fl_precondition_judge(&p, &ls, &lg, 1, 1.5);
+        CHECK(!p.measured && !p.present, "a run ending before 2 tau: %s", p.text);
+    }
+    /* the verdict against the precondition: 3 seeds, the arms of check_verdict */
+    static const char *const names[] = { "swiglu/fp8", "smooth/fp8", "gelu/fp8", "current/fp8" };
+    static const int roles[] = { FL_ARM_SUBJECT, FL_ARM_CONTROL, FL_ARM_CONTROL, FL_ARM_INFO };
+    fl_arm_outcome o[12];
+    const fl_precondition absent = precondition(2.02, 1.10, 1.62, 1.08), unmeasured = precondition(NAN, 1, 1, 1);
+#define SET(s0, s1, s2) /* failure masks over the 3 seeds of the subject, smooth, gelu */                   \
+    for (int s = 0; s < 3; s++)                                                                          \
+        for (int a = 0; a < 4; a++)                                                                      \
+            o[s * 4 + a] = (fl_arm_outcome){ names[a], roles[a], (uint64_t)s + 1,                          \
+                                             ((a == 0 ? (s0) : a == 1 ? (s1) : a == 2 ? (s2) : 7) >> s) & 1 };
+    SET(0, 0, 0);
+    expect_pre(o, 12, &absent, FL_VERDICT_INCONCLUSIVE,
+               (const char *const[]){ "INCONCLUSIVE: precondition not produced (", "SwiGLU 2.02 / 1.1, GeLU 1.62 / 1.08",
+                                      "swiglu/fp8 failed in 0 of 3 seeds", NULL },
+               "absent, no failure");
+    expect_pre(o, 12, &unmeasured, FL_VERDICT_INCONCLUSIVE, (const char *const[]){ "(not measured", NULL }, "not measured");
+    expect_pre(o, 12, NULL, FL_VERDICT_INCONCLUSIVE, (const char *const[]){ "(not measured)", NULL }, "no precondition");
+    expect_pre(o, 12, &present, FL_VERDICT_NOT_REPRODUCED,
+               (const char *const[]){ "swiglu/fp8 failed in 0 of 3 seeds, not a majority", "precondition present", NULL },
+               "present, no failure");
+    SET(7, 0, 1);
+    expect_pre(o, 12, &present, FL_VERDICT_REPRODUCED,
+               (const char *const[]){ "swiglu/fp8 failed in 3 of 3 seeds (1, 2, 3)", "precondition present (", NULL },
+               "present, the subject fails as predicted");
+    expect_pre(o, 12, &absent, FL_VERDICT_INCONCLUSIVE,
+               (const char *const[]){ "swiglu/fp8 failed in 3 of 3 seeds", "without the paper's cause", NULL },
+               "absent, the subject fails alone");
+    SET(7, 0, 3);
+    expect_pre(o, 12, &absent, FL_VERDICT_NOT_REPRODUCED, (const char *const[]){ "control gelu/fp8 failed in 2 of 3", NULL },
+               "absent, a control fails");
+    expect_pre(o, 12, &present, FL_VERDICT_NOT_REPRODUCED, (const char *const[]){ "control gelu/fp8 failed in 2 of 3", NULL },
+               "present, a control fails");
+#undef SET
+    printf("  precondition: the late regime on medians over seeds (10, 9.99, GeLU at 10, NaN seeds, not measured), from "
+           "series; verdicts INCONCLUSIVE / REPRODUCED / NOT REPRODUCED against it, exit 4 / 0 / 3\n");
+}
+
 static void check_args(void)
 {
     static const char *const sites[] = { "", "*.down.in=bf16", "L0.down.in=current" };
-    for (int k = 0; k < 12; k++) {
+    for (int k = 0; k < 15; k++) {
         fl_train_cfg c;
         fl_train_cfg_default(&c);
         c.model.act.kind = (uint32_t)(k % 3 == 0 ? FL_ACT_SWIGLU : k % 3 == 1 ? FL_ACT_GELU : FL_ACT_SMOOTH_SWIGLU);
@@ -217,8 +327,11 @@ static void check_args(void)
         c.wd = 1.0f;
         c.seed = 1000 + (uint64_t)k;
         c.stop_on_div = k != 7;
+        if (k >= 12) /* the demo's default recipe, with the settings it fixes */
+            fl_recipe_paper_gaudi2(&c.recipe);
         if (sites[k % 3][0])
             CHECK(!fl_recipe_sites_add(&c.recipe, sites[k % 3]), "site");
+        CHECK(fl_train_cfg_check(&c) == NULL, "arm %d: %s", k, fl_train_cfg_check(&c));
         char buf[4096], work[4096];
         CHECK(!fl_train_cfg_args(buf, sizeof buf, &c), "args fit");
         /* split like a shell: words, single quotes removed */
@@ -259,13 +372,16 @@ static void check_args(void)
         }
         CHECK(!memcmp(&c, &d, sizeof c), "arm %d: '%s' does not parse back to the same configuration", k, buf);
     }
-    printf("  train_args parse back to the same configuration (12 arms)\n");
+    printf("  train_args parse back to the same configuration (15 arms)\n");
 }
 
 int main(void)
 {
+    present = precondition(12, 1.5, 2, 1.2);
+    CHECK(present.present, "the present precondition");
     check_judge();
     check_verdict();
+    check_precondition();
     check_args();
     PASS("test_demo_verdict");
 }

@@ -4,7 +4,7 @@
  * a leading '<' (gnuplot reads `plot '<cmd'` from a pipe) and a leading '|' (`set output '|cmd'`).
  * Each injected command would create a file named PWNED_*; after each command, no such file exists
  * anywhere under the test's folder, the command exited 0 (3 for the experiments' NOT REPRODUCED /
- * FAILED verdicts), and its PNGs exist:
+ * FAILED verdicts, 4 for INCONCLUSIVE), and its PNGs exist:
  *   1. plot --out O --title T RUN1 RUN2: the six PNGs; then the command in plots.gp's first line, run
  *      by sh, makes the same loss.png again (the comment's shell quoting is exact);
  *   2. plot with a title holding a newline: plots.gp's comment stays one line;
@@ -172,7 +172,7 @@ int main(void)
     exists(q, "align_vs_amax.png");
 
     /* 6. demo --out */
-    cli_ok("demo", 0, 3, (const char *const[]){ "demo", TINY, "--steps", "20", "--seeds", "1", "--jobs", "2", "--out", out5, NULL });
+    cli_ok("demo", 3, 4, (const char *const[]){ "demo", TINY, "--steps", "20", "--seeds", "1", "--jobs", "2", "--out", out5, NULL });
     exists(out5, "loss.png");
     exists(out5, "saturation.png");
 

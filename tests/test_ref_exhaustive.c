@@ -6,8 +6,9 @@
  * The rounding mode cycles through rne, rtz, up, down with the input index.  Each result must
  *   - come out of the Ziv loop (no give-up),
  *   - equal a second evaluation whose Ziv loop starts 24 bits higher,
- *   - be NaN exactly when the definition says (a NaN input; 0 * Inf in a gate),
- *   - lie in the function's range (sigmoid in [0, 1], tanh in [-1, 1], relu/relu2/softplus >= 0).
+ *   - be NaN exactly when the definition says (a NaN input; 0 * Inf in a gate; log1p below -1),
+ *   - lie in the function's range (sigmoid in [0, 1], tanh and erf in [-1, 1], relu/relu2/softplus
+ *     >= 0, exp >= +0, expm1 >= -1).
  * Every derivative evaluator: all bf16 inputs (unary) or all e4m3 pairs (gates), into bf16, the same
  * checks except the range.
  * OpenMP over inputs; set FL_REF_QUICK=1 to test every 7th input only. */
@@ -29,8 +30,12 @@ static int range_ok(const char *name, mpfr_srcptr y)
         return 1;
     if (!strcmp(name, "sigmoid"))
         return mpfr_cmp_ui(y, 0) >= 0 && mpfr_cmp_ui(y, 1) <= 0;
-    if (!strcmp(name, "tanh"))
+    if (!strcmp(name, "tanh") || !strcmp(name, "erf"))
         return mpfr_cmp_si(y, -1) >= 0 && mpfr_cmp_ui(y, 1) <= 0;
+    if (!strcmp(name, "expm1"))
+        return mpfr_cmp_si(y, -1) >= 0;
+    if (!strcmp(name, "exp"))
+        return mpfr_sgn(y) >= 0 && !mpfr_signbit(y);
     if (!strcmp(name, "relu") || !strcmp(name, "relu2") || !strcmp(name, "softplus"))
         return mpfr_sgn(y) >= 0;
     return 1;
@@ -65,7 +70,9 @@ static long sweep(const fl_ref_fn *fn, int e, fl_format in_fmt, fl_format out_fm
             int rc0 = fl_ref_round_wp(&c0, out_fmt, r, ovf, ev, xs, &p, 0);
             int rc1 = fl_ref_round_wp(&c1, out_fmt, r, ovf, ev, xs, &p, 24);
             fl_mpfr_decode(y, out_fmt, c0);
-            int nan_in = mpfr_nan_p(x[0]) || (n_in > 1 && mpfr_nan_p(x[1]));
+            /* log1p: NaN below its domain x >= -1 */
+            int nan_in = mpfr_nan_p(x[0]) || (n_in > 1 && mpfr_nan_p(x[1])) ||
+                         (!strcmp(fn->name, "log1p") && mpfr_cmp_si(x[0], -1) < 0);
             int inf_in = mpfr_inf_p(x[0]) || (n_in > 1 && mpfr_inf_p(x[1]));
             int nan_ok = mpfr_nan_p(y) ? (nan_in || (n_in > 1 && inf_in) ||
                                           (ovf == FL_OVF_NOSATURATE && fl_format_get(out_fmt)->specials != FL_SPEC_IEEE))

@@ -10,7 +10,8 @@
  *  2. It resumes bit for bit: a copy resumed to step 40 in one go (run A, which keeps
  *     checkpoint-25.bin), and A's folder resumed again from its checkpoint-25.bin (run B): B ends
  *     with A's metrics.csv, sites.csv, telemetry.jsonl and checkpoint.bin.  Both are made here: the
- *     bits depend on the CPU's OpenBLAS kernels, so nothing is compared with numbers made elsewhere.
+ *     fixtures' logs were made by builds whose GEMMs summed in OpenBLAS's order, so nothing is
+ *     compared with numbers made elsewhere.
  *  3. A record from before an option existed resumes: the fixture without its chan_every line (the
  *     option's default) ends with A's files.  A key this build does not know, and a newer record
  *     format, are refused: exit 1, the message names the file and says what, the folder's files are

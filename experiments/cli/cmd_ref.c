@@ -46,6 +46,8 @@ static void list_functions(void)
         printf("    derivatives (--wrt):");
         for (int e = 1; e < FL_REF_MAX_EVALS && fn->evals[e].wrt; e++)
             printf(" %s", fn->evals[e].wrt);
+        if (!fn->evals[1].wrt)
+            printf(" none (value only)");
         printf("%s\n", fn->rowwise ? "  (vector-Jacobian product with DY.npy for x)" : "");
     }
 }

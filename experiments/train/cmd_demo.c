@@ -9,21 +9,28 @@
  * FP8 arm is judged against the BF16 arm of its activation (Smooth-SwiGLU's is SwiGLU's: the two
  * are bit-identical in bf16).
  *
- * The default recipe is the paper's stack (Fishman et al., ICLR 2025, and their released code):
- * fp8-delayed with saturating casts, power-of-two scales 2^floor(log2(max / amax)), the amax of the
- * previous step (one optimizer step = one global batch here), e5m2 gradients with stochastic
- * rounding, FP8 from step 0.  Any `fp8lab train` recipe flag changes every FP8 arm alike; the demo
- * then lists how the recipe deviates from the paper's.
+ * The default recipe is the paper's as their released code runs it (Fishman et al., ICLR 2025):
+ * paper-gaudi2 (recipe.h), saturating casts to Gaudi2's e4m3 (max 240) with power-of-two scales
+ * 2^floor(log2(240 / amax)), e5m2 copies of X and W for the backward GEMMs, the amax of the previous
+ * step (one optimizer step = one global batch here), e5m2 gradients with stochastic rounding, FP8
+ * from step 0.  `--recipe fp8-delayed` keeps every one of these settings on TE's formats (e4m3 max
+ * 448, the backward reusing the forward casts); any other `fp8lab train` recipe flag changes every
+ * FP8 arm alike, and the demo then lists how the recipe deviates from the paper's.
+ *
+ * The verdict (verdict.h) also needs the paper's cause: the precondition, measured on the BF16
+ * references' down-projection input amax (fl_precondition_judge, mech.h).
  *
  * Runs are child processes, one thread each, --jobs at a time.  Exit status 0 for REPRODUCED,
- * 3 for NOT REPRODUCED (the numbers are printed either way), 2 for bad flags, 1 when a run failed
- * to run.
+ * 3 for NOT REPRODUCED, 4 for INCONCLUSIVE (the precondition was not produced; the numbers are
+ * printed either way), 2 for bad flags, 1 when a run failed to run.
  */
 #include "commands.h"
 #include "common/cli.h"
 #include "common/plot_runs.h"
 #include "fl_io.h"
 #include "fl_json.h"
+#include "mech.h"
+#include "optim.h"
 #include "rundir.h"
 #include "train.h"
 #include "verdict.h"
@@ -51,30 +58,42 @@ static const char *const help =
     "  smooth_swiglu/fp8, swiglu/fp8+down.in=bf16,       controls\n"
     "  gelu/fp8, relu/fp8\n"
     "  swiglu/fp8+down.in=current                        reported, not judged\n"
-    "Recipe (the paper's): fp8-delayed, saturating casts, power-of-two scales, the previous step's\n"
-    "amax (--amax-history 1), e5m2 gradients with stochastic rounding (--grad-sr), FP8 from step 0.\n"
+    "Recipe (the paper's, as its released code runs it on Gaudi2): --recipe paper-gaudi2, e4m3 with\n"
+    "Gaudi2's largest value 240 and power-of-two scales 2^floor(log2(240 / amax)), e5m2 copies of X and\n"
+    "W for the backward GEMMs, the previous step's amax (one step is one global batch here), e5m2\n"
+    "gradients with stochastic rounding, saturating casts, FP8 from step 0.  --recipe fp8-delayed: the\n"
+    "same settings on TE's formats (e4m3 max 448, the backward reusing the forward casts).\n"
     "An FP8 arm fails on a non-finite loss, on its own divergence (train.h), or when its loss EMA\n"
     "stays more than 5% above its BF16 reference's for 100 consecutive steps (verdict.h).\n"
-    "REPRODUCED: swiglu/fp8 fails in a majority of seeds and no control does.\n"
+    "Precondition (the paper's cause): in the BF16 references, the down-projection input amax grows\n"
+    "late (after 2 tau, tau = 1/(lr wd)) by >= 10x, or jumps >= 10x in a step, for SwiGLU and for GeLU\n"
+    "neither (medians over seeds).\n"
+    "REPRODUCED: the precondition is present, swiglu/fp8 fails in a majority of seeds and no control\n"
+    "fails in a majority of seeds.  NOT REPRODUCED: a control fails in a majority of seeds, or the\n"
+    "precondition is present and swiglu/fp8 does not fail in a majority.  INCONCLUSIVE: no control\n"
+    "fails in a majority and the precondition was not produced.\n"
     "  --out DIR      run folders (ARM-sSEED), summary.txt, demo.json, loss_gap.csv (the failure\n"
     "                 measure per step, a column per FP8 run) and plots (default demo-out)\n"
     "  --json FILE    also write demo.json to FILE: every arm x seed (act, seed, recipe, overflow,\n"
     "                 site overrides, train_args, failed, failed_step, final_loss, loss_gap,\n"
-    "                 clip_mass, staleness quantiles, alignment start/end) and the verdict\n"
+    "                 clip_mass, staleness quantiles, alignment start/end, late growth and jump) and\n"
+    "                 the verdict with the precondition's numbers\n"
     "  --seeds N      seeds --seed .. --seed + N - 1 (default 3; --long: 6)\n"
     "  --jobs N       runs at a time, one thread each (default: the cores online)\n"
     "  --long         6000 steps and 6 seeds instead of 1500 and 3\n"
     "  train options  any 'fp8lab train' option changes every arm alike (the recipe options the FP8\n"
     "                 arms), e.g. --steps N --seed S --ffn F (SwiGLU's; GeLU/ReLU get 1.5 F) --wd 0\n"
-    "                 --amax-history 16 --fp8-overflow nan --fp8-start 200 --site 'L0.fc.in=current'\n"
-    "Exit status: 0 REPRODUCED, 3 NOT REPRODUCED (numbers printed either way), 2 bad flags.\n";
+    "                 --fp8-start 200 --site 'L0.fc.in=current'; the settings paper-gaudi2 fixes change\n"
+    "                 with --recipe fp8-delayed (--recipe fp8-delayed --amax-history 16 --fp8-overflow nan)\n"
+    "Exit status: 0 REPRODUCED, 3 NOT REPRODUCED, 4 INCONCLUSIVE (numbers printed either way), 2 bad\n"
+    "flags, 1 a run failed to run.\n";
 
 /* The demo's model and optimiser (TRAINING.md: why each choice) and the paper's recipe. */
 static void demo_preset(fl_train_cfg *c, int lng)
 {
     fl_train_demo_preset(c);
     c->steps = lng ? 6000 : 1500;
-    fl_recipe_paper(&c->recipe, 0);
+    fl_recipe_paper_gaudi2(&c->recipe);
     c->log_every = 50;
     c->ckpt_every = lng ? 2000 : 1000000;
 }
@@ -111,7 +130,9 @@ typedef struct {
     char dir[DIR_MAX];
     json_t *sum;        /* summary.json */
     double *loss;       /* metrics.csv's loss per step */
+    double *act_amax;   /* metrics.csv's act_amax per step (the down projections' input, max over layers) */
     long nloss;
+    fl_late late;       /* late growth and jump of act_amax (mech.h) */
     fl_arm_failure fail;
     /* sites.csv: the down projections' inputs (all layers) and all sites */
     double stale_p50, stale_p99, stale_max, stale_all_max;
@@ -193,9 +214,9 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
             return fl_cli_usage_error(cmd, "unknown option '%s'", f);
         i += used;
     }
-    if (d->base.recipe.kind != FL_RECIPE_FP8_DELAYED && d->base.recipe.kind != FL_RECIPE_FP8_CURRENT)
-        return fl_cli_usage_error(cmd, "--recipe must be fp8-delayed or fp8-current (the arms' site overrides need "
-                                  "per-tensor scales)");
+    if (!fl_recipe_per_tensor((fl_recipe_kind)d->base.recipe.kind))
+        return fl_cli_usage_error(cmd, "--recipe must be paper-gaudi2, fp8-delayed or fp8-current (the arms' site "
+                                  "overrides need per-tensor scales)");
     if (d->base.model.F % 2)
         return fl_cli_usage_error(cmd, "--ffn must be even (GeLU/ReLU get 1.5 x F)");
     return DEMO_GO_ON;
@@ -247,7 +268,9 @@ static void recipe_deviations(char *buf, size_t n, const fl_recipe_cfg *r)
             snprintf(buf + w2, n - w2, __VA_ARGS__);                                       \
         }                                                                                  \
     } while (0)
-    DEV(r->kind != q->kind, "recipe %s", fl_recipe_name((fl_recipe_kind)r->kind));
+    DEV(r->kind != q->kind, "recipe %s%s", fl_recipe_name((fl_recipe_kind)r->kind),
+        r->kind == FL_RECIPE_FP8_DELAYED ? " (TE's e4m3 with max 448; the backward GEMMs reuse the forward e4m3 casts)"
+        : r->kind == FL_RECIPE_FP8_CURRENT ? " (TE's formats, scales from the current tensors)" : "");
     DEV(r->nosat != q->nosat, "non-saturating casts (overflow -> NaN/Inf)");
     DEV(r->pow2 != q->pow2, "scales not rounded to powers of two");
     DEV(r->history != q->history || r->algo != q->algo, "amax history %u (%s)", r->history,
@@ -276,6 +299,9 @@ static void demo_announce(const demo_setup *d, const char *dev)
         r->pow2 ? "power-of-two" : "exact", r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin,
         r->grad_sr ? "stochastically rounded" : "round-to-nearest", r->fp8_start, r->sites[0] ? ", sites " : "",
         r->sites);
+    if (r->kind == FL_RECIPE_PAPER_GAUDI2)
+        say("  paper-gaudi2: X and W in Gaudi2's e4m3 (largest value 240, scales 2^floor(log2(240 / amax))); the "
+            "backward GEMMs read e5m2 copies of X and W\n");
     if (dev[0])
         say("  the recipe DEVIATES from the paper's: %s.  The verdict below holds for this recipe only.\n", dev);
     else
@@ -283,6 +309,10 @@ static void demo_announce(const demo_setup *d, const char *dev)
     say("  failure: non-finite loss, divergence (train.h), or loss EMA > %.0f%% above the BF16 reference's for %d "
         "consecutive steps (EMA weight %g)\n",
         100.0 * FL_GAP_THRESHOLD, FL_GAP_WINDOW, FL_GAP_EMA);
+    const double tau_end = fl_train_tau_at(b, b->steps);
+    say("  precondition: the BF16 references' down-projection input amax grows or jumps >= %gx after 2 tau for SwiGLU, "
+        "for GeLU neither (medians over seeds); the runs end at t/tau = %.2f%s\n",
+        FL_LATE_FACTOR, tau_end, tau_end < 2 ? ": too short to measure it (no REPRODUCED possible)" : "");
     say("  %d arms x %d seeds = %d runs, %d at a time -> %s/\n", NARM, d->nseeds, d->nruns, d->jobs, d->out);
     fflush(stdout);
 }
@@ -403,7 +433,8 @@ static FILE *open_csv(const demo_run *r, const char *name, char *p, size_t pn, c
     return f;
 }
 
-/* metrics.csv: the loss of every step.  0, or -1 (message printed). */
+/* metrics.csv: the loss and the act_amax of every step (telemetry.h: columns 1 and 6).  0, or -1
+   (message printed). */
 static int read_losses(demo_run *r)
 {
     char p[DIR_MAX + 32], line[4096];
@@ -411,8 +442,9 @@ static int read_losses(demo_run *r)
     if (!f)
         return -1;
     r->loss = malloc(((size_t)r->cfg.steps + 1) * sizeof *r->loss);
+    r->act_amax = malloc(((size_t)r->cfg.steps + 1) * sizeof *r->act_amax);
     r->nloss = 0;
-    while (r->loss && fgets(line, sizeof line, f) && r->nloss < (long)r->cfg.steps) {
+    while (r->loss && r->act_amax && fgets(line, sizeof line, f) && r->nloss < (long)r->cfg.steps) {
         char *s = line;
         const double step = field(&s);
         if (step != (double)r->nloss) {
@@ -420,10 +452,31 @@ static int read_losses(demo_run *r)
             fclose(f);
             return -1;
         }
-        r->loss[r->nloss++] = field(&s);
+        r->loss[r->nloss] = field(&s);
+        for (int k = 2; k < 6; k++) /* loss_ema, lr, grad_norm, ffn_in_amax */
+            field(&s);
+        r->act_amax[r->nloss++] = field(&s);
     }
     fclose(f);
-    return r->loss ? 0 : -1;
+    return r->loss && r->act_amax ? 0 : -1;
+}
+
+/* The late growth and jump of the run's act_amax (mech.h), on the weight-decay clock of its
+   configuration: t/tau of step t is the sum of lr * wd over the steps before it. */
+static void late_of(demo_run *r)
+{
+    double *tau = malloc(((size_t)r->nloss + 1) * sizeof *tau);
+    if (!tau) {
+        r->late = (fl_late){ NAN, NAN, NAN, NAN, -1 };
+        return;
+    }
+    double t = 0.0;
+    for (long i = 0; i < r->nloss; i++) {
+        tau[i] = t;
+        t += (double)fl_lr_at(&r->cfg, (uint64_t)i) * (double)r->cfg.wd;
+    }
+    fl_late_measure(&r->late, r->act_amax, tau, r->nloss);
+    free(tau);
 }
 
 /* sites.csv: staleness quantiles and clip mass at the down projections' inputs, the largest over all
@@ -521,6 +574,7 @@ static int demo_analyse(demo_setup *d)
         }
         if (read_losses(r) || read_sites(r))
             return -1;
+        late_of(r);
     }
     for (int k = 0; k < d->nruns; k++) {
         demo_run *r = &d->runs[k];
@@ -613,12 +667,67 @@ static json_t *demo_run_json(const demo_run *r)
     const int gated = fl_act_gated(r->cfg.model.act); /* gate/up alignment exists for the gated FFNs only */
     json_object_set_new(o, "alignment_start", gated ? jnum_or_null(jnum(r->sum, "alignment_start")) : json_null());
     json_object_set_new(o, "alignment_end", gated ? jnum_or_null(jnum(r->sum, "alignment_end")) : json_null());
+    json_object_set_new(o, "late_growth", jnum_or_null(r->late.growth));
+    json_object_set_new(o, "late_jump", jnum_or_null(r->late.jump));
+    return o;
+}
+
+/* The precondition (verdict.h) from every seed's BF16 references of SwiGLU and GeLU. */
+static void demo_precondition(fl_precondition *p, const demo_setup *d)
+{
+    int isw = -1, ige = -1;
+    for (int a = 0; a < NARM; a++)
+        if (!arms[a].fp8 && arms[a].act == FL_ACT_SWIGLU)
+            isw = a;
+        else if (!arms[a].fp8 && arms[a].act == FL_ACT_GELU)
+            ige = a;
+    fl_late *sw = calloc((size_t)d->nseeds, sizeof *sw), *ge = calloc((size_t)d->nseeds, sizeof *ge);
+    for (int s = 0; sw && ge && s < d->nseeds; s++) {
+        sw[s] = d->runs[s * NARM + isw].late;
+        ge[s] = d->runs[s * NARM + ige].late;
+    }
+    fl_precondition_judge(p, sw, ge, sw && ge ? d->nseeds : 0, fl_train_tau_at(&d->base, d->base.steps));
+    free(sw);
+    free(ge);
+}
+
+static json_t *precondition_json(const fl_precondition *p, const demo_setup *d)
+{
+    json_t *o = json_object(), *seeds = json_array();
+    json_object_set_new(o, "measured", json_boolean(p->measured));
+    json_object_set_new(o, "present", json_boolean(p->present));
+    json_object_set_new(o, "swiglu_bf16_late_growth", jnum_or_null(p->swiglu_growth));
+    json_object_set_new(o, "swiglu_bf16_late_jump", jnum_or_null(p->swiglu_jump));
+    json_object_set_new(o, "gelu_bf16_late_growth", jnum_or_null(p->gelu_growth));
+    json_object_set_new(o, "gelu_bf16_late_jump", jnum_or_null(p->gelu_jump));
+    json_object_set_new(o, "seeds", json_integer(p->seeds));
+    json_object_set_new(o, "tau_end", jnum_or_null(p->tau_end));
+    json_object_set_new(o, "factor", json_real(FL_LATE_FACTOR));
+    json_object_set_new(o, "text", json_string(p->text));
+    json_object_set_new(o, "present_when",
+                        json_string("in the BF16 references, the medians over seeds of the down-projection input "
+                                    "amax's late growth (max over t/tau >= 2 / max over 1 <= t/tau < 2) or late jump "
+                                    "(largest step-to-step ratio over t/tau >= 2) reach factor for swiglu/bf16, and "
+                                    "neither reaches it for gelu/bf16"));
+    for (int k = 0; k < d->nruns; k++) { /* the per-seed values behind the medians */
+        const demo_run *r = &d->runs[k];
+        if (arms[r->arm].fp8 || (arms[r->arm].act != FL_ACT_SWIGLU && arms[r->arm].act != FL_ACT_GELU))
+            continue;
+        json_t *e = json_object();
+        json_object_set_new(e, "arm", json_string(arms[r->arm].name));
+        json_object_set_new(e, "seed", json_integer((json_int_t)r->seed));
+        json_object_set_new(e, "late_growth", jnum_or_null(r->late.growth));
+        json_object_set_new(e, "late_jump", jnum_or_null(r->late.jump));
+        json_array_append_new(seeds, e);
+    }
+    json_object_set_new(o, "runs", seeds);
     return o;
 }
 
 typedef struct {
     const demo_setup *d;
     const fl_verdict *v;
+    const fl_precondition *pre;
     const char *dev;
     double wall;
 } demo_doc;
@@ -637,10 +746,19 @@ static int fill_doc(FILE *f, void *ctx)
                                     "the loss EMA against the BF16 reference above gap_threshold for gap_window "
                                     "consecutive steps, or stopped early"));
     json_object_set_new(crit, "reproduced_when",
-                        json_string("the subject swiglu/fp8 fails in a majority of seeds and no control arm fails in a "
-                                    "majority of seeds (swiglu/fp8+down.in=current is reported, not judged)"));
+                        json_string("the precondition is present, the subject swiglu/fp8 fails in a majority of seeds "
+                                    "and no control arm fails in a majority of seeds (swiglu/fp8+down.in=current is "
+                                    "reported, not judged)"));
+    json_object_set_new(crit, "not_reproduced_when",
+                        json_string("a control arm fails in a majority of seeds, or the precondition is present and "
+                                    "swiglu/fp8 does not fail in a majority of seeds"));
+    json_object_set_new(crit, "inconclusive_when",
+                        json_string("no control arm fails in a majority of seeds and the precondition is absent or not "
+                                    "measured, whether swiglu/fp8 fails or not (exit status 4)"));
+    json_object_set_new(verdict, "outcome", json_string(fl_verdict_name(c->v->outcome)));
     json_object_set_new(verdict, "reproduced", json_boolean(c->v->reproduced));
     json_object_set_new(verdict, "text", json_string(c->v->text));
+    json_object_set_new(verdict, "precondition", precondition_json(c->pre, c->d));
     json_object_set_new(verdict, "criteria", crit);
     json_object_set_new(doc, "verdict", verdict);
     json_object_set_new(doc, "recipe_deviations", fl_json_string(c->dev));
@@ -698,6 +816,7 @@ static void demo_free(demo_setup *d)
     for (int k = 0; k < d->nruns; k++) {
         json_decref(d->runs[k].sum);
         free(d->runs[k].loss);
+        free(d->runs[k].act_amax);
     }
     free(d->runs);
     if (summary_file)
@@ -750,16 +869,19 @@ int fl_cmd_demo(int argc, char **argv)
     fl_arm_outcome *oc = calloc((size_t)d.nruns, sizeof *oc);
     for (int k = 0; k < d.nruns && oc; k++)
         oc[k] = (fl_arm_outcome){ arms[d.runs[k].arm].name, arms[d.runs[k].arm].role, d.runs[k].seed, d.runs[k].fail.failed };
-    fl_verdict v = { 0, "NOT REPRODUCED: out of memory" };
+    fl_precondition pre;
+    demo_precondition(&pre, &d);
+    say("  precondition: %s%s\n", pre.present ? "PRESENT: " : pre.measured ? "ABSENT: " : "", pre.text);
+    fl_verdict v = { 0, FL_VERDICT_NOT_REPRODUCED, "NOT REPRODUCED: out of memory" };
     if (oc)
-        fl_demo_verdict(&v, oc, d.nruns);
+        fl_demo_verdict(&v, oc, d.nruns, &pre);
     free(oc);
     double la[3] = { -1, -1, -1 };
     if (getloadavg(la, 3) < 0)
         la[0] = -1;
     say("\n  verdict: %s\n  (%.0f s wall for %d runs, %d at a time; load average %.2f at the end; plots of seed %llu in %s/*.png)\n",
         v.text, wall, d.nruns, d.jobs, la[0], (unsigned long long)d.base.seed, d.out);
-    demo_doc doc = { &d, &v, dev, wall };
+    demo_doc doc = { &d, &v, &pre, dev, wall };
     char jp[DIR_MAX + 32], err[4400];
     snprintf(jp, sizeof jp, "%s/demo.json", d.out);
     int jerr = fl_write_atomic(jp, fill_doc, &doc, err, sizeof err);
@@ -776,5 +898,5 @@ int fl_cmd_demo(int argc, char **argv)
         return FL_EXIT_FAIL;
     if (prc != FL_EXIT_OK)
         return prc;
-    return v.reproduced ? FL_EXIT_OK : FL_EXIT_GATE;
+    return fl_verdict_exit(&v);
 }

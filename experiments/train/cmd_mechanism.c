@@ -58,8 +58,11 @@ static const char *const help =
     "  train options     change every run alike: the levers of the late-regime search, e.g. --bos\n"
     "                    --data fortunes --width 128 --layers 4 --ffn 512 (SwiGLU's F) --seed S\n"
     "  --judge-search DIR  the late-regime criterion (P0) over mechanism_search.sh's folders\n"
+    "P3 (the FP8 forks fail) needs the paper's cause: when P0 (the late regime, the demo's precondition)\n"
+    "did not hold, P3 is INCONCLUSIVE, not FAILED.\n"
     "Outputs: OUT/mechanism.json, summary.txt, dose.csv, staleness.csv, *.png.  Exit status 0 when every prediction\n"
-    "held, 3 when one failed (the numbers are printed either way), 2 bad flags, 1 a run failed.\n";
+    "held, 3 when one failed, 4 when none failed and one was inconclusive (the numbers are printed either way),\n"
+    "2 bad flags, 1 a run failed.\n";
 
 enum { MAX_RUNS = 32, DIR_MAX = PATH_MAX + 64 };
 static const double fork_taus[] = { 1, 2, 4, 8 };
@@ -530,8 +533,12 @@ static double final_value(const mrun *r, const double *v)
 
 typedef struct {
     int ok[6];        /* P0..P5 held */
+    int inconclusive[6]; /* P3: not judged, the precondition (P0) absent */
+    fl_precondition pre; /* P0 as the precondition of P3 */
     json_t *doc;      /* mechanism.json */
 } mech_verdict;
+
+static const char *judged(const mech_verdict *v, int k) { return v->inconclusive[k] ? "INCONCLUSIVE" : held(v->ok[k]); }
 
 static json_t *late_json(const fl_late *l)
 {
@@ -545,7 +552,8 @@ static json_t *late_json(const fl_late *l)
 
 static void judge_p0(mech *m, mech_verdict *v, const mrun *sw, const mrun *ge)
 {
-    v->ok[0] = fl_late_regime(&sw->late, &ge->late);
+    fl_precondition_judge(&v->pre, &sw->late, &ge->late, 1, sw->n ? sw->tau1[sw->n - 1] + sw->lr[sw->n - 1] : 0);
+    v->ok[0] = v->pre.present; /* fl_late_regime of the one trajectory of each */
     say(m, "  P0 late regime (growth or jump >= %g for SwiGLU, not for GeLU): %s\n", FL_LATE_FACTOR, held(v->ok[0]));
     say(m, "     SwiGLU: late growth %.3g, late jump %.3g;  GeLU: late growth %.3g, late jump %.3g\n", sw->late.growth,
         sw->late.jump, ge->late.growth, ge->late.jump);
@@ -669,10 +677,18 @@ static void judge_p3(mech *m, mech_verdict *v)
     }
     int part[2];
     v->ok[3] = fl_p3_forks(part, gelu, tau, failed, n);
-    say(m, "     a SwiGLU fork at 4 or 8 tau failed: %s; a GeLU fork failed: %s -> %s\n", part[0] ? "yes" : "no",
-        part[1] ? "yes" : "no", held(v->ok[3]));
+    /* the consequence is judged only with its cause present: without the late regime, no failure refutes
+       nothing and a failure is not the paper's mechanism */
+    v->inconclusive[3] = !v->pre.present;
+    if (v->inconclusive[3])
+        v->ok[3] = 0;
+    say(m, "     a SwiGLU fork at 4 or 8 tau failed: %s; a GeLU fork failed: %s -> %s%s\n", part[0] ? "yes" : "no",
+        part[1] ? "yes" : "no", judged(v, 3), v->inconclusive[3] ? " (precondition not produced: P0 did not hold)" : "");
     json_t *o = json_object();
     json_object_set_new(o, "held", json_boolean(v->ok[3]));
+    json_object_set_new(o, "outcome", json_string(judged(v, 3)));
+    json_object_set_new(o, "precondition_present", json_boolean(v->pre.present));
+    json_object_set_new(o, "precondition", json_string(v->pre.text));
     json_object_set_new(o, "forks", arr);
     json_object_set_new(v->doc, "P3_fp8_forks", o);
 }
@@ -1132,11 +1148,13 @@ int fl_cmd_mechanism(int argc, char **argv)
     judge_p3(&m, &v);
     judge_p4(&m, &v);
     judge_p5(&m, &v);
-    int all = 1;
-    for (int k = 0; k < 6; k++)
+    int all = 1, failed = 0;
+    for (int k = 0; k < 6; k++) {
         all &= v.ok[k];
-    say(&m, "  predictions held: P0 %s, P1 %s, P2 %s, P3 %s, P4 %s, P5 %s\n", held(v.ok[0]), held(v.ok[1]), held(v.ok[2]),
-        held(v.ok[3]), held(v.ok[4]), held(v.ok[5]));
+        failed |= !v.ok[k] && !v.inconclusive[k];
+    }
+    say(&m, "  predictions held: P0 %s, P1 %s, P2 %s, P3 %s, P4 %s, P5 %s\n", judged(&v, 0), judged(&v, 1), judged(&v, 2),
+        judged(&v, 3), judged(&v, 4), judged(&v, 5));
     char p[DIR_MAX + 32], err[4600];
     snprintf(p, sizeof p, "%s/mechanism.json", m.out);
     int werr = fl_write_atomic(p, fill_json, v.doc, err, sizeof err);
@@ -1157,5 +1175,5 @@ int fl_cmd_mechanism(int argc, char **argv)
     mech_free(&m);
     if (werr || prc)
         return FL_EXIT_FAIL;
-    return all ? FL_EXIT_OK : FL_EXIT_GATE;
+    return all ? FL_EXIT_OK : failed ? FL_EXIT_GATE : FL_EXIT_INCONCLUSIVE;
 }

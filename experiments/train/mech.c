@@ -2,6 +2,7 @@
 #include "mech.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,39 @@ int fl_late_any(const fl_late *x)
 int fl_late_regime(const fl_late *swiglu, const fl_late *gelu)
 {
     return fl_late_any(swiglu) && !fl_late_any(gelu);
+}
+
+void fl_precondition_judge(fl_precondition *p, const fl_late *sw, const fl_late *ge, int n, double tau_end)
+{
+    memset(p, 0, sizeof *p);
+    p->seeds = n;
+    p->tau_end = tau_end;
+    double *v = malloc(4 * (size_t)(n > 0 ? n : 1) * sizeof *v);
+    double med[4] = { NAN, NAN, NAN, NAN };
+    for (int k = 0; v && k < 4; k++) { /* SwiGLU growth, jump; GeLU growth, jump */
+        for (int i = 0; i < n; i++) {
+            const fl_late *l = k < 2 ? &sw[i] : &ge[i];
+            v[i] = k % 2 ? l->jump : l->growth;
+        }
+        med[k] = fl_median_range(v, 0, n);
+    }
+    free(v);
+    p->swiglu_growth = med[0], p->swiglu_jump = med[1], p->gelu_growth = med[2], p->gelu_jump = med[3];
+    fl_late ms, mg;
+    memset(&ms, 0, sizeof ms);
+    memset(&mg, 0, sizeof mg);
+    ms.growth = med[0], ms.jump = med[1], mg.growth = med[2], mg.jump = med[3];
+    p->measured = isfinite(med[0]) && isfinite(med[1]) && isfinite(med[2]) && isfinite(med[3]);
+    p->present = p->measured && fl_late_regime(&ms, &mg);
+    if (p->measured)
+        snprintf(p->text, sizeof p->text,
+                 "down-projection input amax in BF16, late growth / late jump after 2 tau, median of %d seed%s: SwiGLU "
+                 "%.3g / %.3g, GeLU %.3g / %.3g; present when SwiGLU's growth or jump >= %g and GeLU's both < %g",
+                 n, n == 1 ? "" : "s", med[0], med[1], med[2], med[3], FL_LATE_FACTOR, FL_LATE_FACTOR);
+    else
+        snprintf(p->text, sizeof p->text,
+                 "not measured: the late growth needs steps at 1 <= t/tau < 2 and t/tau >= 2 in the BF16 references of "
+                 "SwiGLU and GeLU; the runs end at t/tau = %.2f", tau_end);
 }
 
 int fl_p1_alignment(double a1, double a8, double end_wd1, double end_wd0)

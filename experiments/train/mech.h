@@ -7,6 +7,8 @@
 #ifndef FL_MECH_H
 #define FL_MECH_H
 
+#include "verdict.h"
+
 #include <stddef.h>
 
 #define FL_LATE_FACTOR 10.0 /* P0: the late growth or jump that counts as the late regime */
@@ -26,6 +28,13 @@ void fl_late_measure(fl_late *o, const double *amax, const double *tau, long n);
 /* P0: SwiGLU in the late regime and GeLU not (growth or jump >= FL_LATE_FACTOR). */
 int fl_late_regime(const fl_late *swiglu, const fl_late *gelu);
 int fl_late_any(const fl_late *x);
+
+/* The precondition of the demo's verdict and of the mechanism's P3 (verdict.h; TRAINING.md, "Prediction
+   and criterion: the precondition"): the late regime (fl_late_regime) of the medians over n seeds of
+   the BF16 references' late measures, SwiGLU's (sw) and GeLU's (ge), each measured with
+   fl_late_measure; NaN growths or jumps are left out of the medians.  tau_end: t/tau at the runs' end,
+   for the text. */
+void fl_precondition_judge(fl_precondition *p, const fl_late *sw, const fl_late *ge, int n, double tau_end);
 
 /* The first row with tau[row] >= x, or n when none. */
 long fl_tau_row(const double *tau, long n, double x);

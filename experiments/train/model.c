@@ -1,10 +1,11 @@
 /* model.c — forward and backward of the harness's transformer (see model.h). */
 #include "model.h"
 
+#include "gemm.h"
 #include "gemm_fp8.h"
 #include "model_simd.h"
 
-#include <cblas.h>
+#include <cblas.h> /* CBLAS_TRANSPOSE: sgemm_tiled's transpose flags */
 #include <math.h>
 #include <mpfr.h>
 #include <omp.h>
@@ -175,6 +176,7 @@ int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t
             q->xq = xcalloc(N * K, sizeof(float), &fail);
             q->xqt = xcalloc(N * K, sizeof(float), &fail);
             q->wq = xcalloc(M * K, sizeof(float), &fail);
+            q->wqt = xcalloc(M * K, sizeof(float), &fail);
         }
     }
     return fail ? -1 : 0;
@@ -192,6 +194,7 @@ void fl_model_free(fl_model *m)
         free(m->lq[i].xq);
         free(m->lq[i].xqt);
         free(m->lq[i].wq);
+        free(m->lq[i].wqt);
     }
     memset(m, 0, sizeof *m);
 }
@@ -250,21 +253,22 @@ static int lin_site(const fl_model *m, int li, int role)
 static int cast_in_place(const fl_model *m, int si, const fl_smooth *sm)
 {
     const fl_recipe *r = m->rec;
-    return !r->moments && !sm && !r->cfg.fast_accum && !fl_recipe_needs_colwise(r, si);
+    return !r->moments && !sm && !r->cfg.fast_accum && !fl_recipe_needs_bwd_copy(r, si);
 }
 
 /* ---- GEMM on a fixed tile grid ----------------------------------------------------------------- */
 
-/* C (M, N) = op(A) . op(B) + beta C, row-major, with op(A) (M, K) and op(B) (K, N).  OpenBLAS splits a
-   GEMM over its threads in a way that depends on the thread count, and some of its kernels (Haswell,
-   Zen) then sum an output element in another order: a run's bits depended on --threads.  Here the
-   output is cut into GEMM_TILES tiles along its longer side, of a size that depends only on the shape
-   (a multiple of 64 rows or columns), each tile is one single-threaded OpenBLAS call over the whole K
-   (never split), and the OpenMP threads share the tiles: every element is computed by the same call
-   whatever the thread count.  With the SkylakeX kernels a tile gives the bits of the undivided call;
-   with the Haswell/Zen kernels it gives other, but fixed, bits.  Four tiles keep two threads busy and
-   cost one thread little (bench_train, TRAINING.md); tests/test_train_folder.c checks --threads 1 and
-   2 under both kernel families. */
+/* C (M, N) = op(A) . op(B) + beta C, row-major, with op(A) (M, K) and op(B) (K, N); ta, tb name the
+   transposes with cblas.h's constants.  Every element is one fixed chain of fused multiply-adds over k
+   in ascending order (fl_train_gemm, gemm.h) on every instruction set (FP8LAB_ISA) and thread count,
+   so a run gives the same bits on AVX-512, AVX2 and plain-C machines.  A BLAS sums in an order of its
+   kernels' choosing: OpenBLAS's SkylakeX and Haswell/Zen kernels gave different runs, and the Haswell
+   ones changed with the split over threads.  The output is cut into GEMM_TILES tiles along its longer
+   side (a multiple of 64 rows or columns, which the kernels' 32- and 16-column panels divide), each
+   tile one single-threaded call over the whole K, and the OpenMP threads share the tiles; where an
+   element is computed does not change its bits.  Four tiles keep two threads busy and cost one
+   thread little (bench_train, TRAINING.md); tests/test_train_folder.c checks that --threads 1 and 2
+   and every FP8LAB_ISA level give the same bits. */
 enum { GEMM_TILES = 4, GEMM_ALIGN = 64 };
 
 static size_t tile_side(size_t n)
@@ -277,13 +281,10 @@ static size_t tile_side(size_t n)
 static void sgemm_tiled(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t N, size_t K, const float *A,
                         size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
-    /* One OpenBLAS thread per call: the OpenMP build (libopenblas0-openmp) runs a call made inside a
-       parallel region on the calling thread by itself (and its openblas_set_num_threads would set the
-       OpenMP team's size, so it is not called); the pthreads build is told. */
-    if (openblas_get_parallel() == 1 && openblas_get_num_threads() != 1)
-        openblas_set_num_threads(1);
     if (!M || !N)
         return;
+    const fl_train_gemm_op oa = ta == CblasNoTrans ? FL_TRAIN_GEMM_N : FL_TRAIN_GEMM_T;
+    const fl_train_gemm_op ob = tb == CblasNoTrans ? FL_TRAIN_GEMM_N : FL_TRAIN_GEMM_T;
     const size_t tr = M >= N ? tile_side(M) : M, tcw = M >= N ? N : tile_side(N);
     const size_t nr = (M + tr - 1) / tr, nc = (N + tcw - 1) / tcw;
 #pragma omp parallel for schedule(static)
@@ -292,8 +293,7 @@ static void sgemm_tiled(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t
         const size_t m = M - i0 < tr ? M - i0 : tr, n = N - j0 < tcw ? N - j0 : tcw;
         const float *a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
         const float *b = tb == CblasNoTrans ? B + j0 : B + j0 * ldb;
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta,
-                    C + i0 * ldc + j0, (int)ldc);
+        fl_train_gemm(oa, ob, m, n, K, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
     }
 }
 
@@ -308,19 +308,23 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
     fl_recipe *r = m->rec;
     const int si = lin_site(m, li, FL_ROLE_IN), sw = lin_site(m, li, FL_ROLE_W);
     q->xs = q->xts = X;
-    q->ws = W;
+    q->ws = q->wbs = W;
     if (r->sites[si].fmt != FL_FMT_FP32) {
         float *xq = cast_in_place(m, si, sm) ? X : q->xq;
         fl_recipe_cast(r, si, xq, X, N, K, 0, 1, sm);
         q->xs = q->xts = xq;
-        if (fl_recipe_needs_colwise(r, si)) {
+        if (fl_recipe_needs_bwd_copy(r, si)) {
             fl_recipe_cast(r, si, q->xqt, X, N, K, 1, 0, sm);
             q->xts = q->xqt;
         }
     }
     if (r->sites[sw].fmt != FL_FMT_FP32) {
         fl_recipe_cast(r, sw, q->wq, W, M, K, 0, 1, NULL);
-        q->ws = q->wq;
+        q->ws = q->wbs = q->wq;
+        if (fl_recipe_needs_bwd_copy(r, sw)) {
+            fl_recipe_cast(r, sw, q->wqt, W, M, K, 1, 0, NULL);
+            q->wbs = q->wqt;
+        }
     }
     const fl_site *sx = &r->sites[si], *sw_ = &r->sites[sw];
     if (r->cfg.fast_accum && !r->hp_phase && !sm && (sx->scaling == FL_SCALING_DELAYED || sx->scaling == FL_SCALING_TENSOR) &&
@@ -365,14 +369,14 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
         float *gq = dy_free && cast_in_place(m, sg, NULL) ? dY : m->gq;
         fl_recipe_cast(r, sg, gq, dY, P * N, Mp, 0, 1, NULL);
         g = gt = gq;
-        if (fl_recipe_needs_colwise(r, sg)) {
+        if (fl_recipe_needs_bwd_copy(r, sg)) {
             fl_recipe_cast(r, sg, m->gqt, dY, P * N, Mp, 1, 0, NULL);
             gt = m->gqt;
         }
     }
     for (size_t p = 0; p < P; p++) {
         if (dX)
-            sgemm_tiled(CblasNoTrans, CblasNoTrans, N, K, Mp, g + p * N * Mp, Mp, q->ws + p * Mp * K, K,
+            sgemm_tiled(CblasNoTrans, CblasNoTrans, N, K, Mp, g + p * N * Mp, Mp, q->wbs + p * Mp * K, K,
                         p ? 1.0f : 0.0f, dX, K);
         sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
     }

@@ -15,8 +15,8 @@
  * Gradients: fl_model_backward ADDS the parameter gradients of the current batch to m->grads (zero
  * them with fl_model_zero_grad before a step); activation gradients are scratch, overwritten.
  * Every reduction has one fixed order (per-row partials summed in row order, or a loop over an
- * output index that sums its inputs sequentially), OpenBLAS sgemm runs with a fixed thread count,
- * so a step gives the same bits every time it is run with the same thread count.
+ * output index that sums its inputs sequentially; the GEMMs: gemm.h), so a step gives the same bits
+ * every time it is run, on any thread count and instruction set (FP8LAB_ISA).
  */
 #ifndef FL_MODEL_H
 #define FL_MODEL_H
@@ -61,9 +61,10 @@ enum { FL_LIN_QKV, FL_LIN_PROJ, FL_LIN_FC, FL_LIN_DOWN, FL_LIN_COUNT };
 /* The quantized operands a Linear saves for its backward. */
 typedef struct {
     float *xq;  /* (N, K) input as the forward GEMM saw it */
-    float *xqt; /* (N, K) column-wise quantized copy for wgrad (block/MX), else == xq or NULL */
-    float *wq;  /* (M, K) weight as the GEMMs see it */
-    const float *xs, *xts, *ws; /* what the backward uses (may point at the fp32 originals) */
+    float *xqt; /* (N, K) backward copy for wgrad (fl_recipe_needs_bwd_copy: block/MX columns, paper-gaudi2 e5m2) */
+    float *wq;  /* (M, K) weight as the forward GEMM sees it */
+    float *wqt; /* (M, K) backward copy for dgrad (paper-gaudi2: e5m2) */
+    const float *xs, *xts, *ws, *wbs; /* the forward's X and W, wgrad's X, dgrad's W (may be the fp32 originals) */
 } fl_lin_q;
 
 /* Per-layer FFN statistics of the last forward (telemetry). */

@@ -15,27 +15,12 @@
 /* T[i] = the bits of RN(2^(i/32)) minus i << 47 (model.c: expf_tab_init). */
 extern uint64_t model_expf_tab[32];
 
-#if defined(__AVX512F__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#include <math.h>
 
-/* ---- exported SIMD bodies ---- */
-
-/* rms_forward, rms_backward and amax_rms (with rms not NULL) of model.c (rmsnorm_simd.c). */
-void model_rms_forward_avx512(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C);
-void model_rms_backward_avx512(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
-                               const float *gain, size_t N, size_t C, int accumulate);
-void model_amax_rms_avx512(float *amax, float *rms, const float *x, size_t R, size_t C);
-/* expf_sub of model.c once expf_check has found expf_main agreeing with expf (vexp.c). */
-void model_expf_sub_avx512(float *y, const float *x, float m, size_t n);
-/* kt[d Tp + j] = src[j C3 + d] for j < jv, d < dv (multiples of 16), 16 x 16 blocks through registers
-   (attention_simd.c). */
-void model_attn_transpose_avx512(float *kt, const float *src, size_t jv, size_t dv, size_t Tp, size_t C3);
-
-/* ---- always-inline helpers of the hot loops ---- */
-
-/* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i); RMSNorm, amax_rms and attention. */
-static inline __attribute__((always_inline)) void model_tr16(__m512 v[16])
+/* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i); RMSNorm, amax_rms, attention and
+   the GEMM's panels (gemm.c, which dispatches at run time: hence the target attribute, not __AVX512F__). */
+static inline __attribute__((always_inline, target("avx512f"))) void model_tr16(__m512 v[16])
 {
     __m512 a[16], b[16];
     for (int i = 0; i < 16; i += 2) { /* a[i], a[i+1]: rows i, i+1 interleaved within 128-bit lanes */
@@ -57,6 +42,27 @@ static inline __attribute__((always_inline)) void model_tr16(__m512 v[16])
         v[12 + j] = _mm512_shuffle_f32x4(q, s, 0xDD);
     }
 }
+#endif
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#include <math.h>
+
+/* ---- exported SIMD bodies ---- */
+
+/* rms_forward, rms_backward and amax_rms (with rms not NULL) of model.c (rmsnorm_simd.c). */
+void model_rms_forward_avx512(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C);
+void model_rms_backward_avx512(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
+                               const float *gain, size_t N, size_t C, int accumulate);
+void model_amax_rms_avx512(float *amax, float *rms, const float *x, size_t R, size_t C);
+/* expf_sub of model.c once expf_check has found expf_main agreeing with expf (vexp.c). */
+void model_expf_sub_avx512(float *y, const float *x, float m, size_t n);
+/* kt[d Tp + j] = src[j C3 + d] for j < jv, d < dv (multiples of 16), 16 x 16 blocks through registers
+   (attention_simd.c). */
+void model_attn_transpose_avx512(float *kt, const float *src, size_t jv, size_t dv, size_t Tp, size_t C3);
+
+/* ---- always-inline helpers of the hot loops ---- */
+
 /* v[j] = column j of the 16 x 16 block at p (row stride ld): lane i holds p[i ld + j].  The
    cross-lane part is done by the loads (128-bit pieces of four rows into the four lanes), the rest
    by a 4 x 4 transpose within each 128-bit lane. */

@@ -19,6 +19,7 @@ static const char *const recipe_names[] = {
     [FL_RECIPE_FP8_CURRENT] = "fp8-current",
     [FL_RECIPE_FP8_BLOCK] = "fp8-block",
     [FL_RECIPE_MXFP8] = "mxfp8",
+    [FL_RECIPE_PAPER_GAUDI2] = "paper-gaudi2",
 };
 _Static_assert(FL_ARRAY_LEN(recipe_names) == FL_RECIPE_COUNT, "recipe name table");
 
@@ -39,6 +40,11 @@ int fl_recipe_parse(fl_recipe_kind *out, const char *s)
 
 int fl_recipe_is_fp8(fl_recipe_kind r) { return r >= FL_RECIPE_FP8_DELAYED && r < FL_RECIPE_COUNT; }
 
+int fl_recipe_per_tensor(fl_recipe_kind r)
+{
+    return r == FL_RECIPE_FP8_DELAYED || r == FL_RECIPE_FP8_CURRENT || r == FL_RECIPE_PAPER_GAUDI2;
+}
+
 void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind)
 {
     memset(c, 0, sizeof *c);
@@ -58,6 +64,36 @@ void fl_recipe_paper(fl_recipe_cfg *c, uint32_t fp8_start)
     c->nosat = 0;
     c->grad_sr = 1;
     c->fp8_start = fp8_start;
+}
+
+void fl_recipe_paper_gaudi2(fl_recipe_cfg *c)
+{
+    const uint32_t start = c->fp8_start;
+    fl_recipe_paper(c, start);
+    c->kind = FL_RECIPE_PAPER_GAUDI2;
+    c->fast_accum = 0;
+    c->grad_current = 0;
+}
+
+const char *fl_recipe_paper_gaudi2_check(const fl_recipe_cfg *c)
+{
+    fl_recipe_cfg p = *c;
+    fl_recipe_paper_gaudi2(&p);
+    if (c->history != p.history || c->algo != p.algo)
+        return "paper-gaudi2 scales from the amax of the previous global batch, which is the previous step here "
+               "(--amax-history 1, --amax-algo max); --recipe fp8-delayed takes another history";
+    if (c->margin != p.margin || c->pow2 != p.pow2)
+        return "paper-gaudi2's scales are 2^floor(log2(max / amax)) (--margin 0, --pow2); --recipe fp8-delayed takes "
+               "others";
+    if (c->nosat != p.nosat)
+        return "paper-gaudi2's casts saturate, as Gaudi2's do (--fp8-overflow saturate); --recipe fp8-delayed takes "
+               "--fp8-overflow nan";
+    if (c->grad_sr != p.grad_sr)
+        return "paper-gaudi2 rounds the e5m2 gradients stochastically (--grad-sr); --recipe fp8-delayed takes "
+               "--no-grad-sr";
+    if (c->grad_current || c->fast_accum)
+        return "--grad-scaling current and --fast-accum are not part of paper-gaudi2; --recipe fp8-delayed takes them";
+    return NULL;
 }
 
 /* ---- per-site overrides (recipe.h) -------------------------------------------------------------- */
@@ -114,10 +150,10 @@ const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const ch
     const char *p = cfg->sites;
     char pat[FL_SITE_SPEC_MAX];
     int mode, r;
-    const int per_tensor = cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_FP8_CURRENT;
+    const int per_tensor = fl_recipe_per_tensor((fl_recipe_kind)cfg->kind);
     while ((r = site_next(&p, pat, sizeof pat, &mode, err, errlen)) == 1) {
         if (!per_tensor) {
-            snprintf(err, errlen, "--site %s: per-site overrides need fp8-delayed or fp8-current (the recipe is %s)", pat,
+            snprintf(err, errlen, "--site %s: per-site overrides need fp8-delayed or fp8-current (or paper-gaudi2; the recipe is %s)", pat,
                      fl_recipe_name((fl_recipe_kind)cfg->kind));
             return err;
         }
@@ -140,7 +176,7 @@ const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const ch
     if (r < 0)
         return err;
     if (cfg->grad_sr && !per_tensor) {
-        snprintf(err, errlen, "--grad-sr needs fp8-delayed or fp8-current (e5m2 gradients with a per-tensor scale)");
+        snprintf(err, errlen, "--grad-sr needs fp8-delayed or fp8-current (or paper-gaudi2: e5m2 gradients with a per-tensor scale)");
         return err;
     }
     return NULL;
@@ -182,17 +218,25 @@ static void dec_init(void)
     dec_ready = 1;
 }
 
+/* The format whose largest finite value a site's scales map the amax to (scaling.h): the cast's,
+   except for Gaudi2's e4m3, whose 240 is e4m3fnuz's largest value too (the scale rule reads nothing
+   else of the format). */
+static fl_format scale_format(const fl_site *s) { return s->gaudi2 ? FL_FMT_E4M3FNUZ : (fl_format)s->fmt; }
+
 int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const char *const *names,
                    const uint32_t *roles, const uint8_t *hp_mask)
 {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
+    if (cfg->kind == FL_RECIPE_PAPER_GAUDI2)
+        fl_recipe_paper_gaudi2(&r->cfg); /* its settings are fixed: whatever the fields say, these run */
+    cfg = &r->cfg;
     dec_init();
     if (cfg->kind >= FL_RECIPE_COUNT) {
         fprintf(stderr, "recipe: unknown kind %u\n", cfg->kind);
         return -1;
     }
-    if (cfg->kind == FL_RECIPE_FP8_DELAYED &&
+    if ((cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_PAPER_GAUDI2) &&
         (cfg->history == 0 || cfg->history > (1u << 20) || cfg->algo >= FL_AMAX_ALGO_COUNT)) {
         fprintf(stderr, "recipe: amax history length must be 1..1048576\n");
         return -1;
@@ -222,9 +266,9 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
         } else if (cfg->kind == FL_RECIPE_BF16 || (fp8 && hp_mask && hp_mask[i])) {
             s->fmt = FL_FMT_BF16;
             s->scaling = FL_SCALING_NONE;
-        } else if (cfg->kind == FL_RECIPE_FP8_DELAYED || cfg->kind == FL_RECIPE_FP8_CURRENT) {
+        } else if (fl_recipe_per_tensor((fl_recipe_kind)cfg->kind)) {
             s->fmt = roles[i] == FL_ROLE_GOUT ? FL_FMT_E5M2 : FL_FMT_E4M3;
-            s->scaling = cfg->kind == FL_RECIPE_FP8_DELAYED && !(roles[i] == FL_ROLE_GOUT && cfg->grad_current)
+            s->scaling = cfg->kind != FL_RECIPE_FP8_CURRENT && !(roles[i] == FL_ROLE_GOUT && cfg->grad_current)
                              ? FL_SCALING_DELAYED
                              : FL_SCALING_TENSOR;
         } else {
@@ -235,12 +279,22 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
     sites_apply(r);
     for (int i = 0; i < nsites; i++) {
         fl_site *s = &r->sites[i];
+        /* paper-gaudi2's X and W sites in FP8 (not those an override keeps in bf16) */
+        s->gaudi2 = cfg->kind == FL_RECIPE_PAPER_GAUDI2 && s->fmt == FL_FMT_E4M3;
         if (s->scaling == FL_SCALING_DELAYED) {
             s->dl = malloc(fl_delayed_size(cfg->history));
             if (!s->dl || fl_delayed_init(s->dl, cfg->history, (fl_amax_algo)cfg->algo, cfg->margin,
-                                          (fl_format)s->fmt, (int)cfg->pow2)) {
+                                          scale_format(s), (int)cfg->pow2)) {
                 fprintf(stderr, "recipe: cannot set up delayed scaling for %s\n", s->name);
                 return -1;
+            }
+            if (s->gaudi2) {
+                s->dl_bwd = malloc(fl_delayed_size(cfg->history));
+                if (!s->dl_bwd || fl_delayed_init(s->dl_bwd, cfg->history, (fl_amax_algo)cfg->algo, cfg->margin,
+                                                  FL_FMT_E5M2, (int)cfg->pow2)) {
+                    fprintf(stderr, "recipe: cannot set up delayed scaling for %s's e5m2 copy\n", s->name);
+                    return -1;
+                }
             }
         }
     }
@@ -250,8 +304,10 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
 void fl_recipe_free(fl_recipe *r)
 {
     if (r->sites)
-        for (int i = 0; i < r->nsites; i++)
+        for (int i = 0; i < r->nsites; i++) {
             free(r->sites[i].dl);
+            free(r->sites[i].dl_bwd);
+        }
     free(r->sites);
     memset(r, 0, sizeof *r);
 }
@@ -262,6 +318,7 @@ void fl_recipe_step_begin(fl_recipe *r, int moments)
     for (int i = 0; i < r->nsites; i++) {
         memset(&r->sites[i].st, 0, sizeof r->sites[i].st);
         r->sites[i].scale = 1.0f;
+        r->sites[i].scale_bwd = 1.0f;
         r->sites[i].amax_from = 0.0f;
     }
 }
@@ -278,10 +335,11 @@ void fl_recipe_step_end(fl_recipe *r)
     }
 }
 
-int fl_recipe_needs_colwise(const fl_recipe *r, int site)
+int fl_recipe_needs_bwd_copy(const fl_recipe *r, int site)
 {
-    const fl_scaling sc = r->sites[site].scaling;
-    return sc == FL_SCALING_1X128 || sc == FL_SCALING_MX32;
+    const fl_site *s = &r->sites[site];
+    const int blocks = s->scaling == FL_SCALING_1X128 || s->scaling == FL_SCALING_MX32;
+    return (blocks && s->role != FL_ROLE_W) || s->gaudi2; /* block / MX weights: 128x128 or 1x32 both ways */
 }
 
 float fl_recipe_delayed_amax_from(const fl_delayed *d)
@@ -380,7 +438,9 @@ uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
    bits (RNE on the kept mantissa bits, the subnormal grid by the 2^23 trick), which is
    decode(encode(v)) -- the table path above -- written branch-free.  Counts as fq_span.
    unit = 1: the caller guarantees rs = rsi = s = si = 1; unit = 2: rs = rsi = 1 (products with 1
-   are exact, so skipping them changes no bit).  col: per-column smoothing cs/csi. */
+   are exact, so skipping them changes no bit).  col: per-column smoothing cs/csi.  g240: e4m3 only,
+   Gaudi2's e4m3 (FL_DESC_E4M3_GAUDI2), saturating: the largest value is 240 and the RNE overflow
+   boundary 248, a tie that overflows (240's mantissa is odd); below 240 the grid is e4m3's. */
 typedef struct {
     uint32_t sat, clip, ovfc, ftz, nan_in, amb; /* 32-bit counts within a chunk; amb: amax bit pattern */
 } fq_acc;
@@ -388,15 +448,18 @@ typedef struct {
 /* One element (index c); the constants fold per format in the FQ_VARIANT instances below. */
 static inline __attribute__((always_inline)) void fq_elem(float *y, const float *x, size_t c, const float *cs,
                                                            const float *csi, float rs, float rsi, float s, float si,
-                                                           fl_format fmt, int nosat, int unit, int col, fq_acc *A)
+                                                           fl_format fmt, int nosat, int unit, int col, int g240,
+                                                           fq_acc *A)
 {
     /* sh: discarded mantissa bits; nmin: smallest normal; sub: 2^-(subnormal step exponent) */
     const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
     const uint32_t sh = bf ? 16 : e4 ? 20 : 21;
     const uint32_t nmin = bf ? 0x00800000u : e4 ? 0x3C800000u : 0x38800000u;
-    const uint32_t maxb = bf ? 0x7F7F0000u : e4 ? 0x43E00000u : 0x47600000u; /* 448, 57344 */
-    /* overflow above: e4m3 > 464 (0x43e80000); e5m2 >= 61440 (0x47700000); bf16 rounds to Inf */
-    const uint32_t ovf = bf ? 0x7F7F8000u : e4 ? 0x43E80001u : 0x47700000u;
+    /* 448 (240 for Gaudi2's e4m3), 57344 */
+    const uint32_t maxb = bf ? 0x7F7F0000u : e4 ? (g240 ? 0x43700000u : 0x43E00000u) : 0x47600000u;
+    /* overflow above: e4m3 > 464 (0x43e80000); Gaudi2's e4m3 >= 248 (0x43780000); e5m2 >= 61440
+       (0x47700000); bf16 rounds to Inf */
+    const uint32_t ovf = bf ? 0x7F7F8000u : e4 ? (g240 ? 0x43780000u : 0x43E80001u) : 0x47700000u;
     const float sub = e4 ? 0x1p9f : 0x1p16f, subi = e4 ? 0x1p-9f : 0x1p-16f;
     const uint32_t ovf_bits = nosat || bf ? (e4 ? 0x7FC00000u : 0x7F800000u) : maxb;
     const uint32_t half = (1u << (sh - 1)) - 1u, mask = ~((1u << sh) - 1u);
@@ -440,12 +503,12 @@ static inline __attribute__((always_inline)) void fq_elem(float *y, const float 
 static inline __attribute__((always_inline)) size_t fq_block16(float *y, const float *x, size_t c0, size_t c1,
                                                                const float *cs, const float *csi, float rs, float rsi,
                                                                float s, float si, fl_format fmt, int nosat, int unit,
-                                                               int col, fq_acc *A)
+                                                               int col, int g240, fq_acc *A)
 {
     const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
     const uint32_t sh = bf ? 16 : e4 ? 20 : 21;
     const __m512i nmin = _mm512_set1_epi32(e4 ? 0x3C800000 : 0x38800000);
-    const __m512i maxb = _mm512_set1_epi32(bf ? 0x7F7F0000 : e4 ? 0x43E00000 : 0x47600000);
+    const __m512i maxb = _mm512_set1_epi32(bf ? 0x7F7F0000 : e4 ? (g240 ? 0x43700000 : 0x43E00000) : 0x47600000);
     const __m512 sub = _mm512_set1_ps(e4 ? 0x1p9f : 0x1p16f), subi = _mm512_set1_ps(e4 ? 0x1p-9f : 0x1p-16f);
     const __m512 two23 = _mm512_set1_ps(0x1p23f);
     const __m512i half = _mm512_set1_epi32((int)((1u << (sh - 1)) - 1u)), mask = _mm512_set1_epi32((int)~((1u << sh) - 1u));
@@ -462,7 +525,7 @@ static inline __attribute__((always_inline)) size_t fq_block16(float *y, const f
         const __m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, absm);
         if (_mm512_cmpgt_epu32_mask(a, maxb)) {
             for (size_t l = 0; l < 16; l++)
-                fq_elem(y, x, c + l, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, A);
+                fq_elem(y, x, c + l, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, g240, A);
             continue;
         }
         const __m512i sg = _mm512_andnot_si512(absm, u);
@@ -505,7 +568,7 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
                                                                  const float *cs, const float *csi, float rs,
                                                                  float rsi, float s, float si, fl_format fmt,
                                                                  int nosat, fq_cnt *k, double *m2, double *m4,
-                                                                 int unit, int col)
+                                                                 int unit, int col, int g240)
 {
     /* Accumulators: integer counts and the maximum of bit patterns (ordered like the values for
        non-negative floats; NaN patterns excluded), so a vectorised loop's lanes give the
@@ -517,10 +580,10 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
         A.sat = A.clip = A.ovfc = A.ftz = A.nan_in = 0;
         size_t c = c0;
 #if defined(__AVX512F__)
-        c = fq_block16(y, x, c0, c1, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, &A);
+        c = fq_block16(y, x, c0, c1, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, g240, &A);
 #endif
         for (; c < c1; c++)
-            fq_elem(y, x, c, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, &A);
+            fq_elem(y, x, c, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, g240, &A);
         sat += A.sat;
         clip += A.clip;
         ovfc += A.ovfc;
@@ -556,29 +619,35 @@ static inline __attribute__((always_inline)) float fq_span_body(float *y, const 
 /* The body compiled once per format (the constant folds the format's selections away), for bf16
    once more without the unit scales that every bf16 site has, for e4m3/e5m2 once more without row
    smoothing, and with column smoothing (cs, csi: Smooth-SwiGLU's per-channel scales at the down
-   projection's input, e4m3 or bf16). */
-#define FQ_VARIANT(name, fmt, unit, col)                                                                \
+   projection's input, e4m3 or bf16); Gaudi2's e4m3 (paper-gaudi2) the same three ways as e4m3. */
+#define FQ_VARIANT(name, fmt, unit, col, g240)                                                          \
     __attribute__((noinline)) static float name(float *y, const float *x, size_t n, const float *cs,   \
                                                 const float *csi, float rs, float rsi, float s, float si, \
                                                 int nosat, fq_cnt *k, double *m2, double *m4)            \
     {                                                                                                    \
-        return fq_span_body(y, x, n, cs, csi, rs, rsi, s, si, fmt, nosat, k, m2, m4, unit, col);         \
+        return fq_span_body(y, x, n, cs, csi, rs, rsi, s, si, fmt, nosat, k, m2, m4, unit, col, g240);   \
     }
-FQ_VARIANT(fq_span_e4m3, FL_FMT_E4M3, 0, 0)
-FQ_VARIANT(fq_span_e5m2, FL_FMT_E5M2, 0, 0)
-FQ_VARIANT(fq_span_bf16, FL_FMT_BF16, 0, 0)
-FQ_VARIANT(fq_span_bf16_unit, FL_FMT_BF16, 1, 0)
-FQ_VARIANT(fq_span_e4m3_r1, FL_FMT_E4M3, 2, 0)
-FQ_VARIANT(fq_span_e5m2_r1, FL_FMT_E5M2, 2, 0)
-FQ_VARIANT(fq_span_e4m3_col, FL_FMT_E4M3, 0, 1)
-FQ_VARIANT(fq_span_bf16_col, FL_FMT_BF16, 0, 1)
+FQ_VARIANT(fq_span_e4m3, FL_FMT_E4M3, 0, 0, 0)
+FQ_VARIANT(fq_span_e5m2, FL_FMT_E5M2, 0, 0, 0)
+FQ_VARIANT(fq_span_bf16, FL_FMT_BF16, 0, 0, 0)
+FQ_VARIANT(fq_span_bf16_unit, FL_FMT_BF16, 1, 0, 0)
+FQ_VARIANT(fq_span_e4m3_r1, FL_FMT_E4M3, 2, 0, 0)
+FQ_VARIANT(fq_span_e5m2_r1, FL_FMT_E5M2, 2, 0, 0)
+FQ_VARIANT(fq_span_e4m3_col, FL_FMT_E4M3, 0, 1, 0)
+FQ_VARIANT(fq_span_bf16_col, FL_FMT_BF16, 0, 1, 0)
+FQ_VARIANT(fq_span_g240, FL_FMT_E4M3, 0, 0, 1)
+FQ_VARIANT(fq_span_g240_r1, FL_FMT_E4M3, 2, 0, 1)
+FQ_VARIANT(fq_span_g240_col, FL_FMT_E4M3, 0, 1, 1)
 #undef FQ_VARIANT
 
-/* cs/csi: column smoothing or NULL; not for e5m2 (no smoothed site casts to it). */
+/* cs/csi: column smoothing or NULL; not for e5m2 (no smoothed site casts to it).  g240: fmt is e4m3,
+   cast as Gaudi2's e4m3, saturating. */
 static float fq_span_fast(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs, float rsi,
-                          float s, float si, fl_format fmt, int nosat, fq_cnt *k, double *m2, double *m4)
+                          float s, float si, fl_format fmt, int g240, int nosat, fq_cnt *k, double *m2, double *m4)
 {
     const int r1 = rs == 1.0f && rsi == 1.0f; /* no row smoothing */
+    if (fmt == FL_FMT_E4M3 && g240)
+        return (cs ? fq_span_g240_col : r1 ? fq_span_g240_r1 : fq_span_g240)(y, x, n, cs, csi, rs, rsi, s, si, 0, k, m2, m4);
     if (fmt == FL_FMT_E4M3)
         return (cs ? fq_span_e4m3_col : r1 ? fq_span_e4m3_r1 : fq_span_e4m3)(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
     if (fmt == FL_FMT_E5M2)
@@ -591,11 +660,12 @@ static float fq_span_fast(float *y, const float *x, size_t n, const float *cs, c
 }
 
 /* Fake-quantize a span: y[c] = decode(encode(x[c] * cs[c] * rs * s)) * si * csi[c] * rsi, counting.
-   cs/csi: per-column smoothing (or NULL), rs/rsi: per-row smoothing (1 when none).  Returns the
+   cs/csi: per-column smoothing (or NULL), rs/rsi: per-row smoothing (1 when none).  gd: the format
+   as a descriptor for the generic encoder instead of fmt (Gaudi2's e4m3), or NULL.  Returns the
    amax of x * cs * rs (the tensor entering the cast); moments of the same into m2/m4. */
 static float fq_span(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs,
-                     float rsi, float s, float si, fl_format fmt, int nosat, float fmax, float bound,
-                     int ties_ovf, fq_cnt *k, double *m2, double *m4)
+                     float rsi, float s, float si, fl_format fmt, const fl_format_desc *gd, int nosat, float fmax,
+                     float bound, int ties_ovf, fq_cnt *k, double *m2, double *m4)
 {
     float am = 0.0f;
     for (size_t c = 0; c < n; c++) {
@@ -605,7 +675,9 @@ static float fq_span(float *y, const float *x, size_t n, const float *cs, const 
         const float v = xv * s;
         const uint32_t u = fl_f32_bits(v);
         float dq;
-        if (fmt == FL_FMT_E4M3)
+        if (gd)
+            dq = fl_decode_f32(gd, fl_encode_f32_bits(gd, u, FL_RND_NE, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0));
+        else if (fmt == FL_FMT_E4M3)
             dq = dec_e4m3[enc_e4m3(u, nosat)];
         else if (fmt == FL_FMT_E5M2)
             dq = dec_e5m2[enc_e5m2(u, nosat)];
@@ -930,9 +1002,11 @@ static void cast_grid_free(cast_grid *g)
     }
 }
 
-/* Scales from the current amax of each block (schemes current, block, mx) of x as smoothed. */
+/* Scales from the current amax of each block (schemes current, block, mx) of x as smoothed; sfmt: the
+   format whose largest value the per-tensor scale maps the amax to.  bwd: the backward copy's scale,
+   which leaves the site's scale and amax_from (the forward cast's) as they are. */
 static void current_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, cast_grid *g, const float *x,
-                           size_t R, size_t C, const cast_smoothing *sm)
+                           size_t R, size_t C, const cast_smoothing *sm, fl_format sfmt, int bwd)
 {
     const float *col_s = sm->col_s, *row_s = sm->row_s;
 #define XS(i, c) (col_s ? x[(i) * C + (c)] * col_s[c] : row_s ? x[(i) * C + (c)] * row_s[i] : x[(i) * C + (c)])
@@ -964,35 +1038,41 @@ static void current_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling
             s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, 0, 1);
             g->bsi[b] = 1.0f / s;
         } else {
-            s = fl_scale_from_amax((fl_format)site->fmt, bam[b], 1.0f, r->cfg.margin, (int)r->cfg.pow2);
+            s = fl_scale_from_amax(sfmt, bam[b], 1.0f, r->cfg.margin, (int)r->cfg.pow2);
             g->bsi[b] = 1.0f / s;
-            site->amax_from = bam[b];
+            if (!bwd)
+                site->amax_from = bam[b];
         }
         g->bs[b] = s;
     }
-    if (scaling == FL_SCALING_TENSOR)
+    if (scaling == FL_SCALING_TENSOR && !bwd)
         site->scale = g->bs[0];
     free(bam);
 }
 
-/* The scales of the site's scheme into g (none: 1). */
+/* The scales of the site's scheme into g (none: 1); bwd: the scales of paper-gaudi2's e5m2 copy. */
 static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, cast_grid *g, const float *x,
-                        size_t R, size_t C, const cast_smoothing *sm)
+                        size_t R, size_t C, const cast_smoothing *sm, int bwd)
 {
     if (scaling == FL_SCALING_1X128 || scaling == FL_SCALING_MX32 || scaling == FL_SCALING_TENSOR) {
-        current_scales(r, site, scaling, g, x, R, C, sm);
+        current_scales(r, site, scaling, g, x, R, C, sm, bwd ? FL_FMT_E5M2 : scale_format(site), bwd);
+    } else if (scaling == FL_SCALING_DELAYED && bwd) {
+        g->one = site->scale_bwd; /* read from dl_bwd by the forward cast, before its amax went in */
+        g->one_inv = 1.0f / site->scale_bwd;
     } else if (scaling == FL_SCALING_DELAYED) {
         g->one = fl_delayed_scale(site->dl);
         g->one_inv = fl_delayed_scale_inv(site->dl);
         site->scale = g->one;
         site->amax_from = fl_recipe_delayed_amax_from(site->dl);
+        if (site->dl_bwd)
+            site->scale_bwd = fl_delayed_scale(site->dl_bwd);
     }
 }
 
 /* What a cast quantises to and how the slow loop counts its overflows; sr: stochastic rounding
-   (e5m2 with a per-tensor scale) from the stream key. */
+   (e5m2 with a per-tensor scale) from the stream key; g240: fmt is e4m3, cast as Gaudi2's e4m3. */
 typedef struct {
-    int fmt, nosat, ties_ovf, sr;
+    int fmt, nosat, ties_ovf, sr, g240;
     float fmax, bound;
     uint64_t key;
 } cast_format;
@@ -1009,7 +1089,9 @@ static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, s
                                  const cast_grid *g, const cast_smoothing *sm, const cast_format *cf, double *rm)
 {
     const size_t n = R * C, br = g->br, nbr = g->nbr, nbc = g->nbc;
-    const int cshift = g->cshift, fmt = cf->fmt, nosat = cf->nosat, mom = rm != NULL;
+    const int cshift = g->cshift, fmt = cf->fmt, nosat = cf->nosat, mom = rm != NULL, g240 = cf->g240;
+    static const fl_format_desc gaudi2 = FL_DESC_E4M3_GAUDI2;
+    const fl_format_desc *gd = g240 ? &gaudi2 : NULL;
     const float *bs = g->bs, *bsi = g->bsi;
     const float *col_s = sm->col_s, *col_si = sm->col_si, *row_s = sm->row_s, *row_si = sm->row_si;
     fq_cnt tot = { 0 };
@@ -1029,7 +1111,7 @@ static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, s
             fq_cnt k = { 0 };
             if (i1 > i0) {
                 const float a = fq_span_fast(y + i0, x + i0, i1 - i0, NULL, NULL, 1.0f, 1.0f, bs[0], bsi[0],
-                                             (fl_format)fmt, nosat, &k, NULL, NULL);
+                                             (fl_format)fmt, g240, nosat, &k, NULL, NULL);
                 if (a > amax)
                     amax = a;
             }
@@ -1053,9 +1135,9 @@ static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, s
                                         (uint64_t)(i * C + c0), &k, mom ? &m2 : NULL, &m4)
                     : fast ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
                                         col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
-                                        nosat, &k, mom && !gmom ? &m2 : NULL, &m4)
+                                        g240, nosat, &k, mom && !gmom ? &m2 : NULL, &m4)
                          : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
-                                   col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, nosat,
+                                   col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, gd, nosat,
                                    fmax, bound, ties_ovf, &k, mom ? &m2 : NULL, &m4);
                 if (a > am)
                     am = a;
@@ -1189,16 +1271,24 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
         site->scale = 1.0f;
         site->amax_from = 0.0f; /* no staleness: nothing was scaled */
     }
+    /* paper-gaudi2's backward copy: e5m2 with its own scale from the same amax, round-to-nearest */
+    const int bwd = !hp && transposed && site->gaudi2;
     const cast_smoothing smo = smooth_scales(sm, x, R, C);
     cast_grid g;
     cast_grid_init(&g, scaling, site->role == FL_ROLE_W, transposed, R, C);
-    cast_scales(r, site, scaling, &g, x, R, C, &smo);
+    cast_scales(r, site, scaling, &g, x, R, C, &smo, bwd);
 
     cast_format cf;
-    cf.fmt = hp ? FL_FMT_BF16 : (int)site->fmt;
-    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16;
-    cf.fmax = (float)fl_format_max((fl_format)cf.fmt);
-    cf.bound = (float)fl_format_rne_boundary((fl_format)cf.fmt, &cf.ties_ovf);
+    cf.fmt = hp ? FL_FMT_BF16 : bwd ? FL_FMT_E5M2 : (int)site->fmt;
+    cf.g240 = !hp && !bwd && site->gaudi2;
+    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16 && !cf.g240; /* paper-gaudi2 saturates (r->cfg) */
+    cf.fmax = cf.g240 ? FL_GAUDI2_E4M3_MAX : (float)fl_format_max((fl_format)cf.fmt);
+    if (cf.g240) { /* 0x43780000 is 248.0f: 240 + half its ulp of 16; the tie goes to 256, i.e. overflows */
+        cf.bound = fl_f32_from_bits(0x43780000u);
+        cf.ties_ovf = 1;
+    } else {
+        cf.bound = (float)fl_format_rne_boundary((fl_format)cf.fmt, &cf.ties_ovf);
+    }
     cf.sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf.fmt == FL_FMT_E5M2;
     cf.key = fl_recipe_sr_key(r, si_);
     const int mom = r->moments && !transposed;
@@ -1219,8 +1309,11 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cast_grid_free(&g);
     cast_record_stats(site, &k, R, C, transposed, rm);
     free(rm);
-    if (site->scaling == FL_SCALING_DELAYED && record)
+    if (site->scaling == FL_SCALING_DELAYED && record) {
         fl_delayed_record(site->dl, k.amax);
+        if (site->dl_bwd)
+            fl_delayed_record(site->dl_bwd, k.amax);
+    }
 }
 
 /* ---- state ------------------------------------------------------------------------------------ */
@@ -1232,6 +1325,8 @@ size_t fl_recipe_state_size(const fl_recipe *r)
         n += 5 * sizeof(uint64_t);
         if (r->sites[i].dl)
             n += fl_delayed_size(r->sites[i].dl->len);
+        if (r->sites[i].dl_bwd)
+            n += fl_delayed_size(r->sites[i].dl_bwd->len);
     }
     return n;
 }
@@ -1243,9 +1338,9 @@ void fl_recipe_state_save(const fl_recipe *r, unsigned char *buf)
         const uint64_t t[5] = { s->tot_sat, s->tot_clip, s->tot_nan_out, s->tot_inf_out, s->tot_ftz };
         memcpy(buf, t, sizeof t);
         buf += sizeof t;
-        if (s->dl) {
-            const size_t k = fl_delayed_size(s->dl->len);
-            memcpy(buf, s->dl, k);
+        for (const fl_delayed *d = s->dl; d; d = d == s->dl ? s->dl_bwd : NULL) {
+            const size_t k = fl_delayed_size(d->len);
+            memcpy(buf, d, k);
             buf += k;
         }
     }
@@ -1265,11 +1360,11 @@ const char *fl_recipe_state_load(fl_recipe *r, const unsigned char *buf, size_t 
         s->tot_nan_out = t[2];
         s->tot_inf_out = t[3];
         s->tot_ftz = t[4];
-        if (s->dl) {
-            const size_t k = fl_delayed_size(s->dl->len);
-            memcpy(s->dl, buf, k);
+        for (fl_delayed *d = s->dl; d; d = d == s->dl ? s->dl_bwd : NULL) {
+            const size_t k = fl_delayed_size(d->len);
+            memcpy(d, buf, k);
             buf += k;
-            const char *why = fl_delayed_check(s->dl, k);
+            const char *why = fl_delayed_check(d, k);
             if (why)
                 return why;
         }

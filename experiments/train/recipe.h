@@ -9,7 +9,9 @@
  *
  * Cast sites.  Every Linear layer Y (N, M) = X (N, K) . W (M, K)^T has three, as in
  * TransformerEngine (TE):  "in" (X, forward), "w" (W, forward) and "gout" (dY, backward).  The
- * backward GEMMs reuse the quantized forward operands:  dX = Q(dY) . Q(W),  dW = Q(dY)^T . Q(X).
+ * backward GEMMs reuse the quantized forward operands:  dX = Q(dY) . Q(W),  dW = Q(dY)^T . Q(X),
+ * except where a recipe casts a backward copy of an operand (fl_recipe_needs_bwd_copy): the
+ * column-wise tiles of fp8-block and mxfp8 (X and dY), the e5m2 copies of paper-gaudi2 (X and W).
  *
  * Recipes (--recipe):
  *   fp32          no casts.
@@ -25,6 +27,24 @@
  *                 are quantized a second time in 128x1 tiles for it (as TE/DeepSeek do).
  *   mxfp8         OCP MX: e4m3 elements, 1x32 blocks along the contraction dimension (32x1 for the
  *                 wgrad copies), e8m0 scales with TE's round-up rule (FL_MX_CEIL).
+ *   paper-gaudi2  the recipe of Fishman et al.'s released code (experimental/fp8_linear.py of their
+ *                 Megatron-DeepSpeed fork, run on Intel Gaudi2), with its settings fixed
+ *                 (fl_recipe_paper_gaudi2):
+ *                 - X and W cast to Gaudi2's e4m3, an IEEE-style e4m3 whose largest finite value is
+ *                   240 (S.1110.111; S.1111.000 is Inf, the rest of that binade NaN): the same grid
+ *                   as OCP e4m3 up to 240, saturating at 240 (FL_DESC_E4M3_GAUDI2).  The scale is
+ *                   2^floor(log2(240 / amax)), so amax maps into (120, 240];
+ *                 - the backward GEMMs take e5m2 copies of X and W, cast from the same tensors with
+ *                   the scale 2^floor(log2(57344 / amax)) of the same amax (their cast_to_fp8_hybrid
+ *                   makes both copies at once), round-to-nearest and saturating:
+ *                   dX = Q5(dY) . Q5(W),  dW = Q5(dY)^T . Q5(X);
+ *                 - dY cast to e5m2 with stochastic rounding, scale 2^floor(log2(57344 / amax));
+ *                 - amax: the maximum over the previous global batch (their history holds one amax
+ *                   per micro-batch and the scales change once per global batch).  A step of this
+ *                   harness is one global batch (one forward and one backward over B x T tokens, no
+ *                   gradient accumulation), so that is the amax of the previous step: a delayed
+ *                   history of 1, "max", margin 0, and scale 1 before the first amax, as theirs.
+ *                 Saturating casts, the head in bf16 and the site overrides as under fp8-delayed.
  * The output head always runs in bf16 under the FP8 recipes (TE practice: the LM head is not an
  * FP8 GEMM); attention scores/softmax, norms, activations and the loss are float32 everywhere.
  *
@@ -64,12 +84,22 @@ typedef enum {
     FL_RECIPE_FP8_CURRENT,
     FL_RECIPE_FP8_BLOCK,
     FL_RECIPE_MXFP8,
+    FL_RECIPE_PAPER_GAUDI2, /* appended: the values above are stored in version-5 checkpoints */
     FL_RECIPE_COUNT
 } fl_recipe_kind;
 
 const char *fl_recipe_name(fl_recipe_kind r);          /* as on the CLI: "fp8-delayed" ... */
 int fl_recipe_parse(fl_recipe_kind *out, const char *s); /* 0, or -1 if unknown */
 int fl_recipe_is_fp8(fl_recipe_kind r);
+/* The recipes with per-tensor FP8 scales (fp8-delayed, fp8-current, paper-gaudi2): the ones that take
+   site overrides and stochastically rounded gradients. */
+int fl_recipe_per_tensor(fl_recipe_kind r);
+
+/* Gaudi2's e4m3 (paper-gaudi2): IEEE-style, bias 7, largest finite 0x77 = 2^7 x 1.875 = 240, 0x78 Inf,
+   0x79..0x7F NaN.  Below 240 its values are OCP e4m3's; the generic encoder of fl_round.h rounds into
+   it (RNE: 248, a tie between 240 and 256, overflows) and is the reference of the recipes' fast cast. */
+#define FL_DESC_E4M3_GAUDI2 { 8, 4, 3, 7, FL_SPEC_IEEE, 0x77u, 0x7Fu }
+#define FL_GAUDI2_E4M3_MAX 240.0f
 
 /* The recipe's options (stored in checkpoints: fixed-width fields). */
 typedef struct {
@@ -91,11 +121,18 @@ typedef struct {
 } fl_recipe_cfg;
 
 void fl_recipe_cfg_default(fl_recipe_cfg *c, fl_recipe_kind kind);
-/* The paper's stack (Fishman et al., ICLR 2025, and their released code; TRAINING.md): fp8-delayed,
-   the amax of the previous step (history 1, "max"), margin 0, power-of-two scales, saturating
-   casts, e5m2 dY with stochastic rounding, FP8 from step fp8_start.  The other fields (site
-   overrides, fp8_adam, fast_accum, grad_current) are left as they are. */
+/* The paper's stack (Fishman et al., ICLR 2025, and their released code; TRAINING.md) on TE's
+   formats: fp8-delayed, the amax of the previous step (history 1, "max"), margin 0, power-of-two
+   scales, saturating casts, e5m2 dY with stochastic rounding, FP8 from step fp8_start.  The other
+   fields (site overrides, fp8_adam, fast_accum, grad_current) are left as they are. */
 void fl_recipe_paper(fl_recipe_cfg *c, uint32_t fp8_start);
+/* paper-gaudi2 with the settings it fixes: history 1, "max", margin 0, power-of-two scales,
+   saturating casts, stochastically rounded e5m2 dY, no fast accumulation, dY delayed.  fp8_start,
+   fp8_adam and the site overrides are left as they are (they are not part of the recipe).  `train
+   --recipe paper-gaudi2` applies this. */
+void fl_recipe_paper_gaudi2(fl_recipe_cfg *c);
+/* NULL, or which fixed setting of paper-gaudi2 c changes (c->kind must be paper-gaudi2). */
+const char *fl_recipe_paper_gaudi2_check(const fl_recipe_cfg *c);
 
 /* Per-site overrides (--site PATTERN=MODE, repeatable; cfg.sites holds them joined by ';').
  * PATTERN is a site name or an fnmatch(3) pattern over the names ("L0.down.in", "*.down.in",
@@ -132,8 +169,13 @@ typedef struct {
     uint32_t fmt;        /* fl_format of the cast (FL_FMT_FP32: no cast) */
     fl_scaling scaling;  /* none, delayed, tensor (current), 1x128 (weights 128x128), mx32 */
     fl_delayed *dl;      /* delayed-scaling state (scaling == FL_SCALING_DELAYED), else NULL */
-    fl_cast_stats st;    /* this step */
+    uint32_t gaudi2;     /* 1: an X or W site of paper-gaudi2 in FP8: its cast is Gaudi2's e4m3 (max 240,
+                            scales from 240) and the backward GEMMs read its e5m2 copy */
+    fl_delayed *dl_bwd;  /* gaudi2 and delayed: the e5m2 copy's state, fed the same amaxes as dl */
+    fl_cast_stats st;    /* this step: the forward cast's and the backward copy's counts (amax, clip
+                            mass and moments: the forward cast's) */
     float scale;         /* the per-tensor scale used this step (block/mx: 1) */
+    float scale_bwd;     /* gaudi2 and delayed: the e5m2 copy's scale this step */
     float amax_from;     /* the amax that scale was computed from (staleness denominator) */
     uint64_t tot_sat, tot_clip, tot_nan_out, tot_inf_out, tot_ftz; /* over the run */
 } fl_site;
@@ -167,11 +209,13 @@ typedef struct {
     float *s, *s_inv;     /* scratch (C) or (R), filled by the cast */
 } fl_smooth;
 
-/* y (R, C) = fake-quantized x (R, C) at `site`, with blocks along rows (transposed = 0: tiles run
-   along C, the contraction dimension of a row-major operand) or along columns (transposed = 1,
-   the wgrad copies).  y may be x on a step without moments (r->moments = 0; the moment sums read x
-   after the cast): each element is read before it is written.  Statistics go to the site (only the primary,
-   non-transposed casts record amax into a delayed history: call with record = 1 once per step). */
+/* y (R, C) = fake-quantized x (R, C) at `site`: the forward cast (transposed = 0: tiles run along C,
+   the contraction dimension of a row-major operand), or the backward copy of the same tensor
+   (transposed = 1, where fl_recipe_needs_bwd_copy: tiles along columns for block / MX wgrad, the
+   e5m2 copy of paper-gaudi2), cast after the forward cast of the same step.  y may be x on a step
+   without moments (r->moments = 0; the moment sums read x after the cast): each element is read
+   before it is written.  Statistics go to the site (only the forward casts record amax into a
+   delayed history: call with record = 1 once per step). */
 void fl_recipe_cast(fl_recipe *r, int site, float *y, const float *x, size_t R, size_t C,
                     int transposed, int record, fl_smooth *sm);
 
@@ -179,10 +223,13 @@ void fl_recipe_cast(fl_recipe *r, int site, float *y, const float *x, size_t R, 
    (row-major index) rounds with fl_sr_bits(key, i) as fl_encode_f32_bits's FL_RND_SR does. */
 uint64_t fl_recipe_sr_key(const fl_recipe *r, int site);
 
-/* Whether site `site` needs separate column-wise copies for the wgrad GEMM (block and MX). */
-int fl_recipe_needs_colwise(const fl_recipe *r, int site);
+/* Whether the backward GEMMs read a copy of site `site`'s tensor cast for them (fl_recipe_cast with
+   transposed = 1) instead of the forward cast: column-wise tiles for the wgrad GEMM of the X and dY
+   sites of fp8-block and mxfp8; the e5m2 copies of the X and W sites of paper-gaudi2. */
+int fl_recipe_needs_bwd_copy(const fl_recipe *r, int site);
 
-/* Serialised state of the delayed-scaling histories and run totals (for checkpoints). */
+/* Serialised state of the delayed-scaling histories and run totals (for checkpoints; a site's dl_bwd
+   follows its dl). */
 size_t fl_recipe_state_size(const fl_recipe *r);
 void fl_recipe_state_save(const fl_recipe *r, unsigned char *buf);
 /* Returns NULL on success, else a description of what is wrong. */

@@ -83,6 +83,8 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--fp8-start applies to the FP8 recipes";
     if (c->recipe.grad_current && c->recipe.kind != FL_RECIPE_FP8_DELAYED)
         return "--grad-scaling current applies to fp8-delayed (the other recipes scale dY as they scale X)";
+    if (c->recipe.kind == FL_RECIPE_PAPER_GAUDI2 && (why = fl_recipe_paper_gaudi2_check(&c->recipe)))
+        return why;
     if (c->data_kind == FL_DATA_TRIGGERS && !(c->trigger_rate > 0))
         return "--data triggers needs a --trigger-rate in (0, 1]";
     if (c->data_kind != FL_DATA_TEXT && c->data_len < (uint64_t)c->model.T + 2)
@@ -689,7 +691,7 @@ static int run_setup(train_run *r)
     if (rc == FL_EXIT_OK) {
         memcpy(r->m.chan_rec_max, r->st.rec_max, sizeof r->st.rec_max);
         r->m.chan_on = r->cfg.chan_every ? 1 : 0;
-        omp_set_num_threads((int)r->st.threads); /* the GEMMs too: one OpenBLAS call per tile (model.c) */
+        omp_set_num_threads((int)r->st.threads); /* the GEMMs too: their tiles (model.c) */
     }
     return rc;
 }

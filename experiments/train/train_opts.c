@@ -16,7 +16,6 @@
 
 /* ---- the names of enum values and of the custom rows ------------------------------------------- */
 
-static const char *recipe_name(unsigned k) { return k < FL_RECIPE_COUNT ? fl_recipe_name((fl_recipe_kind)k) : NULL; }
 static const char *amax_algo_name(unsigned k) { return k < FL_AMAX_ALGO_COUNT ? fl_amax_algo_name((fl_amax_algo)k) : NULL; }
 static const char *schedule_name(unsigned k)
 {
@@ -61,6 +60,37 @@ static const char *act_parse(fl_train_cfg *c, const char *v, int stored)
 }
 
 static void act_format(char *buf, size_t n, const fl_train_cfg *c) { snprintf(buf, n, "%s", fl_act_name(c->model.act)); }
+
+/* --recipe: a recipe's name.  The flag `--recipe paper-gaudi2` also sets the settings that recipe fixes
+   (fl_recipe_paper_gaudi2: --amax-history 1 --amax-algo max --margin 0 --pow2 --fp8-overflow saturate
+   --grad-sr); a record holds them as they are. */
+static void recipe_values(char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = 0;
+    for (int k = 0; k < FL_RECIPE_COUNT && w < n; k++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%s", k ? " " : "", fl_recipe_name((fl_recipe_kind)k));
+}
+
+static const char *recipe_parse(fl_train_cfg *c, const char *v, int stored)
+{
+    static _Thread_local char hint[200];
+    fl_recipe_kind k;
+    if (fl_recipe_parse(&k, v)) {
+        const int w = snprintf(hint, sizeof hint, "one of ");
+        recipe_values(hint + w, sizeof hint - (size_t)w);
+        return hint;
+    }
+    c->recipe.kind = (uint32_t)k;
+    if (!stored && k == FL_RECIPE_PAPER_GAUDI2)
+        fl_recipe_paper_gaudi2(&c->recipe);
+    return NULL;
+}
+
+static void recipe_format(char *buf, size_t n, const fl_train_cfg *c)
+{
+    snprintf(buf, n, "%s", fl_recipe_name((fl_recipe_kind)c->recipe.kind));
+}
 
 /* --site appends one override; the record holds them all, ';' between. */
 static const char *sites_parse(fl_train_cfg *c, const char *v, int stored)
@@ -197,6 +227,7 @@ static void decor_json(json_t *obj, const char *key, const fl_train_cfg *c)
 }
 
 static const fl_opt_ops act_ops = { act_parse, act_format, NULL, act_values, 0 };
+static const fl_opt_ops recipe_ops = { recipe_parse, recipe_format, NULL, recipe_values, 0 };
 static const fl_opt_ops sites_ops = { sites_parse, sites_format, NULL, NULL, 1 };
 static const fl_opt_ops data_ops = { data_parse, data_format, NULL, NULL, 0 };
 static const fl_opt_ops keep_ops = { keep_parse, keep_format, keep_json, NULL, 0 };
@@ -217,8 +248,10 @@ static const fl_opt_ops decor_ops = { decor_parse, decor_format, decor_json, NUL
 const fl_train_opt fl_train_opt_table[] = {
     { .flag = "--act", .key = "act", CUSTOM(act_ops), AT(model.act), .def = "swiglu", .arg = "ACT",
       .help = "%V (default %D; poly order 3 without a digit)" },
-    { .flag = "--recipe", .key = "recipe", ENUM(recipe_name), AT(recipe.kind), .def = "bf16", .arg = "R",
-      .help = "%V (default %D)" },
+    { .flag = "--recipe", .key = "recipe", CUSTOM(recipe_ops), AT(recipe.kind), .def = "bf16", .arg = "R",
+      .help = "%V (default %D; paper-gaudi2: the paper's released recipe on Gaudi2, e4m3 max 240, e5m2 copies of X "
+              "and W for the backward, the amax of the previous step; it sets and fixes --amax-history 1 "
+              "--amax-algo max --margin 0 --pow2 --grad-sr, saturating)" },
     { .flag = "--steps", .key = "steps", U64(1, 1e8), AT(steps), .def = "1000", .arg = "N", .help = "training steps (%D)" },
     { .flag = "--seed", .key = "seed", U64(0, NOLIMIT), AT(seed), .def = "1", .attr = FL_OPT_FIXED, .arg = "S",
       .help = "seed of init, data, batches (%D)" },

@@ -103,10 +103,21 @@ static void arm_tally(tally *t, const fl_arm_outcome *a, int n, const char *arm)
     }
 }
 
-void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n)
+const char *fl_verdict_name(int outcome)
 {
-    char bad[900] = "", good[900] = ""; /* room in v->text for the prefixes */
-    int subjects = 0, subject_ok = 0, controls_ok = 1;
+    static const char *const names[] = { "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE" };
+    return outcome >= 0 && outcome <= FL_VERDICT_INCONCLUSIVE ? names[outcome] : "?";
+}
+
+int fl_verdict_exit(const fl_verdict *v)
+{
+    return v->outcome == FL_VERDICT_REPRODUCED ? 0 : v->outcome == FL_VERDICT_INCONCLUSIVE ? FL_EXIT_INCONCLUSIVE : 3;
+}
+
+void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n, const fl_precondition *pre)
+{
+    char bad[900] = "", subj[300] = ""; /* room in v->text for the prefixes and the precondition */
+    int subjects = 0, subject_fails = 0, controls_ok = 1;
     for (int i = 0; i < n; i++) {
         int first = 1; /* the first result of its arm: the arm is judged once */
         for (int j = 0; j < i; j++)
@@ -118,26 +129,39 @@ void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n)
         const int majority = 2 * t.fails > t.runs;
         if (a[i].role == FL_ARM_SUBJECT) {
             subjects++;
-            subject_ok = majority;
-            if (majority)
-                addf(good, sizeof good, "%s failed in %d of %d seeds (%s)", a[i].arm, t.fails, t.runs, t.seeds);
-            else
-                addf(bad, sizeof bad, "%s%s failed in %d of %d seeds%s%s%s, not a majority", bad[0] ? "; " : "", a[i].arm,
-                     t.fails, t.runs, t.fails ? " (" : "", t.seeds, t.fails ? ")" : "");
+            subject_fails = majority;
+            snprintf(subj, sizeof subj, "%s failed in %d of %d seeds%s%s%s%s", a[i].arm, t.fails, t.runs,
+                     t.fails ? " (" : "", t.seeds, t.fails ? ")" : "", majority ? "" : ", not a majority");
         } else if (majority) {
             controls_ok = 0;
             addf(bad, sizeof bad, "%scontrol %s failed in %d of %d seeds (%s)", bad[0] ? "; " : "", a[i].arm, t.fails,
                  t.runs, t.seeds);
         }
     }
+    v->reproduced = 0;
+    v->outcome = FL_VERDICT_NOT_REPRODUCED;
     if (subjects != 1) {
-        v->reproduced = 0;
         snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %d subject arms (need exactly one)", subjects);
         return;
     }
-    v->reproduced = subject_ok && controls_ok;
-    if (v->reproduced)
-        snprintf(v->text, sizeof v->text, "REPRODUCED: %s; no control failed in a majority of seeds", good);
-    else
-        snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %s", bad);
+    const char *pt = pre ? pre->text : "not measured";
+    if (!controls_ok) {
+        snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %s%s%s", subject_fails ? "" : subj, subject_fails ? "" : "; ",
+                 bad);
+    } else if (!pre || !pre->present) {
+        v->outcome = FL_VERDICT_INCONCLUSIVE;
+        if (subject_fails)
+            snprintf(v->text, sizeof v->text,
+                     "INCONCLUSIVE: precondition not produced (%s); %s and no control in a majority of seeds, a failure "
+                     "without the paper's cause", pt, subj);
+        else
+            snprintf(v->text, sizeof v->text, "INCONCLUSIVE: precondition not produced (%s); %s", pt, subj);
+    } else if (subject_fails) {
+        v->outcome = FL_VERDICT_REPRODUCED;
+        v->reproduced = 1;
+        snprintf(v->text, sizeof v->text, "REPRODUCED: %s; no control failed in a majority of seeds; precondition "
+                 "present (%s)", subj, pt);
+    } else {
+        snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %s; precondition present (%s)", subj, pt);
+    }
 }

@@ -12,10 +12,21 @@
  * The failure step is the non-finite step, the first step of the window, or the step where the
  * run stopped.
  *
- * Verdict: "REPRODUCED" when the subject arm (SwiGLU/FP8) fails in a majority of its seeds and no
- * control arm fails in a majority of its seeds; otherwise "NOT REPRODUCED" with every condition
- * that failed and the seeds where it did.  Informational arms (current scaling at the down
- * projection's input) are reported, not judged.
+ * The precondition (the paper's cause; TRAINING.md, "Prediction and criterion: the precondition"):
+ * SwiGLU's down-projection input grows late into outliers that GeLU's does not, measured in the BF16
+ * references (fl_precondition_judge, mech.h): present when the medians over seeds of SwiGLU/BF16's
+ * late growth or late jump reach FL_LATE_FACTOR and neither of GeLU/BF16's does.
+ *
+ * Verdict, in this order:
+ *   - a control arm fails in a majority of its seeds: "NOT REPRODUCED" (the failure is not
+ *     SwiGLU's), with every condition that failed and its seeds;
+ *   - the precondition is absent or not measured: "INCONCLUSIVE: precondition not produced (...)",
+ *     whether or not the subject failed (a failure without the cause is not the paper's mechanism;
+ *     no failure without the cause refutes nothing);
+ *   - the subject arm (SwiGLU/FP8) fails in a majority of its seeds: "REPRODUCED";
+ *   - otherwise "NOT REPRODUCED" (the cause was there and the consequence was not).
+ * Informational arms (current scaling at the down projection's input) are reported, not judged.
+ * The demo exits 0, 3 and FL_EXIT_INCONCLUSIVE for the three.
  */
 #ifndef FL_VERDICT_H
 #define FL_VERDICT_H
@@ -50,6 +61,21 @@ void fl_arm_judge(fl_arm_failure *f, const double *loss, long n, long planned, i
 
 enum { FL_ARM_SUBJECT, FL_ARM_CONTROL, FL_ARM_INFO };
 
+/* The exit status of an INCONCLUSIVE verdict (common/cli.h: 0 REPRODUCED / every prediction held,
+   1 a run failed to run, 2 bad flags, 3 NOT REPRODUCED / a prediction failed). */
+enum { FL_EXIT_INCONCLUSIVE = 4 };
+
+/* The precondition as measured (fl_precondition_judge, mech.h): medians over seeds of the late growth
+   and late jump of the down projection's input amax in the BF16 references. */
+typedef struct {
+    int seeds;                     /* seeds with both BF16 references read */
+    int measured;                  /* SwiGLU's and GeLU's medians are finite (the runs reach 2 tau) */
+    int present;                   /* measured and in the late regime (mech.h, fl_late_regime) */
+    double swiglu_growth, swiglu_jump, gelu_growth, gelu_jump; /* medians; NaN when not measured */
+    double tau_end;                /* t/tau at the end of the runs */
+    char text[320];                /* the numbers and the criterion, for the verdict's text */
+} fl_precondition;
+
 typedef struct {
     const char *arm; /* "swiglu/fp8" ...: results with the same name are one arm's seeds */
     int role;        /* FL_ARM_* */
@@ -57,12 +83,18 @@ typedef struct {
     int failed;
 } fl_arm_outcome;
 
+enum { FL_VERDICT_REPRODUCED, FL_VERDICT_NOT_REPRODUCED, FL_VERDICT_INCONCLUSIVE };
+const char *fl_verdict_name(int outcome); /* "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE" */
+
 typedef struct {
-    int reproduced;
-    char text[1024]; /* "REPRODUCED: ..." or "NOT REPRODUCED: <conditions, seeds>" */
+    int reproduced;  /* outcome == FL_VERDICT_REPRODUCED */
+    int outcome;     /* FL_VERDICT_* */
+    char text[1400]; /* "REPRODUCED: ...", "NOT REPRODUCED: <conditions, seeds>", "INCONCLUSIVE: ..." */
 } fl_verdict;
 
-/* The verdict over n results (any order). */
-void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n);
+/* The verdict over n results (any order) and the precondition (NULL: not measured). */
+void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n, const fl_precondition *pre);
+/* Its exit status: 0, FL_EXIT_GATE (3) or FL_EXIT_INCONCLUSIVE (4). */
+int fl_verdict_exit(const fl_verdict *v);
 
 #endif /* FL_VERDICT_H */

@@ -1,7 +1,8 @@
 /* examples.c — the plain-C examples `fp8lab ulp --impl NAME` scores next to the kernels' twins: how
  * common float shortcuts for activations (glibc expf, tanhf, erff) measure against the exact
- * functions, and the registry lookup over both (ulp_impls.h).  Not kernels: nothing here runs on a
- * device. */
+ * functions, libm's own binary32 building blocks (expf, expm1f, erff, log1pf, tanhf) against the
+ * elementary references, and the registry lookup over both (ulp_impls.h).  Not kernels: nothing here
+ * runs on a device. */
 #include "fl_libm.h"
 #include "ulp_impls.h"
 
@@ -16,6 +17,10 @@ static float silu_naive(float x) { return x / (1.0f + expf(-x)); }
 static float sigmoid_naive(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float sigmoid_via_tanhf(float x) { return 0.5f + 0.5f * tanhf(x * 0.5f); }
 static float tanh_glibc(float x) { return tanhf(x); }
+static float exp_glibc(float x) { return expf(x); }
+static float expm1_glibc(float x) { return expm1f(x); }
+static float erf_glibc(float x) { return erff(x); }
+static float log1p_glibc(float x) { return log1pf(x); }
 static float gelu_tanh(float x)
 {
     const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
@@ -67,6 +72,10 @@ ROUNDED_RUN(run_gelu_tanh_as_gelu_bf16, B, B, gelu_tanh)
 ROUNDED_RUN(run_sigmoid_via_tanhf_f32, F32, F32, sigmoid_via_tanhf)
 BINARY32_RUN(run_sigmoid_f32_naive, sigmoid_naive)
 BINARY32_RUN(run_tanhf_f32, tanh_glibc)
+BINARY32_RUN(run_expf_f32, exp_glibc)
+BINARY32_RUN(run_expm1f_f32, expm1_glibc)
+BINARY32_RUN(run_erff_f32, erf_glibc)
+BINARY32_RUN(run_log1pf_f32, log1p_glibc)
 BINARY32_RUN(run_gelu_erff_f32, fl_gelu_erff)
 BINARY32_RUN(run_gelu_tanh_f32, gelu_tanh)
 ROUNDED_RUN(run_silu_f32_e4m3, F32, E4, silu_naive)
@@ -87,6 +96,10 @@ const fl_twin fl_ulp_examples[] = {
     { "sigmoid_via_tanhf_f32", "sigmoid", "", 0, NULL, 1, IN1(F32), F32, 0, run_sigmoid_via_tanhf_f32, "0.5 + 0.5 tanhf(x/2) with glibc tanhf, fp32" },
     { "sigmoid_f32_naive", "sigmoid", "", 0, NULL, 1, IN1(F32), F32, 0, run_sigmoid_f32_naive, "1 / (1 + expf(-x))" },
     { "tanhf_f32", "tanh", "", 0, NULL, 1, IN1(F32), F32, 0, run_tanhf_f32, "glibc tanhf" },
+    { "expf_f32", "exp", "", 0, NULL, 1, IN1(F32), F32, 0, run_expf_f32, "glibc expf" },
+    { "expm1f_f32", "expm1", "", 0, NULL, 1, IN1(F32), F32, 0, run_expm1f_f32, "glibc expm1f" },
+    { "erff_f32", "erf", "", 0, NULL, 1, IN1(F32), F32, 0, run_erff_f32, "glibc erff" },
+    { "log1pf_f32", "log1p", "", 0, NULL, 1, IN1(F32), F32, 0, run_log1pf_f32, "glibc log1pf" },
     { "gelu_erff_f32", "gelu", "", 0, NULL, 1, IN1(F32), F32, 0, run_gelu_erff_f32, "0.5 x (1 + erff(x / sqrt 2)), glibc erff" },
     { "gelu_tanh_f32", "gelu_tanh", "", 0, NULL, 1, IN1(F32), F32, 0, run_gelu_tanh_f32,
       "0.5 x (1 + tanhf(sqrt(2/pi) (x + 0.044715 x^3))) in float" },

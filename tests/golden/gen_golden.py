@@ -144,6 +144,22 @@ UNARY = {
     'softplus': lambda x: mpmath.log1p(mpmath.exp(x)),
     'polyrelu': polyrelu3,
 }
+def log1p_real(x):
+    """log(1 + x) on the reals: -Inf at -1, NaN below (mpmath would go complex)"""
+    if x < -1:
+        return mpf('nan')
+    if x == -1:
+        return mpf('-inf')
+    return mpmath.log1p(x)
+
+# The elementary functions (reference-only rows of act_list.h): written last, from the same seeded
+# stream after every other file, so that adding them left the earlier files as they were.
+ELEMENTARY = {
+    'exp': mpmath.exp,
+    'expm1': mpmath.expm1,
+    'log1p': log1p_real,
+    'erf': mpmath.erf,
+}
 # sign of a zero result, for inputs +-0 (x: the input)
 NEGZERO = {
     'relu': lambda x: False, 'relu2': lambda x: False, 'polyrelu': lambda x: False,
@@ -196,12 +212,14 @@ def check_functions():
         m = re.match(r'(\S+)\s+\(([^)]*)\)(.*)', line)
         if m:
             listed[m.group(1)] = 'row' if 'row-wise' in m.group(3) else m.group(2)
-    ours = {**{n: 'x' for n in UNARY}, **{n: 'g,u' for n in BINARY}, **{n: 'g,u,s' for n in TERNARY},
+    ours = {**{n: 'x' for n in UNARY}, **{n: 'x' for n in ELEMENTARY}, **{n: 'g,u' for n in BINARY}, **{n: 'g,u,s' for n in TERNARY},
             **{n: 'row' for n in ROWWISE}}
     if ours != listed:
         bad = sorted(n for n in set(ours) | set(listed) if ours.get(n) != listed.get(n))
         sys.exit('gen_golden.py: functions differ from `fp8lab ref --list` (reference/act_list.h): ' +
                  ', '.join('%s (here %s, there %s)' % (n, ours.get(n), listed.get(n)) for n in bad))
+    if set(UNARY) & set(ELEMENTARY):
+        sys.exit('gen_golden.py: a function is both UNARY and ELEMENTARY')
     if not set(DX) <= set(UNARY):
         sys.exit('gen_golden.py: DX names a function that is not unary')
 
@@ -275,34 +293,38 @@ def load_hard():
 
 HARD = load_hard()
 
+def write_unary(outdir, name, fn, rng):
+    """NAME.txt of a unary function: the SPECIAL inputs, 100 random ones and the hard cases, from rng"""
+    inputs = [f32(to_f32(x)) for x in SPECIAL] + [rand_f32(rng, -30, 30) for _ in range(60)] + \
+             [rand_f32(rng, -3, 3) for _ in range(40)]
+    # hard cases: candidates closest to a midpoint of float32 / bfloat16
+    cands = [rand_f32(rng, -12, 12) for _ in range(1500)]
+    hard = []
+    with mp.workdps(40):
+        scored32 = sorted(cands, key=lambda x: boundary_distance(fn(mpf(x)), 24, -149))
+        scored16 = sorted(cands, key=lambda x: boundary_distance(fn(mpf(x)), 8, -133))
+    hard = scored32[:4] + scored16[:4] + HARD.get(name, [])
+    with open(os.path.join(outdir, name + '.txt'), 'w') as out:
+        out.write('# %s: X FP32 BF16 (RNE; then RZ, UP; IEEE overflow); mpmath %s, prec %d, seed %d\n'
+                  % (name, mpmath.__version__, PREC, SEED))
+        for i, x in enumerate(inputs + hard):
+            nz = (math.copysign(1.0, x) < 0) if (x == 0 and name not in NEGZERO) else False
+            if name in ('elu',) and x == 0:
+                nz = math.copysign(1.0, x) < 0
+            r = line_for(name, fn, [x], lambda a, nz=nz: nz)
+            if r is None:
+                continue
+            tag = '  # hard' if i >= len(inputs) else ''
+            out.write('%08x %08x %04x%s%s\n' % (to_f32(x), r[0], r[1], tail(r), tag))
+    print(name, file=sys.stderr)
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     check_functions()
     rng = random.Random(SEED)
     mp.prec = PREC
     for name, fn in UNARY.items():
-        inputs = [f32(to_f32(x)) for x in SPECIAL] + [rand_f32(rng, -30, 30) for _ in range(60)] + \
-                 [rand_f32(rng, -3, 3) for _ in range(40)]
-        # hard cases: candidates closest to a midpoint of float32 / bfloat16
-        cands = [rand_f32(rng, -12, 12) for _ in range(1500)]
-        hard = []
-        with mp.workdps(40):
-            scored32 = sorted(cands, key=lambda x: boundary_distance(fn(mpf(x)), 24, -149))
-            scored16 = sorted(cands, key=lambda x: boundary_distance(fn(mpf(x)), 8, -133))
-        hard = scored32[:4] + scored16[:4] + HARD.get(name, [])
-        with open(os.path.join(outdir, name + '.txt'), 'w') as out:
-            out.write('# %s: X FP32 BF16 (RNE; then RZ, UP; IEEE overflow); mpmath %s, prec %d, seed %d\n'
-                      % (name, mpmath.__version__, PREC, SEED))
-            for i, x in enumerate(inputs + hard):
-                nz = (math.copysign(1.0, x) < 0) if (x == 0 and name not in NEGZERO) else False
-                if name in ('elu',) and x == 0:
-                    nz = math.copysign(1.0, x) < 0
-                r = line_for(name, fn, [x], lambda a, nz=nz: nz)
-                if r is None:
-                    continue
-                tag = '  # hard' if i >= len(inputs) else ''
-                out.write('%08x %08x %04x%s%s\n' % (to_f32(x), r[0], r[1], tail(r), tag))
-        print(name, file=sys.stderr)
+        write_unary(outdir, name, fn, rng)
     # first derivatives of the smooth unary functions, by mpmath.diff (numerical differentiation at the
     # working precision, independent of the analytic formulas in the C code): files NAME_dx.txt
     for name in DX:
@@ -365,6 +387,8 @@ def main():
                 out.write('%d %s %s %s\n' % (n, ' '.join('%08x' % to_f32(x) for x in row),
                                              ' '.join('%08x' % c for c in e32), ' '.join('%04x' % c for c in e16)))
         print(name, file=sys.stderr)
+    for name, fn in ELEMENTARY.items():
+        write_unary(outdir, name, fn, rng)
 
 if __name__ == '__main__':
     main()
