@@ -6,6 +6,7 @@
 #   make bench      benchmarks (throughput next to memcpy, measured in the same run)
 #   make check-exhaustive   all 2^32 float32 inputs through every RNE conversion vs NVIDIA's own
 #   make cuda       the CUDA kernels (when nvcc exists; otherwise says so and does nothing)
+#   make sass-proxy static SASS instruction counts per element function and kernel (no GPU needed)
 #   make gpu-check  on a machine with a GPU: gpu-test, gpu-bench, the device ULP sweep, one results file
 #   make demo       the README's main job
 #   make fuzz       libFuzzer harnesses of the file readers (clang; build-fuzz/), each run for
@@ -137,7 +138,8 @@ check-exhaustive: $(BUILD)/tests/test_nv_oracle
 # sm_100 when the toolkit has it, into build/libfp8lab_cuda.a.  --fmad=false: no contraction of
 # a*b+c into FMA, so the kernels' arithmetic is the CPU twins' (which build with -ffp-contract=off).
 # ptxas -v reports are kept beside the objects and checked for register spills.
-CUDA_SRC     := $(wildcard kernels/*.cu)
+# (kernels/sass_proxy.cu is not in the library: make sass-proxy compiles it for sm_90 on its own)
+CUDA_SRC     := $(filter-out kernels/sass_proxy.cu,$(wildcard kernels/*.cu))
 CUDA_ARCHS   := 89 90 $(if $(NVCC),$(shell $(NVCC) --list-gpu-arch 2>/dev/null | grep -qx compute_100 && echo 100))
 NVCCFLAGS    := -std=c++17 -O3 --fmad=false -I. -Inumerics -Ikernels -Ireference
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o)
@@ -166,6 +168,23 @@ else
 	@echo "make cuda: built $(BUILD)/libfp8lab_cuda.a (PTX sm_90; SASS for compute capabilities $(strip $(CUDA_ARCHS))) with $(NVCC); no register spills"
 	@echo "make cuda: built $(GPU_TEST) and $(GPU_BENCH); running gpu-check here:"
 	@sh tests/gpu_check.sh $(BUILD) $(GPU_OUT)
+	@$(MAKE) --no-print-directory sass-proxy || echo "make cuda: sass-proxy failed (a report, not a test)"
+endif
+
+# sass-proxy: a static cost proxy that needs no GPU (the elementwise kernels are compute-bound, so time
+# follows issued instructions per element): SASS instructions of the sm_90 code from cuobjdump -sass, per
+# element function of activations.h (kernels/sass_proxy.cu: one tiny kernel each, minus a copy kernel)
+# and per kernel of libfp8lab_cuda.a, into $(BUILD)/sass-proxy.md (kernels/sass_proxy.sh).  cuobjdump and
+# nvdisasm: CUOBJDUMP=, PATH, the toolkit, else PyPI's wheels into $(BUILD)/tools; with none it says so
+# and exits 0.  SASS_BASE=REV: also the counts with activations.h as of git revision REV.
+.PHONY: sass-proxy
+sass-proxy:
+ifeq ($(NVCC),)
+	@echo "sass-proxy: nvcc not found; skipped"
+else
+	@$(MAKE) --no-print-directory $(CUDA_OBJ)
+	@NVCC="$(NVCC)" NVCCFLAGS="$(NVCCFLAGS)" CUDA_HOME="$(CUDA_HOME)" CUOBJDUMP="$(CUOBJDUMP)" SASS_BASE="$(SASS_BASE)" \
+		sh kernels/sass_proxy.sh $(BUILD)
 endif
 
 # gpu-test: every CUDA kernel against its CPU twin, bit for bit, and the FP8 GEMM wrapper against its
@@ -191,7 +210,8 @@ endif
 # kernels/gpu_report.c) -> $(GPU_OUT)/bench.json and bench.md.
 # gpu-check: gpu-test, gpu-bench, then every input of the elementwise kernels (all bf16 codes, all 2^32
 # bf16 SwiGLU pairs) run on the device and judged by `fp8lab ulp`, all in $(GPU_OUT)/gpu-check.json and
-# gpu-check.md (tests/gpu_check.sh).  Without a device both say so and exit 0.
+# gpu-check.md (tests/gpu_check.sh; GPU_CHECK_JUDGE=0: the sweep compared with the twins bit for bit only,
+# not judged, and no accuracy table).  Without a device both say so and exit 0.
 GPU_BENCH := $(BUILD)/tests/gpu_bench
 GPU_OUT   ?= $(BUILD)/gpu-check
 $(GPU_BENCH): tests/gpu_bench.cu tests/cuda_test.h tests/check.h $(BUILD)/libfp8lab_cuda.a $(BUILD)/libfp8lab.a

@@ -11,7 +11,8 @@
  *   1. correctly rounded primitives (fl_fmaf, fl_sqrtf, fl_divf) that map to the IEEE operation on
  *      each side (device intrinsics with an explicit _rn, host builtins)
  *   2. fl_expf_hd: our own exp, identical on both sides (CUDA expf and glibc expf differ), error
- *      <= 1.2 ulp; measured over every float of [-104, 88.73]: max 1.06 ulp, 99.23% correctly rounded
+ *      <= 1.2 ulp; measured over every float of [-104, 88.73]: max 1.06 ulp, 99.23% correctly rounded;
+ *      fl_exp_normal_hd, its branch-free core on [-87, 0] (same bits), for the SiLU family
  *   3. SiLU / sigmoid / SwiGLU values and derivatives
  *   4. PolyReLU (orders 2..4) and PolyNorm (orders 2..4) pieces
  *   5. Smooth-SwiGLU's scale rule
@@ -68,8 +69,15 @@ FL_HD float fl_absf(float x) { return fl_f32_from_bits(fl_f32_bits(x) & 0x7FFFFF
 /* max(a, |b|) with NaN b ignored (fmaxf semantics; a is never NaN): the amax update. */
 FL_HD float fl_amax_update(float a, float b)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1000
+    /* One FMNMX, the same value: fmaxf returns the non-NaN operand, and a >= +0 on the device, so no
+       +-0 tie can pick a different zero.  (Not on sm_100: there ptxas 13.0 then spills a register in
+       the bf16 PolyReLU forward.) */
+    return fmaxf(a, fabsf(b));
+#else
     const float m = fl_absf(b);
     return (fl_isnanf(b) || !(m > a)) ? a : m;
+#endif
 }
 
 /* ==== 2. exp ==================================================================================== *
@@ -100,7 +108,9 @@ FL_HD float fl_amax_update(float a, float b)
  * [-200, 88.73] (not NaN): kf an integer in [-289, 129], p in [0.70, 1.42] with relative error
  * <= 1.05 ulp of p.  The first fma stays exact down to x = -200: x - kf LN2_HI is a multiple of 2^-24
  * below 0.35 in magnitude (23 bits); kf LN2_LO and the 2-constant ln 2 add < 2^-45 relative. */
-FL_HD float fl_exp_reduce_hd(float x, float *kf_out)
+/* The same with t = RN(RN(x LOG2E) + SHIFTER) handed out instead of kf = t - SHIFTER: the low bits of t's
+   encoding hold kf (t = 1.5 2^23 + kf, |kf| < 2^22), so kf << 23 is fl_f32_bits(t) << 23 mod 2^32. */
+FL_HD float fl_exp_reduce_t_hd(float x, float *t_out)
 {
     const float t = x * FL_EXP_LOG2E + FL_EXP_SHIFTER; /* two roundings: --fmad=false / no contraction */
     const float kf = t - FL_EXP_SHIFTER;                /* exact: an integer */
@@ -112,8 +122,16 @@ FL_HD float fl_exp_reduce_hd(float x, float *kf_out)
     q = fl_fmaf(q, r, 0x1.555556p-5f);   /* 1/24 */
     q = fl_fmaf(q, r, 0x1.555556p-3f);   /* 1/6 */
     q = fl_fmaf(q, r, 0.5f);
-    *kf_out = kf;
+    *t_out = t;
     return 1.0f + fl_fmaf(r * r, q, r);
+}
+
+FL_HD float fl_exp_reduce_hd(float x, float *kf_out)
+{
+    float t;
+    const float p = fl_exp_reduce_t_hd(x, &t);
+    *kf_out = t - FL_EXP_SHIFTER;
+    return p;
 }
 
 FL_HD float fl_expf_hd(float x)
@@ -129,6 +147,19 @@ FL_HD float fl_expf_hd(float x)
     const int k = (int)kf;
     const int k1 = k / 2;
     return (p * fl_pow2f(k1)) * fl_pow2f(k - k1);
+}
+
+/* fl_expf_hd(a) for a in [FL_EXPN_MIN, 0] (not NaN), without its special cases: there e^a > 2^-126
+ * (e^-87 = 1.4 * 2^-126 and p * 2^k is within 1.06 ulp of it), so p * 2^k is a normal number, both of
+ * fl_expf_hd's products are exact, and adding k to p's exponent field gives the same bits.  The
+ * branch-free core of the SiLU family (section 3): a shifter add, two fma for the reduction, seven
+ * for the polynomial, one integer shift-add for the scaling. */
+#define FL_EXPN_MIN -87.0f
+FL_HD float fl_exp_normal_hd(float a)
+{
+    float t;
+    const float p = fl_exp_reduce_t_hd(a, &t);
+    return fl_f32_from_bits(fl_f32_bits(p) + (fl_f32_bits(t) << 23));
 }
 
 /* ==== 3. SiLU, sigmoid, SwiGLU ================================================================ *
@@ -223,22 +254,53 @@ FL_HD float fl_silu_tail_times(float x, float w, int grad)
     return fl_silu_tail_scale(fl_silu_tail_c(x, grad), p, kf, w);
 }
 
-/* silu and silu' outside the tail: x >= FL_SILU_TAIL_X, +Inf or NaN (so e = e^-|x| > 0). */
+/* The SiLU family's e = exp(-|x|) for x >= FL_SILU_TAIL_X, +Inf or NaN, branch-free: fl_exp_normal_hd
+   where -|x| >= FL_EXPN_MIN, else 0.  Below FL_EXPN_MIN (x > 87; x < -80 is the tail's) fl_expf_hd
+   gives a subnormal or 0 instead, and every use below gives the same bits with 0: d = 1 + e = 1 either
+   way (e < 2^-25), so x / d, 1 / d and the bracket fma(x, e / d, 1) = 1 (|x e^-|x|| < 2^-117) do not
+   change.  NaN x gives e = 0 (any value would do: the results are x / d or NaN arithmetic on x). */
+FL_HD float fl_silu_e(float x)
+{
+    const float a = -fl_absf(x);
+    const int in = a >= FL_EXPN_MIN;
+    const float e = fl_exp_normal_hd(in ? a : FL_EXPN_MIN);
+    return in ? e : 0.0f;
+}
+
+/* silu(x) from e and d = 1 + e: x / d for x >= 0 or NaN, (x e) / d below; the numerator is selected
+   before the one division.  A NaN x takes x e: NaN times a number is x's NaN quieted, which the
+   division gives too, so no NaN test is needed. */
+FL_HD float fl_silu_ed(float x, float e, float d)
+{
+    return fl_divf(x >= 0.0f ? x : x * e, d);
+}
+
+/* silu'(x) from e, d: s (1 + x sm) with s = sigmoid(x), sm = sigmoid(-x) (1 / d and e / d, selected
+   by the sign of x as fl_sigmoid_parts_f32 does); silu'(+Inf) = 1. */
+FL_HD float fl_silu_grad_ed(float x, float e, float d)
+{
+    const float one_over_d = fl_divf(1.0f, d), e_over_d = fl_divf(e, d);
+    const int neg = x < 0.0f;
+    const float s = neg ? e_over_d : one_over_d, sm = neg ? one_over_d : e_over_d;
+    const float g = s * fl_fmaf(x, sm, 1.0f);
+    return x == fl_f32_from_bits(0x7F800000u) ? 1.0f : g;
+}
+
+/* silu and silu' outside the tail: x >= FL_SILU_TAIL_X, +Inf or NaN.  Bits as fl_sigmoid_parts_f32's
+   formulas with fl_expf_hd (see fl_silu_e); no branch. */
 FL_HD float fl_silu_body_f32(float x)
 {
-    const float e = fl_expf_hd(-fl_absf(x));
-    const float d = 1.0f + e;
-    if (x >= 0.0f || fl_isnanf(x))
-        return fl_divf(x, d);
-    return fl_divf(x * e, d);
+    /* silu alone needs no zero below FL_EXPN_MIN: there x > 87, d = 1 + e^-87 = 1 and the numerator
+       is x, as with fl_silu_e's 0.  So -|x| is clamped (one max) and nothing selected after. */
+    const float a = -fl_absf(x);
+    const float e = fl_exp_normal_hd(a >= FL_EXPN_MIN ? a : FL_EXPN_MIN);
+    return fl_silu_ed(x, e, 1.0f + e);
 }
 
 FL_HD float fl_silu_grad_body_f32(float x)
 {
-    if (x == fl_f32_from_bits(0x7F800000u))
-        return 1.0f;
-    const fl_sigmoid_parts p = fl_sigmoid_parts_f32(x);
-    return p.s * fl_fmaf(x, p.sm, 1.0f);
+    const float e = fl_silu_e(x);
+    return fl_silu_grad_ed(x, e, 1.0f + e);
 }
 
 FL_HD float fl_silu_f32(float x)
@@ -271,8 +333,9 @@ FL_HD void fl_swiglu_grad_f32(float *dg, float *du, float g, float u, float dy)
         *du = fl_silu_tail_scale(fl_silu_tail_c(g, 0), p, kf, dy);
         return;
     }
-    *dg = (dy * u) * fl_silu_grad_body_f32(g);
-    *du = dy * fl_silu_body_f32(g);
+    const float e = fl_silu_e(g), d = 1.0f + e; /* one exp for both */
+    *dg = (dy * u) * fl_silu_grad_ed(g, e, d);
+    *du = dy * fl_silu_ed(g, e, d);
 }
 
 /* ==== 4. PolyReLU and PolyNorm =================================================================== */
@@ -639,6 +702,42 @@ __device__ __forceinline__ float fl_block_sum(float v, float *sh)
     return __shfl_sync(0xFFFFFFFFu, w, 0);
 }
 
+#define FL_RED_WARPS (FL_RED_THREADS / 32)
+/* fl_block_sum of NV values at once, with one pair of barriers; every thread gets the totals in v.
+   sh: NV * FL_RED_WARPS floats of shared memory.  Each value's additions are fl_block_sum's: the warp
+   butterfly, then the 8 warp sums of value k0 + g sit in lanes 8g .. 8g + 7 and combine by xor 4, 2, 1,
+   which stays inside the group, so lane 8g + i adds what lane i adds in fl_block_sum; everybody takes
+   lane 8g's result (fl_block_sum: lane 0's).  Sharing the barriers adds, removes or reorders nothing. */
+template <int NV>
+__device__ __forceinline__ void fl_block_sums(float *v, float *sh)
+{
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+#pragma unroll
+        for (int off = 16; off >= 1; off /= 2)
+            v[k] = v[k] + __shfl_xor_sync(0xFFFFFFFFu, v[k], off);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); /* sh may be in use by a previous call */
+    if (lane == 0)
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            sh[k * FL_RED_WARPS + warp] = v[k];
+    __syncthreads();
+    constexpr int G = 32 / FL_RED_WARPS; /* values per round: lanes 8g .. 8g + 7 hold value k0 + g */
+#pragma unroll
+    for (int k0 = 0; k0 < NV; k0 += G) {
+        /* lane = 8 g + i reads warp i's sum of value k0 + g: sh[(k0 + g) * 8 + i] = sh[k0 * 8 + lane] */
+        float w = k0 * FL_RED_WARPS + lane < NV * FL_RED_WARPS ? sh[k0 * FL_RED_WARPS + lane] : 0.0f;
+#pragma unroll
+        for (int off = FL_RED_WARPS / 2; off >= 1; off /= 2)
+            w = w + __shfl_xor_sync(0xFFFFFFFFu, w, off);
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            if (k0 + g < NV)
+                v[k0 + g] = __shfl_sync(0xFFFFFFFFu, w, g * FL_RED_WARPS);
+    }
+}
+
 /* The block's amax (order-free: max is exact), NaN ignored; every thread gets it. */
 __device__ __forceinline__ float fl_block_amax(float v, float *sh)
 {
@@ -712,12 +811,24 @@ struct fl_ew_args {
 };
 
 /* Element-function kernel: Op::apply(i, in, out, p) computes the outputs of element i from its inputs
-   (Op::n_in inputs, Op::n_out outputs).  Thread layout: grid-stride over vectors of FL_VEC elements;
-   a full vector with aligned operands moves through 16-byte loads/stores, anything else element by
-   element (the arithmetic is the same either way). */
+   (Op::n_in inputs, Op::n_out outputs).  Thread layout: grid-stride over groups of fl_ew_group<...>
+   vectors of FL_VEC elements: two when the one input is one byte wide, so that a thread has 32 bytes
+   of loads in flight as with a bf16 input or two FP8 inputs (measured on an H100: PolyReLU e4m3 -> bf16
+   from 76% to 89% of a copy's bandwidth; with two FP8 inputs the doubled group took 95-128 registers
+   and halved the resident threads); one otherwise.  Kernels of one input and one output are compiled
+   for 4 resident blocks (64 registers).  A full group with aligned operands moves
+   through 16-byte loads/stores, anything else element by element (the arithmetic is the same either
+   way, and the amax is a maximum, so the layout changes no bit). */
+template <class I0, class I1, class I2, int n_in> struct fl_ew_group {
+    static constexpr int narrow = n_in == 1 && sizeof(typename I0::storage) == 1;
+    static constexpr int vecs = narrow ? 2 : 1;
+    static constexpr int elems = vecs * FL_VEC;
+};
+
 template <class Op, class I0, class I1, class I2, class O0, class O1>
-__global__ void __launch_bounds__(FL_RED_THREADS) fl_ew_kernel(fl_ew_args a, typename Op::params p)
+__global__ void __launch_bounds__(FL_RED_THREADS, Op::n_in + Op::n_out <= 2 ? 4 : 1) fl_ew_kernel(fl_ew_args a, typename Op::params p)
 {
+    typedef fl_ew_group<I0, I1, I2, Op::n_in> grp;
     __shared__ float sh[FL_RED_THREADS / 32];
     const float m0 = a.in_mul[0] ? *a.in_mul[0] : 1.0f;
     const float m1 = a.in_mul[1] ? *a.in_mul[1] : 1.0f;
@@ -730,31 +841,47 @@ __global__ void __launch_bounds__(FL_RED_THREADS) fl_ew_kernel(fl_ew_args a, typ
     typename O0::storage *y0 = (typename O0::storage *)a.out[0];
     typename O1::storage *y1 = (typename O1::storage *)a.out[1];
     float amax0 = 0.0f, amax1 = 0.0f;
-    const size_t nvec = (a.n + FL_VEC - 1) / FL_VEC;
-    for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < nvec; v += (size_t)gridDim.x * blockDim.x) {
-        const size_t base = v * FL_VEC;
-        if (a.vec_ok && base + FL_VEC <= a.n) {
-            float in[3][FL_VEC], out[2][FL_VEC];
-            fl_load_vec<I0>(in[0], x0 + base, m0);
-            if (Op::n_in > 1)
-                fl_load_vec<I1>(in[1], x1 + base, m1);
-            if (Op::n_in > 2)
-                fl_load_vec<I2>(in[2], x2 + base, m2);
+    /* A full group; called with literal 1s when every multiplier is 1 (bf16 operands, unscaled FP8),
+       so that the compiler drops those multiplications: x * 1 = x, and a NaN, quieted or not, is
+       stored as the format's NaN either way. */
+    auto group = [&](size_t base, float k0, float k1, float k2, float t0, float t1) {
+        float in[3][grp::elems], out[2][grp::elems];
 #pragma unroll
-            for (int j = 0; j < FL_VEC; j++) {
-                const float e[3] = { in[0][j], Op::n_in > 1 ? in[1][j] : 0.0f, Op::n_in > 2 ? in[2][j] : 0.0f };
-                float o[2];
-                Op::apply(base + j, e, o, p);
-                out[0][j] = o[0];
-                out[1][j] = o[1];
-                amax0 = fl_amax_update(amax0, o[0]);
-                amax1 = fl_amax_update(amax1, o[1]);
-            }
-            fl_store_vec<O0>(y0 + base, out[0], s0);
+        for (int w = 0; w < grp::vecs; w++) {
+            fl_load_vec<I0>(in[0] + w * FL_VEC, x0 + base + w * FL_VEC, k0);
+            if (Op::n_in > 1)
+                fl_load_vec<I1>(in[1] + w * FL_VEC, x1 + base + w * FL_VEC, k1);
+            if (Op::n_in > 2)
+                fl_load_vec<I2>(in[2] + w * FL_VEC, x2 + base + w * FL_VEC, k2);
+        }
+#pragma unroll
+        for (int j = 0; j < grp::elems; j++) {
+            const float e[3] = { in[0][j], Op::n_in > 1 ? in[1][j] : 0.0f, Op::n_in > 2 ? in[2][j] : 0.0f };
+            float o[2];
+            Op::apply(base + j, e, o, p);
+            out[0][j] = o[0];
+            out[1][j] = o[1];
+            amax0 = fl_amax_update(amax0, o[0]);
+            amax1 = fl_amax_update(amax1, o[1]);
+        }
+#pragma unroll
+        for (int w = 0; w < grp::vecs; w++) {
+            fl_store_vec<O0>(y0 + base + w * FL_VEC, out[0] + w * FL_VEC, t0);
             if (Op::n_out > 1)
-                fl_store_vec<O1>(y1 + base, out[1], s1);
+                fl_store_vec<O1>(y1 + base + w * FL_VEC, out[1] + w * FL_VEC, t1);
+        }
+    };
+    const int unit = m0 == 1.0f && m1 == 1.0f && m2 == 1.0f && s0 == 1.0f && s1 == 1.0f;
+    const size_t ngrp = (a.n + grp::elems - 1) / grp::elems;
+    for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < ngrp; v += (size_t)gridDim.x * blockDim.x) {
+        const size_t base = v * grp::elems;
+        if (a.vec_ok && base + grp::elems <= a.n) {
+            if (unit)
+                group(base, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f);
+            else
+                group(base, m0, m1, m2, s0, s1);
         } else {
-            for (size_t i = base; i < base + FL_VEC && i < a.n; i++) {
+            for (size_t i = base; i < base + grp::elems && i < a.n; i++) {
                 const float e[3] = { I0::load(x0[i]) * m0, Op::n_in > 1 ? I1::load(x1[i]) * m1 : 0.0f,
                                      Op::n_in > 2 ? I2::load(x2[i]) * m2 : 0.0f };
                 float o[2];
@@ -867,8 +994,9 @@ static int fl_coef_bwd(float *da, float *ws, size_t parts, int order, fl_format 
 template <class Op, class I0, class I1, class I2, class O0, class O1>
 static int fl_ew_launch(const fl_ew_args &a, const typename Op::params &p, void *stream)
 {
+    const size_t elems = fl_ew_group<I0, I1, I2, Op::n_in>::elems;
     fl_ew_kernel<Op, I0, I1, I2, O0, O1>
-        <<<fl_grid_for((a.n + FL_VEC - 1) / FL_VEC), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(a, p);
+        <<<fl_grid_for((a.n + elems - 1) / elems), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(a, p);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

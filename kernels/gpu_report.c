@@ -281,28 +281,40 @@ static char *slurp(const char *path)
     return buf;
 }
 
-int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const *names, size_t n_names, char *err,
-                          size_t errlen)
+/* The part of gpu-check.json both assemblies share: root.gpu_test.exit_status and root.bench (OUTDIR/bench.json);
+   *bench_md gets OUTDIR/bench.md (the caller frees it).  -1 with err on a missing or malformed file. */
+static int assemble_head(json_t *root, char **bench_md, const char *outdir, int gpu_test_rc, char *err, size_t errlen)
 {
     char path[4096];
     json_error_t je;
-    int rc = -1;
-    json_t *root = json_object(), *ulp = json_object(), *t = json_object();
-    char *bench_md = NULL;
+    json_t *t = json_object();
     json_object_set_new(t, "exit_status", json_integer(gpu_test_rc));
     json_object_set_new(root, "gpu_test", t);
     snprintf(path, sizeof path, "%s/bench.json", outdir);
     json_t *bench = json_load_file(path, 0, &je);
     if (!bench) {
         snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
-        goto out;
+        return -1;
     }
     json_object_set_new(root, "bench", bench);
     snprintf(path, sizeof path, "%s/bench.md", outdir);
-    if (!(bench_md = slurp(path))) {
+    if (!(*bench_md = slurp(path))) {
         snprintf(err, errlen, "%s: cannot read it", path);
-        goto out;
+        return -1;
     }
+    return 0;
+}
+
+int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const *names, size_t n_names, char *err,
+                          size_t errlen)
+{
+    char path[4096];
+    json_error_t je;
+    int rc = -1;
+    json_t *root = json_object(), *ulp = json_object();
+    char *bench_md = NULL;
+    if (assemble_head(root, &bench_md, outdir, gpu_test_rc, err, errlen))
+        goto out;
     for (size_t i = 0; i < n_names; i++) {
         snprintf(path, sizeof path, "%s/ulp_%s.json", outdir, names[i]);
         json_t *r = json_load_file(path, 0, &je);
@@ -328,6 +340,91 @@ int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const
 out:
     free(bench_md);
     json_decref(ulp);
+    json_decref(root);
+    return rc;
+}
+
+int fl_gpu_sweep_compare_write(const char *path, const fl_gpu_cmp_row *rows, size_t n, char *err, size_t errlen)
+{
+    json_t *root = json_object(), *jobs = json_array();
+    json_object_set_new(root, "judged", json_false());
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_object();
+        json_object_set_new(r, "name", json_string(rows[i].name));
+        json_object_set_new(r, "inputs", json_integer((json_int_t)rows[i].inputs));
+        json_object_set_new(r, "coverage", json_string(rows[i].coverage));
+        json_object_set_new(r, "mismatches", json_integer((json_int_t)rows[i].mismatches));
+        json_object_set_new(r, "runner", json_string(rows[i].twin ? "CPU twin" : "device"));
+        json_array_append_new(jobs, r);
+    }
+    json_object_set_new(root, "jobs", jobs);
+    const int rc = fl_write_atomic(path, fill_json, root, err, errlen);
+    json_decref(root);
+    return rc;
+}
+
+/* gpu-check.md without judging: bench.md, then one row per twin of the comparison. */
+typedef struct {
+    const char *bench_md;
+    const json_t *jobs;
+} compared_md;
+
+static int fill_compared_md(FILE *f, void *p)
+{
+    const compared_md *m = p;
+    fputs(m->bench_md, f);
+    fprintf(f, "Device sweep compared with the CPU twins bit for bit and **not judged** against MPFR "
+               "(GPU_CHECK_JUDGE=0): no accuracy is claimed here; the twins' accuracy is `make twin-table`'s.\n\n");
+    fprintf(f, "| kernel (as run) | runner | inputs | coverage | outputs differing from the twin |\n");
+    fprintf(f, "|---|---|---:|---|---:|\n");
+    for (size_t i = 0; i < json_array_size(m->jobs); i++) {
+        const json_t *r = json_array_get(m->jobs, i);
+        fprintf(f, "| `%s` | %s | %lld | %s | %lld |\n", json_string_value(json_object_get(r, "name")),
+                json_string_value(json_object_get(r, "runner")), (long long)json_integer_value(json_object_get(r, "inputs")),
+                json_string_value(json_object_get(r, "coverage")),
+                (long long)json_integer_value(json_object_get(r, "mismatches")));
+    }
+    return 0;
+}
+
+int fl_gpu_check_assemble_compared(const char *outdir, int gpu_test_rc, char *err, size_t errlen)
+{
+    char path[4096];
+    json_error_t je;
+    int rc = -1;
+    json_t *root = json_object();
+    char *bench_md = NULL;
+    if (assemble_head(root, &bench_md, outdir, gpu_test_rc, err, errlen))
+        goto out;
+    snprintf(path, sizeof path, "%s/sweep-compare.json", outdir);
+    json_t *sw = json_load_file(path, 0, &je);
+    if (!sw) {
+        snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+        goto out;
+    }
+    json_object_set_new(root, "sweep", sw);
+    const json_t *jobs = json_object_get(sw, "jobs");
+    int ok = json_is_false(json_object_get(sw, "judged")) && json_is_array(jobs);
+    for (size_t i = 0; ok && i < json_array_size(jobs); i++) {
+        const json_t *r = json_array_get(jobs, i);
+        ok = json_is_string(json_object_get(r, "name")) && json_is_integer(json_object_get(r, "inputs")) &&
+             json_is_string(json_object_get(r, "coverage")) && json_is_integer(json_object_get(r, "mismatches")) &&
+             json_is_string(json_object_get(r, "runner"));
+    }
+    if (!ok) {
+        snprintf(err, errlen, "%s: not a `gpu_bench sweep --no-judge` report (a field is missing)", path);
+        goto out;
+    }
+    compared_md m = { bench_md, jobs };
+    snprintf(path, sizeof path, "%s/gpu-check.md", outdir);
+    if (fl_write_atomic(path, fill_compared_md, &m, err, errlen))
+        goto out;
+    snprintf(path, sizeof path, "%s/gpu-check.json", outdir);
+    if (fl_write_atomic(path, fill_json, root, err, errlen))
+        goto out;
+    rc = 0;
+out:
+    free(bench_md);
     json_decref(root);
     return rc;
 }

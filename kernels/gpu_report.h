@@ -97,6 +97,26 @@ int fl_gpu_ulp_markdown_row(FILE *f, const char *name, const char *ulp_json_text
 int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const *names, size_t n_names,
                           char *err, size_t errlen);
 
+/* A sweep run without judging (gpu_bench sweep --no-judge): per twin, the inputs run and the outputs
+   that differ from the CPU twin's, bit for bit.  No accuracy is claimed. */
+typedef struct {
+    char name[64];
+    unsigned long long inputs;
+    char coverage[64];  /* "all", or which chunks of the pairs ran */
+    unsigned long long mismatches;
+    int twin;           /* 1: the CPU twin ran in the device's place (--twin, the CPU test of the pipeline) */
+} fl_gpu_cmp_row;
+
+/* OUTDIR/sweep-compare.json = { "judged": false, "jobs": [ {name, inputs, coverage, mismatches, runner} ] },
+   written atomically.  Returns 0 or -1. */
+int fl_gpu_sweep_compare_write(const char *path, const fl_gpu_cmp_row *rows, size_t n, char *err, size_t errlen);
+
+/* gpu-check's results without judging: OUTDIR/gpu-check.json = { "gpu_test": {"exit_status": rc},
+   "bench": <bench.json>, "sweep": <sweep-compare.json> } (no "ulp") and OUTDIR/gpu-check.md (the bench
+   tables, then the comparison table and a line saying that the sweep was not judged).  Errors as
+   fl_gpu_check_assemble. */
+int fl_gpu_check_assemble_compared(const char *outdir, int gpu_test_rc, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,8 @@
 // in + out (bf16->bf16 4, bf16->e4m3 3, e4m3->bf16 3).
 // Backward: dx = dy * PolyReLU'(x), plus the coefficient gradients da_k = sum dy relu(x)^k, which are
 // reduced in the tile order of activations.h section 6: each tile of FL_TILE elements is one block's
-// unit of work (4 vectors per thread, then the block tree), its partials go to ws, and a second
+// unit of work (4 vectors per thread, then the block tree of fl_block_sums for all order + 1 sums at
+// once), its partials go to ws, and a second
 // single-block kernel reduces the tile partials.  The order depends only on n, never on the grid.
 #include "kernels.h"
 
@@ -25,13 +26,14 @@ struct op_polyrelu_fwd {
 // One tile per iteration of the block loop.  Thread t handles vectors t, t + 256, t + 512, t + 768
 // of the tile; the coefficient terms accumulate element by element in that order.
 template <class X, class DY, class DX>
-__global__ void __launch_bounds__(FL_RED_THREADS)
+__global__ void __launch_bounds__(FL_RED_THREADS, 4) /* 64 registers: 4 blocks per SM keep enough loads in flight */
 polyrelu_bwd_kernel(typename DX::storage *__restrict__ dx, float *__restrict__ ws,
                     const typename X::storage *__restrict__ x, const typename DY::storage *__restrict__ dy,
                     const float *x_mul, const float *dy_mul, const float *dx_mul, float *amax, size_t n,
                     size_t ntiles, fl_poly_coef c, int vec_ok)
 {
     __shared__ float sh[FL_RED_THREADS / 32];
+    __shared__ float shs[(FL_POLY_MAX_ORDER + 1) * FL_RED_WARPS];
     const float mx = x_mul ? *x_mul : 1.0f, md = dy_mul ? *dy_mul : 1.0f, mo = dx_mul ? *dx_mul : 1.0f;
     float am = 0.0f;
     for (size_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -76,13 +78,10 @@ polyrelu_bwd_kernel(typename DX::storage *__restrict__ dx, float *__restrict__ w
             }
         }
         if (ws) {
-#pragma unroll
-            for (int k = 0; k <= FL_POLY_MAX_ORDER; k++)
-                if (k <= c.order) {
-                    const float tot = fl_block_sum(acc[k], sh);
-                    if (threadIdx.x == 0)
-                        ws[tile * (c.order + 1) + k] = tot;
-                }
+            fl_block_sums<FL_POLY_MAX_ORDER + 1>(acc, shs); /* one pair of barriers; unused orders sum zeros */
+            if (threadIdx.x == 0)
+                for (int k = 0; k <= c.order; k++)
+                    ws[tile * (c.order + 1) + k] = acc[k];
         }
     }
     fl_block_amax_publish(amax, am, sh);

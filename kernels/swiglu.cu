@@ -4,9 +4,13 @@
 // fl_swiglu_grad_f32.  Bytes per element: forward g + u + y (bf16 6, bf16 -> e4m3 5, e4m3 -> bf16 4);
 // backward g + u + dy + dg + du (bf16 10; e5m2 gradients 7).
 // Smooth-SwiGLU: one block per token row (R rows of C channels).
-//   given scales, or per-token current scales: one pass over g and u (per-token current scaling reduces
-//   the row's amax first and re-reads the row from L1/L2): 5 B/element with bf16 in, e4m3 out;
-//   per-channel current scales: a column-amax pass first (reads g and u: +4 B/element), then the same.
+//   given scales: one pass over g and u: 5 B/element with bf16 in, e4m3 out;
+//   per-token current scales: the same 5 B/element and one h = silu(g) u per element; each thread keeps
+//   its h values of the row in registers (up to 4 vectors of 16, C <= 16384) from the row's amax to the
+//   cast; longer rows compute h a second time for their columns past 16384;
+//   per-channel current scales: a column-amax pass first (reads g and u: +4 B/element and a second h
+//   per element: a column's scale needs every row, and registers cannot hold the tensor), then the
+//   given-scale pass.
 // Amaxes are maxima: exact whatever the order, so any grid gives the twin's bits.
 // g < -80 (FL_SILU_TAIL_X): fl_swiglu_f32 / fl_swiglu_grad_f32 form silu(g) u, u silu'(g), dy silu(g)
 // before applying e^g's exponent (activations.h section 3), so a large u or dy keeps an underflowing
@@ -42,8 +46,74 @@ struct op_swiglu_bwd {
 // [bx * 4096, bx * 4096 + 4096) and rows [by * ROWS, by * ROWS + ROWS); thread t owns 16 columns.
 constexpr int COLMAX_ROWS = 64;
 
+// Vectors of h a thread of the per-token current-scale kernel keeps in registers at most: 64 floats,
+// about half its register budget at two blocks per SM (beyond, the row's remaining vectors recompute h).
+constexpr int SMOOTH_KV_MAX = 4;
+
+// h[j] = fl_swiglu_f32 of column j0 + j of the row starting at element rb: 16-byte loads where vec_ok
+// and the vector is whole, element loads otherwise (columns at or past C read g = u = 0 and stay out of
+// the amax).  Returns a folded with |h| of the columns below C.
 template <class G>
-__global__ void __launch_bounds__(FL_RED_THREADS)
+__device__ __forceinline__ float smooth_h(float *h, float a, const typename G::storage *__restrict__ g,
+                                          const typename G::storage *__restrict__ u, size_t rb, size_t j0,
+                                          size_t C, float mg, float mu, int vec_ok)
+{
+    float gv[FL_VEC], uv[FL_VEC];
+    if (vec_ok && j0 + FL_VEC <= C) {
+        fl_load_vec<G>(gv, g + rb + j0, mg);
+        fl_load_vec<G>(uv, u + rb + j0, mu);
+    } else {
+#pragma unroll
+        for (int j = 0; j < FL_VEC; j++) {
+            const bool in = j0 + j < C;
+            gv[j] = in ? G::load(g[rb + j0 + j]) * mg : 0.0f;
+            uv[j] = in ? G::load(u[rb + j0 + j]) * mu : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < FL_VEC; j++) {
+        h[j] = fl_swiglu_f32(gv[j], uv[j]);
+        if (j0 + j < C)
+            a = fl_amax_update(a, h[j]);
+    }
+    return a;
+}
+
+// Store y = h * s_row for the columns [j0, j0 + FL_VEC) below C (times the output multiplier my);
+// returns am folded with |y|.
+template <class Y>
+__device__ __forceinline__ float smooth_store(typename Y::storage *__restrict__ y, const float *h, float s_row, float am, size_t rb, size_t j0,
+                                              size_t C, float my, int vec_ok)
+{
+    if (vec_ok && j0 + FL_VEC <= C) {
+        float o[FL_VEC];
+#pragma unroll
+        for (int j = 0; j < FL_VEC; j++) {
+            o[j] = h[j] * s_row;
+            am = fl_amax_update(am, o[j]);
+        }
+        fl_store_vec<Y>(y + rb + j0, o, my);
+    } else {
+#pragma unroll
+        for (int j = 0; j < FL_VEC; j++)
+            if (j0 + j < C) {
+                const float o = h[j] * s_row;
+                am = fl_amax_update(am, o);
+                fl_store_one<Y>(y + rb + j0 + j, o, my);
+            }
+    }
+    return am;
+}
+
+// sm_100's ptxas otherwise settles on 64 registers with a spill here; 3 blocks per SM caps it at 85.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define SMOOTH_COLMAX_MIN_BLOCKS 3
+#else
+#define SMOOTH_COLMAX_MIN_BLOCKS 1
+#endif
+
+template <class G>
+__global__ void __launch_bounds__(FL_RED_THREADS, SMOOTH_COLMAX_MIN_BLOCKS)
 smooth_swiglu_colmax_kernel(float *__restrict__ colmax, const typename G::storage *__restrict__ g,
                             const typename G::storage *__restrict__ u, const float *g_mul, const float *u_mul,
                             size_t R, size_t C, int vec_ok)
@@ -85,14 +155,13 @@ __global__ void smooth_swiglu_scale_kernel(float *s, size_t n)
         s[i] = fl_smooth_scale_f32(s[i]);
 }
 
-// One block per row.  token_compute: reduce the row's amax of h first, s_row = fl_smooth_scale_f32
-// of it (written to s[row]); otherwise s_row = s[row] (token) or s[c] per element (channel).
+// Given scales: one block per row, one pass; s_row = s[row] (per_token) or s[c] per column.
 template <class G, class Y>
 __global__ void __launch_bounds__(FL_RED_THREADS)
-smooth_swiglu_fwd_kernel(typename Y::storage *__restrict__ y, float *__restrict__ s,
+smooth_swiglu_fwd_kernel(typename Y::storage *__restrict__ y, const float *__restrict__ s,
                          const typename G::storage *__restrict__ g, const typename G::storage *__restrict__ u,
                          const float *g_mul, const float *u_mul, const float *y_mul, float *amax, size_t R,
-                         size_t C, int per_token, int token_compute, int vec_ok)
+                         size_t C, int per_token, int vec_ok)
 {
     __shared__ float sh[FL_RED_THREADS / 32];
     const float mg = g_mul ? *g_mul : 1.0f, mu = u_mul ? *u_mul : 1.0f, my = y_mul ? *y_mul : 1.0f;
@@ -100,29 +169,7 @@ smooth_swiglu_fwd_kernel(typename Y::storage *__restrict__ y, float *__restrict_
     float am = 0.0f;
     for (size_t row = blockIdx.x; row < R; row += gridDim.x) {
         const size_t rb = row * C;
-        float s_row = 1.0f;
-        if (per_token && token_compute) {
-            float rm = 0.0f;
-            for (size_t v = threadIdx.x; v < nvec; v += FL_RED_THREADS) {
-                const size_t j0 = v * FL_VEC;
-                if (vec_ok && j0 + FL_VEC <= C) {
-                    float gv[FL_VEC], uv[FL_VEC];
-                    fl_load_vec<G>(gv, g + rb + j0, mg);
-                    fl_load_vec<G>(uv, u + rb + j0, mu);
-#pragma unroll
-                    for (int j = 0; j < FL_VEC; j++)
-                        rm = fl_amax_update(rm, fl_swiglu_f32(gv[j], uv[j]));
-                } else {
-                    for (size_t j = j0; j < j0 + FL_VEC && j < C; j++)
-                        rm = fl_amax_update(rm, fl_swiglu_f32(G::load(g[rb + j]) * mg, G::load(u[rb + j]) * mu));
-                }
-            }
-            s_row = fl_smooth_scale_f32(fl_block_amax(rm, sh));
-            if (threadIdx.x == 0)
-                s[row] = s_row;
-        } else if (per_token) {
-            s_row = s[row];
-        }
+        const float s_row = per_token ? s[row] : 1.0f;
         for (size_t v = threadIdx.x; v < nvec; v += FL_RED_THREADS) {
             const size_t j0 = v * FL_VEC;
             if (vec_ok && j0 + FL_VEC <= C) {
@@ -144,6 +191,55 @@ smooth_swiglu_fwd_kernel(typename Y::storage *__restrict__ y, float *__restrict_
                 }
             }
         }
+    }
+    fl_block_amax_publish(amax, am, sh);
+}
+
+// Per-token current scales: one block per row.  Thread t computes h for its vectors of the row
+// (t, t + 256, ..., t + 256 (KV - 1)) once and keeps them in registers through the row's amax and the
+// cast, so h is formed once per element as in the given-scale pass.  KV < SMOOTH_KV_MAX: the launcher
+// guarantees the row has at most 256 KV vectors.  KV = SMOOTH_KV_MAX: vectors past the first
+// 256 SMOOTH_KV_MAX of a row (C > 16384) recompute h in the cast (same element function, same bits).
+template <class G, class Y, int KV>
+__global__ void __launch_bounds__(FL_RED_THREADS, KV == 1 ? 4 : 2)
+smooth_swiglu_fwd_token_kernel(typename Y::storage *__restrict__ y, float *__restrict__ s,
+                               const typename G::storage *__restrict__ g, const typename G::storage *__restrict__ u,
+                               const float *g_mul, const float *u_mul, const float *y_mul, float *amax, size_t R,
+                               size_t C, int vec_ok)
+{
+    __shared__ float sh[FL_RED_THREADS / 32];
+    const float mg = g_mul ? *g_mul : 1.0f, mu = u_mul ? *u_mul : 1.0f, my = y_mul ? *y_mul : 1.0f;
+    const size_t nvec = (C + FL_VEC - 1) / FL_VEC;
+    float am = 0.0f;
+    for (size_t row = blockIdx.x; row < R; row += gridDim.x) {
+        const size_t rb = row * C;
+        float h[KV][FL_VEC], rm = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            const size_t v = threadIdx.x + (size_t)k * FL_RED_THREADS;
+            if (v < nvec)
+                rm = smooth_h<G>(h[k], rm, g, u, rb, v * FL_VEC, C, mg, mu, vec_ok);
+        }
+        if constexpr (KV == SMOOTH_KV_MAX)
+            for (size_t v = threadIdx.x + (size_t)KV * FL_RED_THREADS; v < nvec; v += FL_RED_THREADS) {
+                float t[FL_VEC];
+                rm = smooth_h<G>(t, rm, g, u, rb, v * FL_VEC, C, mg, mu, vec_ok);
+            }
+        const float s_row = fl_smooth_scale_f32(fl_block_amax(rm, sh));
+        if (threadIdx.x == 0)
+            s[row] = s_row;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            const size_t v = threadIdx.x + (size_t)k * FL_RED_THREADS;
+            if (v < nvec)
+                am = smooth_store<Y>(y, h[k], s_row, am, rb, v * FL_VEC, C, my, vec_ok);
+        }
+        if constexpr (KV == SMOOTH_KV_MAX)
+            for (size_t v = threadIdx.x + (size_t)KV * FL_RED_THREADS; v < nvec; v += FL_RED_THREADS) {
+                float t[FL_VEC];
+                smooth_h<G>(t, 0.0f, g, u, rb, v * FL_VEC, C, mg, mu, vec_ok);
+                am = smooth_store<Y>(y, t, s_row, am, rb, v * FL_VEC, C, my, vec_ok);
+            }
     }
     fl_block_amax_publish(amax, am, sh);
 }
@@ -245,6 +341,7 @@ extern "C" int fl_cuda_smooth_swiglu_fwd(fl_kout y, float *s, fl_kin g, fl_kin u
     cudaStream_t st = (cudaStream_t)stream;
     const int vec_ok = C % FL_VEC == 0 && fl_io_aligned(g.data) && fl_io_aligned(u.data) && fl_io_aligned(y.data);
     const int per_token = axis == FL_SMOOTH_TOKEN;
+    const size_t nvec = (C + FL_VEC - 1) / FL_VEC;
     return fl_io_dispatch_fwd(g.fmt, [&](auto gi) {
         using G = decltype(gi);
         if (compute && !per_token) {
@@ -261,10 +358,21 @@ extern "C" int fl_cuda_smooth_swiglu_fwd(fl_kout y, float *s, fl_kin g, fl_kin u
         }
         return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
             using Y = decltype(yi);
-            smooth_swiglu_fwd_kernel<G, Y><<<fl_row_grid(R), FL_RED_THREADS, 0, st>>>(
-                (typename Y::storage *)y.data, s, (const typename G::storage *)g.data,
-                (const typename G::storage *)u.data, g.scale_inv, u.scale_inv, fl_out_mul(y), y.amax, R, C,
-                per_token, compute && per_token, vec_ok);
+            typename Y::storage *yp = (typename Y::storage *)y.data;
+            const typename G::storage *gp = (const typename G::storage *)g.data, *up = (const typename G::storage *)u.data;
+            const unsigned grid = fl_row_grid(R);
+            if (!(compute && per_token))
+                smooth_swiglu_fwd_kernel<G, Y><<<grid, FL_RED_THREADS, 0, st>>>(
+                    yp, s, gp, up, g.scale_inv, u.scale_inv, fl_out_mul(y), y.amax, R, C, per_token, vec_ok);
+            else if (nvec <= FL_RED_THREADS)
+                smooth_swiglu_fwd_token_kernel<G, Y, 1><<<grid, FL_RED_THREADS, 0, st>>>(
+                    yp, s, gp, up, g.scale_inv, u.scale_inv, fl_out_mul(y), y.amax, R, C, vec_ok);
+            else if (nvec <= 2 * FL_RED_THREADS)
+                smooth_swiglu_fwd_token_kernel<G, Y, 2><<<grid, FL_RED_THREADS, 0, st>>>(
+                    yp, s, gp, up, g.scale_inv, u.scale_inv, fl_out_mul(y), y.amax, R, C, vec_ok);
+            else
+                smooth_swiglu_fwd_token_kernel<G, Y, SMOOTH_KV_MAX><<<grid, FL_RED_THREADS, 0, st>>>(
+                    yp, s, gp, up, g.scale_inv, u.scale_inv, fl_out_mul(y), y.amax, R, C, vec_ok);
             FL_CUDA_CHECK(cudaGetLastError());
             return 0;
         });

@@ -4,7 +4,7 @@
 //   gpu_bench bench OUTDIR               bandwidth of every kernel family and pass beside a copy kernel
 //                                        moving the same bytes, cuBLASLt FP8 vs BF16 GEMMs, Smooth-SwiGLU's
 //                                        overhead over SwiGLU -> OUTDIR/bench.json, OUTDIR/bench.md
-//   gpu_bench sweep FP8LAB OUTDIR [--twin] [--pairs-chunks N] [--bwd-pairs-chunks M]
+//   gpu_bench sweep FP8LAB OUTDIR [--twin] [--no-judge] [--pairs-chunks N] [--bwd-pairs-chunks M]
 //                                        the 2^32 bf16 pairs come in 16 chunks of 2^28 (derivatives: chunk
 //                                        c = every g with u = c mod 16); N for the forward kernels (default 16: all),
 //                                        M for the derivatives (default 1: MPFR judges each output of a
@@ -16,9 +16,13 @@
 //                                        DEVICE (fl_cuda_twin_run), outputs compared bit for bit with the
 //                                        CPU twin and judged by `FP8LAB ulp` (file mode) ->
 //                                        OUTDIR/ulp_NAME.json; --twin runs the CPU twins instead (the same
-//                                        pipeline without a device, for the tests)
+//                                        pipeline without a device, for the tests); --no-judge: the same
+//                                        inputs compared with the twin bit for bit only, no `fp8lab ulp`
+//                                        (MPFR is most of the sweep's time) -> OUTDIR/sweep-compare.json
 //   gpu_bench assemble OUTDIR RC         OUTDIR/gpu-check.json (gpu-test's exit status, bench.json and every
-//                                        ulp_NAME.json in one file) and OUTDIR/gpu-check.md
+//                                        ulp_NAME.json in one file) and OUTDIR/gpu-check.md; after a
+//                                        --no-judge sweep: sweep-compare.json in place of the reports and
+//                                        no accuracy table
 // Without a device every mode but `sweep --twin` prints "no CUDA device found; skipped" and exits 0.
 //
 // Timing: CUDA events around each launch, 3 warm-ups, the median of 20 repeats; inputs are seeded
@@ -31,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -423,7 +428,7 @@ static int run_cmd(const std::string &c)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
-static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chunks, int bwd_chunks, int pair_from)
+static int cmd_sweep(const char *cli, const char *outdir, int twin, int judge, int pair_chunks, int bwd_chunks, int pair_from)
 {
     fl_gpu_info info;
     if (!twin && device_info(&info)) {
@@ -431,10 +436,15 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
         return 0;
     }
     int fails = 0;
-    char plist[4096];
+    // judged: the jobs done go to sweep.list, which assemble reads; not judged: sweep-compare.json, written
+    // at the end, and no sweep.list (the one of an earlier judged sweep would name stale reports)
+    char plist[4096], pcmp[4096];
     snprintf(plist, sizeof plist, "%s/sweep.list", outdir);
-    FILE *list = fopen(plist, "w");
-    CHECK(list, "cannot write %s", plist);
+    snprintf(pcmp, sizeof pcmp, "%s/sweep-compare.json", outdir);
+    remove(judge ? pcmp : plist);
+    FILE *list = judge ? fopen(plist, "w") : nullptr;
+    CHECK(!judge || list, "cannot write %s", plist);
+    std::vector<fl_gpu_cmp_row> cmp;
     for (size_t job = 0; job < fl_twin_count; job++) {
         const fl_twin *tw = &fl_twins[job];
         const char *name = tw->name;
@@ -483,6 +493,8 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
             for (uint64_t i = 0; i < chunk; i++)
                 if (y[i] != t[i] && mismatches++ < 5)
                     fprintf(stderr, "gpu-sweep: %s index %#llx: device %#x, twin %#x\n", name, (unsigned long long)(base + i), y[i], t[i]);
+            if (!judge)
+                continue;
             char px[4096], pu[4096], py[4096], pj[4096];
             snprintf(px, sizeof px, "%s/sweep_x.npy", outdir);
             snprintf(pu, sizeof pu, "%s/sweep_u.npy", outdir);
@@ -514,6 +526,21 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
         }
         char pm[4096];
         snprintf(pm, sizeof pm, "%s/ulp_%s.json", outdir, name);
+        const uint64_t ran = (nchunks - c0) * chunk;
+        const char *coverage = ran == space ? "all" : tw->derivative ? "every g, u = c mod 16 for the chunks c run" : "chunks of 2^28";
+        if (!judge) {
+            fl_gpu_cmp_row r;
+            memset(&r, 0, sizeof r);
+            snprintf(r.name, sizeof r.name, "%s", name);
+            snprintf(r.coverage, sizeof r.coverage, "%s", coverage);
+            r.inputs = (unsigned long long)ran, r.mismatches = (unsigned long long)mismatches, r.twin = twin;
+            cmp.push_back(r);
+            printf("gpu-sweep: %-22s %12llu inputs (%s), %s: %zu mismatches with the twin (not judged)\n", name,
+                   (unsigned long long)ran, coverage, twin ? "CPU twin" : "device", mismatches);
+            fflush(stdout);
+            fails += mismatches != 0;
+            continue;
+        }
         CHECK(run_cmd(merge + " --json > " + pm) == 0, "%s: merge failed", name);
         if (nchunks_all == 1) {
             char pj[4096];
@@ -521,12 +548,17 @@ static int cmd_sweep(const char *cli, const char *outdir, int twin, int pair_chu
             remove(pj);
         } // the chunks' reports of pairs stay: a sweep split over runs (--pairs-from) is merged from them
         printf("gpu-sweep: %-22s %12llu inputs (%s), %s: %zu mismatches with the twin -> %s\n", name,
-               (unsigned long long)((nchunks - c0) * chunk), (nchunks - c0) * chunk == space ? "all" : tw->derivative ? "every g, u = c mod 16 for the chunks c run" : "chunks of 2^28", twin ? "CPU twin" : "device", mismatches, pm);
+               (unsigned long long)ran, coverage, twin ? "CPU twin" : "device", mismatches, pm);
         fflush(stdout);
         fails += mismatches != 0;
         fprintf(list, "%s\n", name);
     }
-    CHECK(fclose(list) == 0, "cannot write %s", plist);
+    if (judge)
+        CHECK(fclose(list) == 0, "cannot write %s", plist);
+    else {
+        char err[1024];
+        CHECK(fl_gpu_sweep_compare_write(pcmp, cmp.data(), cmp.size(), err, sizeof err) == 0, "%s", err);
+    }
     for (const char *f : { "sweep_x.npy", "sweep_u.npy", "sweep_y.npy" }) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", outdir, f);
@@ -549,10 +581,12 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "bench"))
         return cmd_bench(argv[2]);
     if (argc >= 4 && !strcmp(argv[1], "sweep")) {
-        int twin = 0, chunks = 16, bwd_chunks = 1, from = 0;
+        int twin = 0, judge = 1, chunks = 16, bwd_chunks = 1, from = 0;
         for (int i = 4; i < argc; i++) {
             if (!strcmp(argv[i], "--twin"))
                 twin = 1;
+            else if (!strcmp(argv[i], "--no-judge"))
+                judge = 0;
             else if (!strcmp(argv[i], "--pairs-chunks") && i + 1 < argc && atoi(argv[i + 1]) >= 0 && atoi(argv[i + 1]) <= 16)
                 chunks = atoi(argv[++i]);
             else if (!strcmp(argv[i], "--pairs-from") && i + 1 < argc && atoi(argv[i + 1]) >= 0 && atoi(argv[i + 1]) < 16)
@@ -564,12 +598,22 @@ int main(int argc, char **argv)
                 return 2;
             }
         }
-        return cmd_sweep(argv[2], argv[3], twin, chunks, bwd_chunks, from);
+        return cmd_sweep(argv[2], argv[3], twin, judge, chunks, bwd_chunks, from);
     }
     if (argc == 4 && !strcmp(argv[1], "assemble")) {
-        // the jobs the sweep completed, in order (OUTDIR/sweep.list)
-        char plist[4096], line[256];
+        // the jobs the sweep completed, in order (OUTDIR/sweep.list); none after a --no-judge sweep, whose
+        // comparison (OUTDIR/sweep-compare.json) is assembled without an accuracy table
+        char plist[4096], pcmp[4096], line[256], err[1024];
         snprintf(plist, sizeof plist, "%s/sweep.list", argv[2]);
+        snprintf(pcmp, sizeof pcmp, "%s/sweep-compare.json", argv[2]);
+        if (access(plist, F_OK) != 0 && access(pcmp, F_OK) == 0) {
+            if (fl_gpu_check_assemble_compared(argv[2], atoi(argv[3]), err, sizeof err)) {
+                fprintf(stderr, "gpu_bench assemble: %s\n", err);
+                return 1;
+            }
+            printf("gpu-check: wrote %s/gpu-check.json and %s/gpu-check.md (sweep compared with the twins, not judged)\n", argv[2], argv[2]);
+            return 0;
+        }
         std::vector<std::string> done;
         FILE *list = fopen(plist, "r");
         CHECK(list, "%s: cannot read it (run the sweep first)", plist);
@@ -582,7 +626,6 @@ int main(int argc, char **argv)
         std::vector<const char *> names;
         for (auto &d : done)
             names.push_back(d.c_str());
-        char err[1024];
         if (fl_gpu_check_assemble(argv[2], atoi(argv[3]), names.data(), names.size(), err, sizeof err)) {
             fprintf(stderr, "gpu_bench assemble: %s\n", err);
             return 1;
@@ -590,7 +633,7 @@ int main(int argc, char **argv)
         printf("gpu-check: wrote %s/gpu-check.json and %s/gpu-check.md\n", argv[2], argv[2]);
         return 0;
     }
-    fprintf(stderr, "usage: gpu_bench info | bench OUTDIR | sweep FP8LAB OUTDIR [--twin] [--pairs-chunks N] [--pairs-from F] [--bwd-pairs-chunks M]\n"
+    fprintf(stderr, "usage: gpu_bench info | bench OUTDIR | sweep FP8LAB OUTDIR [--twin] [--no-judge] [--pairs-chunks N] [--pairs-from F] [--bwd-pairs-chunks M]\n"
                     "       gpu_bench assemble OUTDIR GPU_TEST_EXIT_STATUS\n");
     return 2;
 }

@@ -11,6 +11,9 @@
 # Without a device it says so and exits 0.  The 2^32 bf16 SwiGLU pairs come in 16 chunks of 2^28 (for the
 # derivatives chunk c is every g with u = c mod 16): GPU_CHECK_PAIR_CHUNKS (default 16: all pairs) for the forward kernels,
 # GPU_CHECK_BWD_PAIR_CHUNKS (default 1; MPFR judges every derivative output) for the backward ones.
+# GPU_CHECK_JUDGE=0: the sweep runs the same inputs and compares them with the twins bit for bit, without
+# `fp8lab ulp` (MPFR judging is nearly all of the sweep's time); gpu-check.json/md then say that the sweep
+# was not judged and carry no accuracy table.
 set -u
 build=$1
 out=$2
@@ -28,8 +31,14 @@ cat "$out/gpu_test.log"
 echo "== gpu-bench"
 "$bench" bench "$out" >"$out/bench.log" 2>&1 || { cat "$out/bench.log"; echo "gpu-check: gpu-bench failed"; exit 1; }
 cat "$out/bench.log"
-echo "== device ULP sweep"
-/usr/bin/env time -f "   sweep wall %e s" "$bench" sweep "$build/fp8lab" "$out" --pairs-chunks "${GPU_CHECK_PAIR_CHUNKS:-16}" --bwd-pairs-chunks "${GPU_CHECK_BWD_PAIR_CHUNKS:-1}"
+judge=
+if [ "${GPU_CHECK_JUDGE:-1}" = 0 ]; then
+    judge=--no-judge
+    echo "== device sweep (GPU_CHECK_JUDGE=0: compared with the CPU twins bit for bit, not judged)"
+else
+    echo "== device ULP sweep"
+fi
+/usr/bin/env time -f "   sweep wall %e s" "$bench" sweep "$build/fp8lab" "$out" $judge --pairs-chunks "${GPU_CHECK_PAIR_CHUNKS:-16}" --bwd-pairs-chunks "${GPU_CHECK_BWD_PAIR_CHUNKS:-1}"
 sweep_rc=$?
 "$bench" assemble "$out" "$test_rc" || exit 1
 cat "$out/gpu-check.md"

@@ -131,8 +131,34 @@ int main(void)
           "gpu-check.json holds gpu-test's status, the bench and the reports");
     json_decref(j);
 
+    /* a sweep compared with the twins and not judged: its report, then gpu-check without an accuracy table */
+    snprintf(path, sizeof path, "%s/sweep-compare.json", dir);
+    CHECK(fl_gpu_check_assemble_compared(dir, 0, err, sizeof err) == -1 && strstr(err, "sweep-compare.json"), "missing: %s", err);
+    put("sweep-compare.json", "{\"judged\": true, \"jobs\": []}");
+    CHECK(fl_gpu_check_assemble_compared(dir, 0, err, sizeof err) == -1 && strstr(err, "not a"), "a judged report is refused: %s", err);
+    fl_gpu_cmp_row cr[2] = { { "silu_bf16", 65536, "all", 0, 0 }, { "swiglu_bf16", 1ull << 32, "all", 2, 0 } };
+    CHECK(fl_gpu_sweep_compare_write(path, cr, 2, err, sizeof err) == 0, "%s", err);
+    CHECK(fl_gpu_check_assemble_compared(dir, 1, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/gpu-check.json", dir);
+    j = json_load_file(path, 0, &je);
+    json_t *sj = json_array_get(json_object_get(json_object_get(j, "sweep"), "jobs"), 1);
+    CHECK(j && !json_object_get(j, "ulp") && json_is_false(json_object_get(json_object_get(j, "sweep"), "judged")) &&
+              json_integer_value(json_object_get(sj, "inputs")) == 1ll << 32 && json_integer_value(json_object_get(sj, "mismatches")) == 2 &&
+              json_integer_value(json_object_get(json_object_get(j, "gpu_test"), "exit_status")) == 1,
+          "gpu-check.json: the comparison, no ulp reports");
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/gpu-check.md", dir);
+    FILE *cf = fopen(path, "r");
+    char gmd[4096] = "";
+    CHECK(cf && fread(gmd, 1, sizeof gmd - 1, cf) > 0, "read gpu-check.md");
+    fclose(cf);
+    CHECK(strstr(gmd, "BENCH TABLES") && strstr(gmd, "not judged") && strstr(gmd, "| `swiglu_bf16` | device | 4294967296 | all | 2 |") &&
+              !strstr(gmd, "correctly rounded"),
+          "gpu-check.md without judging:\n%s", gmd);
+
     /* tidy */
-    const char *files[] = { "a.txt", "bench.json", "bench.md", "ulp_swiglu_bf16.json", "ulp_polyrelu3_bf16.json", "gpu-check.json", "gpu-check.md" };
+    const char *files[] = { "a.txt", "bench.json", "bench.md", "ulp_swiglu_bf16.json", "ulp_polyrelu3_bf16.json", "gpu-check.json", "gpu-check.md",
+                            "sweep-compare.json" };
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);

@@ -430,6 +430,8 @@ int main()
                 case_polynorm(order, fi, fo, 33, 4096, 0);
                 case_polynorm(order, fi, fo, 5, 4101, 0); // H % 16 != 0
                 case_polynorm(order, fi, fo, 7, 16, 2);   // misaligned
+                case_polynorm(order, fi, fo, 3, 8192, 0); // aligned, longer than one vector per thread
+                case_polynorm(order, fi, fo, 9, 4000, 0); // aligned, some threads without a vector
             }
     printf("  polynorm (scales, amax, coefficient gradients): ok\n");
     for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })

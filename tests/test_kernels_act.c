@@ -239,10 +239,66 @@ static void test_smooth_scale(void)
     CHECK(fl_smooth_scale_f32(0x1.8p127f) == 0x1p-126f, "clamped high");
 }
 
+/* The SiLU family's branch-free body (fl_silu_e / fl_exp_normal_hd: no special cases, the scaling an
+   exponent add) against the same formulas written with fl_expf_hd and fl_sigmoid_parts_f32: equal bits
+   on every float of [-87, 0] for the exp core, and on every 61st float (both signs, all exponents,
+   Inf and NaN included) for silu, silu' and both SwiGLU derivatives.  A NaN output is compared as a
+   class (the NaN's sign and payload are not part of the contract). */
+static float silu_ref_formula(float x)
+{
+    if (x < FL_SILU_TAIL_X)
+        return fl_silu_tail_times(x, 1.0f, 0);
+    const float e = fl_expf_hd(-fl_absf(x)), d = 1.0f + e;
+    return (x >= 0.0f || fl_isnanf(x)) ? fl_divf(x, d) : fl_divf(x * e, d);
+}
+
+static float silu_grad_ref_formula(float x)
+{
+    if (x < FL_SILU_TAIL_X)
+        return fl_silu_tail_times(x, 1.0f, 1);
+    if (x == INFINITY)
+        return 1.0f;
+    const fl_sigmoid_parts p = fl_sigmoid_parts_f32(x);
+    return p.s * fl_fmaf(x, p.sm, 1.0f);
+}
+
+static int same_or_both_nan(float a, float b)
+{
+    return fl_f32_bits(a) == fl_f32_bits(b) || (isnan(a) && isnan(b));
+}
+
+static void test_branch_free_body(void)
+{
+    long bad = 0;
+#pragma omp parallel for reduction(+ : bad) schedule(static)
+    for (int64_t i = 0; i <= (int64_t)(fl_f32_bits(FL_EXPN_MIN) & 0x7FFFFFFFu); i++) {
+        const float a = -fl_f32_from_bits((uint32_t)i);
+        bad += fl_f32_bits(fl_exp_normal_hd(a)) != fl_f32_bits(fl_expf_hd(a));
+    }
+    CHECK(bad == 0, "FAIL fl_exp_normal_hd differs from fl_expf_hd on %ld floats of [-87, 0]", bad);
+    long nsil = 0;
+#pragma omp parallel for reduction(+ : bad, nsil) schedule(static)
+    for (int64_t i = 0; i < (1ll << 32); i += 61) {
+        const float x = fl_f32_from_bits((uint32_t)i);
+        float dg, du;
+        fl_swiglu_grad_f32(&dg, &du, x, 0x1.8p-3f, -0x1.4p+5f);
+        const float dy = -0x1.4p+5f, w = dy * 0x1.8p-3f; /* the tail forms the products before scaling */
+        const float wg = x < FL_SILU_TAIL_X ? fl_silu_tail_times(x, w, 1) : w * silu_grad_ref_formula(x);
+        const float wu = x < FL_SILU_TAIL_X ? fl_silu_tail_times(x, dy, 0) : dy * silu_ref_formula(x);
+        bad += !same_or_both_nan(fl_silu_f32(x), silu_ref_formula(x)) +
+               !same_or_both_nan(fl_silu_grad_f32(x), silu_grad_ref_formula(x)) + !same_or_both_nan(dg, wg) +
+               !same_or_both_nan(du, wu);
+        nsil++;
+    }
+    CHECK(bad == 0, "FAIL the branch-free SiLU body differs from the fl_expf_hd formulas on %ld outputs", bad);
+    printf("  branch-free SiLU body: the fl_expf_hd formulas' bits on %ld inputs\n", nsil);
+}
+
 int main(void)
 {
     test_exp();
     test_silu_family();
+    test_branch_free_body();
     test_tree();
     test_smooth_scale();
     PASS("test_kernels_act");
