@@ -4,7 +4,9 @@
  * e4m3, e5m2, bf16, fp16 from float32) get loops specialised on a compile-time format descriptor
  * so that the compiler folds the descriptor and vectorises the loop; every other combination goes
  * through the same functions with the descriptor read at run time.  Both give identical bits: the
- * tests compare them, and the exhaustive checks run through these loops.
+ * tests compare them, and the exhaustive checks run through these loops.  The vector kernels of
+ * both directions (convert_simd.c: float32 -> formats; convert_decode_simd.c: formats -> float32)
+ * are chosen here from fl_convert_isa(); the loops below are the scalar level.
  */
 #include "convert.h"
 #include "convert_simd.h"
@@ -198,6 +200,11 @@ void fl_convert_from_f64(void *dst, fl_format to, const double *src, size_t n, f
 
 void fl_convert_to_f32(float *dst, fl_format from, const void *src, size_t n)
 {
+    const fl_dec_fn kernel = fl_dec_kernel(fl_convert_isa(), from);
+    if (kernel) {
+        kernel(dst, src, n);
+        return;
+    }
     const fl_format_desc *d = fl_format_get(from);
     const size_t bytes = fl_format_storage_bytes(from);
     for (size_t i = 0; i < n; i++) {

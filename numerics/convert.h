@@ -26,7 +26,7 @@ void fl_convert_from_f64(void *dst, fl_format to, const double *src, size_t n, f
 /* src: n encodings of `from` -> dst: n float32 (exact). */
 void fl_convert_to_f32(float *dst, fl_format from, const void *src, size_t n);
 
-/* The instruction set the float32 conversions run on (convert_simd.h: FL_ISA_SCALAR .. ): the best
+/* The instruction set the float32 conversions (both ways) run on (convert_simd.h: FL_ISA_SCALAR ..): the best
    the CPU has, capped by the environment variable FP8LAB_ISA (scalar, avx2, avx512, avx512bf16)
    when it is set; every level gives the same bits.  fl_convert_set_isa caps it from the program
    (tests, benchmarks) and returns the level now in force; -1 goes back to the default. */

@@ -1,4 +1,5 @@
-/* convert_simd.h — the vector conversion kernels behind fl_convert_from_f32, chosen at run time.
+/* convert_simd.h — the vector conversion kernels behind fl_convert_from_f32 and (at the end of this
+ * file) fl_convert_to_f32, chosen at run time.
  *
  * Instruction sets, each including the ones before it:
  *   FL_ISA_SCALAR      the plain loops of convert.c (compiled for whatever OPT targets)
@@ -37,6 +38,17 @@ enum { FL_CVT_BEST, FL_CVT_INTEGER, FL_CVT_GENERIC, FL_CVT_VARIANTS };
 /* The kernel of instruction set isa for a conversion, or NULL where that set has none (then the
    caller uses convert.c's loops). */
 fl_cvt_fn fl_cvt_kernel(int isa, fl_format to, fl_rounding mode, fl_overflow ovf, int variant);
+
+/* ---- decode (numerics/convert_decode_simd.c) ----
+   dst[i] = fl_decode_f32 of code src[i], i < n, bit for bit (NaN encodings included: all of them
+   decode to 0x7FC00000), the codes stored as convert.h says (1 byte for 8-bit and narrower
+   formats, 2 for bf16 and fp16).  AVX2 and AVX-512 kernels for every 1-byte format (a table of the
+   256 results), bf16 (a shift) and fp16 (VCVTPH2PS). */
+typedef void (*fl_dec_fn)(float *dst, const void *src, size_t n);
+
+/* The decode kernel of instruction set isa for a format, or NULL where that set (or this CPU) has
+   none: then fl_convert_to_f32 runs convert.c's loop. */
+fl_dec_fn fl_dec_kernel(int isa, fl_format from);
 
 /* VCVTNEPS2BF16 itself, with no correction, on n (a multiple of 16) float32: for the tests that
    measure where it departs from fl_round.h.  Returns 0 (and writes nothing) without AVX512_BF16. */

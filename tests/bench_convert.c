@@ -5,8 +5,13 @@
  *     loops (FP8LAB_ISA=scalar: what a CPU without AVX2 runs);
  *   - the peers from tests/bench_convert_peers.py, run by $PYTHON (default python3) when it has
  *     torch or ml_dtypes; otherwise the table says they were skipped and why;
- *   - `fp8lab convert` of a 256 MiB .npy on 1 and 2 threads next to `cp` of the same file.
- * Data: uniform in [-0.5, 0.5) scaled by 2^(i mod 13) (many binades, some beyond e4m3's max). */
+ *   - `fp8lab convert` of a 256 MiB .npy on 1 and 2 threads next to `cp` of the same file;
+ *   - the decodes e4m3 / e5m2 / bf16 / fp16 -> float32 (fl_convert_to_f32), GB/s of float32 OUTPUT,
+ *     single thread, on every instruction-set level up to the one in force, in the same rounds as
+ *     the peers' decodes (torch copy_ into a float32 tensor and .to(torch.float32); ml_dtypes astype).
+ * Data: uniform in [-0.5, 0.5) scaled by 2^(i mod 13) (many binades, some beyond e4m3's max); the
+ * decodes read that data's RNE encodings.
+ * Usage: bench_convert [decode]   (decode: only the decode table) */
 #include "convert.h"
 #include "convert_simd.h"
 
@@ -33,14 +38,17 @@ typedef struct {
     char name[128];
     double gbps[1 + NFMT];
     int sat[1 + NFMT]; /* whether the peer's cast saturates (probed by the script) */
+    double dec[NFMT];    /* decode into float32: torch copy_ into a float32 tensor, ml_dtypes astype */
+    double dec_to[NFMT]; /* torch only: .to(torch.float32), allocating */
     int have;
 } peer;
 
-static void run_peers(peer *p, int np, char *why, size_t why_len)
+/* which: "--encode" (float32 -> formats) or "--decode" (formats -> float32) */
+static void run_peers(peer *p, int np, char *why, size_t why_len, const char *which)
 {
     const char *py = getenv("PYTHON") ? getenv("PYTHON") : "python3";
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s tests/bench_convert_peers.py --machine 2>&1", py);
+    snprintf(cmd, sizeof cmd, "%s tests/bench_convert_peers.py --machine %s 2>&1", py, which);
     FILE *f = popen(cmd, "r");
     snprintf(why, why_len, "%.64s could not be run", py);
     if (!f)
@@ -58,11 +66,21 @@ static void run_peers(peer *p, int np, char *why, size_t why_len)
                 continue;
             snprintf(p[k].name, sizeof p[k].name, "%s %s", who, ver);
             p[k].have = 1;
-            for (int j = 0; j <= NFMT; j++)
+            for (int j = 0; j <= NFMT; j++) {
+                char dec[32], dec_to[32];
+                if (j) {
+                    snprintf(dec, sizeof dec, "%s-f32", fl_format_name(fmts[j - 1]));
+                    snprintf(dec_to, sizeof dec_to, "%s-f32to", fl_format_name(fmts[j - 1]));
+                    if (!strcmp(what, dec))
+                        p[k].dec[j - 1] = g;
+                    if (!strcmp(what, dec_to))
+                        p[k].dec_to[j - 1] = g;
+                }
                 if (!strcmp(what, j ? fl_format_name(fmts[j - 1]) : "copy")) {
                     p[k].gbps[j] = g;
                     p[k].sat[j] = !strcmp(sat, "sat");
                 }
+            }
         }
     }
     pclose(f);
@@ -92,6 +110,101 @@ static double rate(void *dst, fl_format to, const float *src, size_t n, fl_round
         best = dt < best ? dt : best;
     }
     return (double)n * 4 / best * 1e-9;
+}
+
+/* Best-of-REPS rate, GB/s of float32 output, of fl_convert_to_f32 on instruction-set level isa. */
+static double dec_rate(float *dst, fl_format from, const void *codes, size_t n, int isa)
+{
+    fl_convert_set_isa(isa);
+    double best = 1e30;
+    for (int r = 0; r < REPS; r++) {
+        const double t = now();
+        fl_convert_to_f32(dst, from, codes, n);
+        const double dt = now() - t;
+        best = dt < best ? dt : best;
+    }
+    return (double)n * 4 / best * 1e-9;
+}
+
+/* Keeps each peer's better rate of two runs. */
+static void peers_merge(peer *p, const peer *again, int np)
+{
+    for (int k = 0; k < np; k++) {
+        if (again[k].have && !p[k].have) {
+            memcpy(p[k].name, again[k].name, sizeof p[k].name);
+            p[k].have = 1;
+        }
+        for (int j = 0; j <= NFMT; j++)
+            if (again[k].gbps[j] > p[k].gbps[j]) {
+                p[k].gbps[j] = again[k].gbps[j];
+                p[k].sat[j] = again[k].sat[j];
+            }
+        for (int j = 0; j < NFMT; j++) {
+            p[k].dec[j] = fmax(p[k].dec[j], again[k].dec[j]);
+            p[k].dec_to[j] = fmax(p[k].dec_to[j], again[k].dec_to[j]);
+        }
+    }
+}
+
+static void fmt_rate(char *buf, size_t len, double g) { g > 0 ? snprintf(buf, len, "%.2f", g) : snprintf(buf, len, "-"); }
+static void fmt_ratio(char *buf, size_t len, double a, double b)
+{
+    a > 0 && b > 0 ? snprintf(buf, len, "%.2fx", a / b) : snprintf(buf, len, "-");
+}
+
+/* The decode table: fl_convert_to_f32 of src's RNE encodings in each format, every level up to the
+   one in force, single thread, interleaved with the peers in two rounds (each rate the better). */
+static void decode_bench(const float *src, size_t n, uint8_t *codes, float *out, double mc1)
+{
+    const int isa = fl_convert_isa(), top = isa < FL_ISA_AVX512 ? isa : FL_ISA_AVX512;
+    double rates[NFMT][FL_ISA_AVX512 + 1] = { { 0 } }; /* [format][scalar, avx2, avx512] */
+    peer peers[2], again[2];
+    memset(peers, 0, sizeof peers);
+    char why[600];
+    omp_set_num_threads(1);
+    for (int round = 0; round < 2; round++) {
+        memset(again, 0, sizeof again);
+        run_peers(again, 2, why, sizeof why, "--decode");
+        peers_merge(peers, again, 2);
+        for (int f = 0; f < NFMT; f++) {
+            const fl_overflow ovf = fl_format_storage_bytes(fmts[f]) == 1 ? FL_OVF_SATURATE : FL_OVF_NOSATURATE;
+            fl_convert_from_f32(codes, fmts[f], src, n, FL_RND_NE, ovf, 0, 0);
+            for (int l = FL_ISA_SCALAR; l <= top; l++)
+                rates[f][l] = fmax(rates[f][l], dec_rate(out, fmts[f], codes, n, l));
+        }
+    }
+    fl_convert_set_isa(isa);
+    printf("decode: %zu codes -> float32 (%zu MiB out), best of %d, GB/s of float32 OUTPUT, 1 thread; CPU %s, levels up to %s\n",
+           n, n * 4 >> 20, REPS, fl_isa_name(fl_cpu_isa()), fl_isa_name(top));
+    if (!peers[0].have && !peers[1].have)
+        printf("peers skipped: %s\n", why);
+    for (int k = 0; k < 2; k++)
+        if (peers[k].have)
+            printf("peer %s%s\n", peers[k].name,
+                   k == 0 ? ": copy_ into a preallocated float32 tensor, and .to(torch.float32) (allocates)" : ": astype(float32) (allocates)");
+    printf("\n%-10s %7s %7s %7s %7s | %7s %7s %7s | %9s %9s %9s %9s\n", "decode", "scalar", "avx2", "avx512", "memcpy",
+           "trch cp", "trch to", "ml_dtyp", "avx2/cp", "avx512/cp", "top/to", "top/ml");
+    for (int f = 0; f < NFMT; f++) {
+        const double *r = rates[f];
+        const double best = r[top];
+        char c[10][16], name[32];
+        fmt_rate(c[0], 16, r[FL_ISA_SCALAR]);
+        fmt_rate(c[1], 16, top >= FL_ISA_AVX2 ? r[FL_ISA_AVX2] : 0);
+        fmt_rate(c[2], 16, top >= FL_ISA_AVX512 ? r[FL_ISA_AVX512] : 0);
+        fmt_rate(c[3], 16, peers[0].dec[f]);
+        fmt_rate(c[4], 16, peers[0].dec_to[f]);
+        fmt_rate(c[5], 16, peers[1].dec[f]);
+        fmt_ratio(c[6], 16, top >= FL_ISA_AVX2 ? r[FL_ISA_AVX2] : 0, peers[0].dec[f]);
+        fmt_ratio(c[7], 16, top >= FL_ISA_AVX512 ? r[FL_ISA_AVX512] : 0, peers[0].dec[f]);
+        fmt_ratio(c[8], 16, best, peers[0].dec_to[f]);
+        fmt_ratio(c[9], 16, best, peers[1].dec[f]);
+        snprintf(name, sizeof name, "%s->f32", fl_format_name(fmts[f]));
+        printf("%-10s %7s %7s %7s %6.0f%% | %7s %7s %7s | %9s %9s %9s %9s\n", name, c[0], c[1], c[2],
+               mc1 > 0 ? 100 * best / mc1 : 0.0, c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
+    }
+    printf("(top: the highest level measured; memcpy: top's rate over the 1-thread memcpy rate of the same 64 MiB;\n"
+           " cp: torch copy_, to: torch .to(torch.float32), ml: ml_dtypes astype; two rounds of (peers, fp8lab),\n"
+           " each rate the better of the two)\n\n");
 }
 
 static double memcpy_rate(float *dst, const float *src, size_t n, int threads)
@@ -157,8 +270,9 @@ static int cli_bench(const float *src, size_t n)
     return system(cleanup) != 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const int decode_only = argc > 1 && !strcmp(argv[1], "decode");
     const size_t n = (size_t)64 << 20 >> 2; /* 64 MiB of float32: far beyond the caches */
     float *src = big_alloc(n * sizeof *src);
     float *copy = big_alloc(n * sizeof *copy);
@@ -174,12 +288,19 @@ int main(void)
     memset(copy, 1, n * sizeof *copy);
     memset(dst, 1, n * 4);
 
+    if (decode_only) {
+        decode_bench(src, n, dst, copy, memcpy_rate(copy, src, n, 1));
+        free(src);
+        free(copy);
+        free(dst);
+        return 0;
+    }
     /* the peers run before and after fp8lab's rows, and keep their better rate of the two */
     peer peers[2], again[2];
     memset(peers, 0, sizeof peers);
     memset(again, 0, sizeof again);
     char why[600];
-    run_peers(peers, 2, why, sizeof why);
+    run_peers(peers, 2, why, sizeof why, "--encode");
 
     const double mc1 = memcpy_rate(copy, src, n, 1), mc2 = memcpy_rate(copy, src, n, 2);
     const int isa = fl_convert_isa();
@@ -188,7 +309,7 @@ int main(void)
     double rates[NFMT][2][2][3] = { 0 }; /* [format][sr][sat][1 thread, 2 threads, scalar loops] */
     for (int round = 0; round < 2; round++) {
         if (round)
-            run_peers(again, 2, why, sizeof why);
+            run_peers(again, 2, why, sizeof why, "--encode");
         for (int f = 0; f < NFMT; f++)
             for (int sr = 0; sr < 2; sr++)
                 for (int sat = 0; sat < 2; sat++) {
@@ -202,12 +323,7 @@ int main(void)
                     fl_convert_set_isa(isa);
                 }
     }
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j <= NFMT; j++)
-            if (again[k].gbps[j] > peers[k].gbps[j]) {
-                peers[k].gbps[j] = again[k].gbps[j];
-                peers[k].sat[j] = again[k].sat[j];
-            }
+    peers_merge(peers, again, 2);
 
     printf("bench_convert: %zu float32 (%zu MiB), best of %d, GB/s of float32 input; CPU %s, conversions on %s\n", n,
            n * 4 >> 20, REPS, fl_isa_name(fl_cpu_isa()), fl_isa_name(isa));
@@ -239,6 +355,7 @@ int main(void)
     printf("(fp8lab: 1 thread; memcpy: fp8lab's rate over the 1-thread memcpy rate; 2 thr: 2 threads; scale: 2 thr / 1;\n"
            " scalar: FP8LAB_ISA=scalar, 1 thread; two rounds of (peers, fp8lab), each rate the best of its two;\n"
            " a peer's cast sits on the row of its overflow policy, probed: torch 2.15's e4m3 saturates)\n\n");
+    decode_bench(src, n, dst, copy, mc1);
     free(copy);
     free(dst);
     const int rc = cli_bench(src, n);

@@ -9,9 +9,14 @@ nearest-even; whether one saturates is probed (1e6 and +Inf cast to the format a
 not) and printed, so that bench_convert sets each rate beside fp8lab's conversion of the same kind
 (torch 2.15's float8_e4m3fn saturates, its e5m2/bf16/fp16 and all of ml_dtypes' do not).
 
+The decodes (--decode): the same data cast to each format by the peer itself, then back to float32:
+torch's out.copy_(codes) into a preallocated float32 tensor and codes.to(torch.float32) (allocating),
+ml_dtypes' codes.astype(np.float32) (allocating); GB/s of float32 OUTPUT (64 MiB), single thread.
+
 Optional: bench_convert runs it with $PYTHON and reads --machine's lines; without numpy or without
 both peers it prints one line "skipped: why".
-Usage: python3 tests/bench_convert_peers.py [--machine] [--reps N]"""
+Usage: python3 tests/bench_convert_peers.py [--machine] [--reps N] [--encode] [--decode]
+(neither --encode nor --decode: both)"""
 import os
 import sys
 import time
@@ -32,6 +37,8 @@ def best(fn, reps):
 
 def main():
     machine = "--machine" in sys.argv
+    encode = "--encode" in sys.argv or "--decode" not in sys.argv
+    decode = "--decode" in sys.argv or "--encode" not in sys.argv
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 9
     try:
         import numpy as np
@@ -56,14 +63,31 @@ def main():
 
     def report(who, ver, what, t, sat=""):
         if machine:
-            print(f"peer {who} {ver} {what} {gbps(t):.3f} {sat}")
+            print(f"peer {who} {ver} {what} {gbps(t):.3f} {sat}", flush=True)
         else:
-            print(f"  {who} {ver}: {what:5s} {gbps(t):6.2f} GB/s {sat}")
+            print(f"  {who} {ver}: {what:10s} {gbps(t):6.2f} GB/s {sat}", flush=True)
 
     def saturates(cast_back):
         with np.errstate(over="ignore", invalid="ignore"):
             return "sat" if np.all(np.isfinite(cast_back(np.array([1e6, np.inf], dtype=np.float32)))) else "nosat"
 
+    if decode:
+        # "e4m3-f32": into an existing float32 buffer (torch copy_) or ml_dtypes' astype;
+        # "e4m3-f32to": torch's .to(torch.float32).  The float32 output is x.nbytes, as gbps assumes.
+        if torch is not None:
+            xt = torch.from_numpy(x)
+            out = torch.empty_like(xt)
+            for name, dt in zip(FORMATS, (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16)):
+                codes = xt.to(dt)
+                report("torch", torch.__version__, name + "-f32", best(lambda: out.copy_(codes), reps))
+                report("torch", torch.__version__, name + "-f32to", best(lambda: codes.to(torch.float32), reps))
+        if ml_dtypes is not None:
+            for name, dt in zip(FORMATS, (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.bfloat16, np.float16)):
+                with np.errstate(over="ignore", invalid="ignore"):
+                    codes = x.astype(dt)
+                report("ml_dtypes", ml_dtypes.__version__, name + "-f32", best(lambda: codes.astype(np.float32), reps))
+    if not encode:
+        return 0
     if torch is not None:
         xt = torch.from_numpy(x)
         dst = torch.empty_like(xt)

@@ -9,7 +9,10 @@
  *     an odd length (the tails);
  *   - VCVTNEPS2BF16 itself (where the CPU has AVX512_BF16): where it departs from round-to-nearest-
  *     even on all 2^32 inputs, so that the kernel built on it re-does exactly the lanes it must;
- *   - fl_convert_from_f32 on 1 and 2 threads, and FP8LAB_ISA / fl_convert_set_isa.
+ *   - fl_convert_from_f32 on 1 and 2 threads, and FP8LAB_ISA / fl_convert_set_isa;
+ *   - the decodes (fl_convert_to_f32 and every decode kernel of every instruction set this CPU has)
+ *     against fl_decode_f32 on every code of every 1- and 2-byte format, NaN encodings included,
+ *     at several alignments and with tails of 0..63 elements.
  * About a minute on 2 threads.  Under AddressSanitizer the RNE part takes the stride of 256 and the
  * neighbourhoods of the overflow boundaries instead of all 2^32 inputs, and the VCVTNEPS2BF16
  * measurement the 2^24-input blocks that start at 0x00, 0x3F, 0x7F, 0x80 and 0xFF << 24. */
@@ -262,6 +265,94 @@ static void test_bf16_instruction(void)
           sub, nan);
 }
 
+/* Decoding (fl_convert_to_f32 and the kernels of convert_decode_simd.c) against fl_decode_f32, bit for
+   bit, on every code of every 1- and 2-byte format: each kernel of every instruction set this CPU has
+   (fl_dec_kernel) and fl_convert_to_f32 capped to each level.  The source holds every code once, in
+   an order rotated by the tail length, followed by a tail of 0..63 more codes, at source offsets of
+   0..3 elements and destination offsets of 0 and 1 floats: every code goes through the vector body
+   and, over the rotations, through every lane and every tail position.  NaN encodings included:
+   fl_decode_f32 defines them all as 0x7FC00000, checked here too. */
+static void test_decode(void)
+{
+    enum { TAIL = 64, SOFF = 4, DOFF = 2 };
+    unsigned long long paths = 0, calls = 0;
+    for (int f = 0; f < FL_FMT_COUNT; f++) {
+        const fl_format_desc *d = fl_format_get((fl_format)f);
+        const size_t bytes = fl_format_storage_bytes((fl_format)f);
+        if (bytes > 2)
+            continue;
+        const size_t nc = (size_t)1 << (8 * bytes), cap = nc + TAIL + SOFF;
+        uint16_t *codes = malloc(cap * 2);
+        uint8_t *src = malloc(cap * bytes);
+        uint32_t *want = malloc(cap * 4), *got = malloc((cap + DOFF) * 4);
+        CHECK(codes && src && want && got, "out of memory");
+        /* what the scalar decode defines for NaN encodings */
+        for (uint32_t c = 0; c < nc; c++)
+            if (fl_is_nan(d, c))
+                CHECK(fl_f32_bits(fl_decode_f32(d, c)) == 0x7FC00000u, "%s code 0x%x: NaN decodes to 0x%08x",
+                      fl_format_name((fl_format)f), c, fl_f32_bits(fl_decode_f32(d, c)));
+        for (int isa = FL_ISA_SCALAR; isa <= fl_cpu_isa(); isa++)
+            for (int via = 0; via < 2; via++) {
+                /* via = 1: fl_convert_to_f32 capped to isa (on scalar: its own loop) */
+                const fl_dec_fn fn = via ? NULL : fl_dec_kernel(isa, (fl_format)f);
+                if (!via && !fn)
+                    continue;
+                if (via)
+                    CHECK(fl_convert_set_isa(isa) == isa, "cap %s not taken", fl_isa_name(isa));
+                paths++;
+                for (size_t tail = 0; tail < TAIL; tail++) {
+                    const size_t n = nc + tail;
+                    for (size_t i = 0; i < n + SOFF; i++)
+                        codes[i] = (uint16_t)((i + tail * 37) & (nc - 1));
+                    for (size_t so = 0; so < SOFF; so++)
+                        for (size_t dof = 0; dof < DOFF; dof++) {
+                            const uint16_t *c = codes + so;
+                            for (size_t i = 0; i < n; i++) {
+                                if (bytes == 1)
+                                    src[so + i] = (uint8_t)c[i];
+                                else
+                                    ((uint16_t *)src)[so + i] = c[i];
+                                want[i] = fl_f32_bits(fl_decode_f32(d, c[i]));
+                            }
+                            const void *in = src + so * bytes;
+                            float *out = (float *)(got + dof);
+                            memset(got, 0xA5, (cap + DOFF) * 4);
+                            if (fn)
+                                fn(out, in, n);
+                            else
+                                fl_convert_to_f32(out, (fl_format)f, in, n);
+                            calls++;
+                            CHECK(got[dof + n] == 0xA5A5A5A5u && (dof == 0 || got[0] == 0xA5A5A5A5u),
+                                  "%s decode (%s %s): wrote outside [0, %zu)", fl_format_name((fl_format)f),
+                                  fl_isa_name(isa), fn ? "kernel" : "fl_convert_to_f32", n);
+                            if (memcmp(got + dof, want, n * 4) == 0)
+                                continue;
+                            for (size_t i = 0; i < n; i++)
+                                CHECK(got[dof + i] == want[i],
+                                      "%s decode (%s %s), n %zu, src offset %zu, dst offset %zu: element %zu, "
+                                      "code 0x%x: got 0x%08x, fl_decode_f32 0x%08x",
+                                      fl_format_name((fl_format)f), fl_isa_name(isa), fn ? "kernel" : "fl_convert_to_f32",
+                                      n, so, dof, i, c[i], got[dof + i], want[i]);
+                        }
+                }
+            }
+        free(codes);
+        free(src);
+        free(want);
+        free(got);
+    }
+    fl_convert_set_isa(-1);
+    /* formats without a kernel stay on the loop; a kernel exists for e4m3, bf16 and fp16 from AVX2 on */
+    CHECK(fl_dec_kernel(FL_ISA_SCALAR, FL_FMT_E4M3) == NULL && fl_dec_kernel(FL_ISA_AVX2, FL_FMT_FP32) == NULL,
+          "fl_dec_kernel: a kernel where there should be none");
+    if (fl_cpu_isa() >= FL_ISA_AVX2)
+        CHECK(fl_dec_kernel(FL_ISA_AVX2, FL_FMT_E4M3) && fl_dec_kernel(FL_ISA_AVX2, FL_FMT_BF16) &&
+                  fl_dec_kernel(FL_ISA_AVX2, FL_FMT_FP16),
+              "fl_dec_kernel: no AVX2 kernel");
+    printf("decode: every code of every 1- and 2-byte format, tails 0..%d, %d x %d offsets: %llu paths, %llu calls\n",
+           TAIL - 1, SOFF, DOFF, paths, calls);
+}
+
 /* fl_convert_from_f32 gives the same bits on 1 and 2 threads (and at every instruction-set cap). */
 static void test_threads_and_caps(void)
 {
@@ -310,5 +401,8 @@ int main(void)
     test_bf16_instruction();
     printf("VCVTNEPS2BF16: %.1f s\n", omp_get_wtime() - t);
     test_threads_and_caps();
+    t = omp_get_wtime();
+    test_decode();
+    printf("decode, every path: %.1f s\n", omp_get_wtime() - t);
     PASS("test_convert_fast");
 }

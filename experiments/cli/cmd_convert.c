@@ -34,8 +34,9 @@ static const char *const help =
     "  --stats        print counts of NaN, overflowed/saturated and flushed-to-zero elements\n"
     "  --threads N    OpenMP threads for the conversion (default: OMP_NUM_THREADS or all cores);\n"
     "                 the output's bits do not depend on it\n"
-    "The float32 conversions into e4m3/e5m2/bf16/fp16 run on the CPU's vector instructions (AVX2,\n"
-    "AVX-512, AVX512_BF16), chosen at run time; FP8LAB_ISA=scalar|avx2|avx512 caps the choice.\n"
+    "The float32 conversions into e4m3/e5m2/bf16/fp16, and the decoding of 8- and 16-bit formats to\n"
+    "float32, run on the CPU's vector instructions (AVX2, AVX-512, AVX512_BF16), chosen at run time;\n"
+    "FP8LAB_ISA=scalar|avx2|avx512 caps the choice.\n"
     "NaN inputs become the format's canonical NaN (NVIDIA's choice: e4m3/e5m2 0x7f, bf16/fp16 0x7fff).\n";
 
 typedef struct {
