@@ -385,17 +385,16 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
 /* ---- RMSNorm ------------------------------------------------------------------------------------ */
 
 /* The per-row sums (sum of squares, and dy . gain . x in the backward) run over c in order from
-   0.0f.  With AVX-512 a block of 16 rows runs side by side, one row per lane: each 16 x 16 block of
-   (rows, columns) is transposed in registers and the sum takes one vector add per column; other
-   builds run groups of RMS_RB rows side by side.  The gain gradient sums over rows in order, for all
-   channels at once (64 per block, in registers). */
+   0.0f.  With AVX-512 (AVX2) a block of 16 (8) rows runs side by side, one row per lane: each square
+   block of (rows, columns) is transposed in registers and the sum takes one vector add per column
+   (rmsnorm_simd.c, chosen at run time); otherwise groups of RMS_RB rows run side by side.  The gain
+   gradient sums over rows in order, for all channels at once (64 per block, in registers). */
 #define RMS_RB 4
 
 static void rms_forward(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
 {
-#if defined(__AVX512F__)
-    model_rms_forward_avx512(y, rstd, x, gain, N, C);
-#else
+    if (model_rms_forward_simd(y, rstd, x, gain, N, C))
+        return;
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
         const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
@@ -418,16 +417,14 @@ static void rms_forward(float *y, float *rstd, const float *x, const float *gain
                 y[t * C + c] = xr[c] * rr * gain[c];
         }
     }
-#endif
 }
 
 /* dx (N, C) += (or = when accumulate is 0) the input gradient; dgain (C) += the gain gradient. */
 static void rms_backward(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
                          const float *gain, size_t N, size_t C, int accumulate)
 {
-#if defined(__AVX512F__)
-    model_rms_backward_avx512(dx, dgain, dy, x, rstd, gain, N, C, accumulate);
-#else
+    if (model_rms_backward_simd(dx, dgain, dy, x, rstd, gain, N, C, accumulate))
+        return;
 #pragma omp parallel for schedule(static)
     for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
         const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
@@ -465,7 +462,6 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
         for (size_t c = 0; c < nc; c++)
             dgain[c0 + c] += s[c];
     }
-#endif
 }
 
 /* ---- expf, vectorised ---------------------------------------------------------------------------- */
@@ -477,9 +473,9 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
    constants and the same fused operations, written to be vectorised (fma() is exact wherever it
    runs).  Arguments outside glibc's main path, |x| >= 88 (the top 12 bits of |x| above 0x42a:
    overflow, underflow, Inf, NaN), still go to expf.  On the main path it returns expf's bits: all
-   2,237,661,184 float32 inputs there were checked against glibc 2.36, the scalar and the AVX-512
-   version.  expf_sub uses it only where glibc would use __expf_fma (x86-64 with FMA and AVX2) and
-   where a sampled check at model init agrees with the libm in use; otherwise it calls expf. */
+   2,237,661,184 float32 inputs there were checked against glibc 2.36, the scalar, the AVX-512 and
+   the AVX2 version (vexp.c).  expf_sub uses it only where glibc would use __expf_fma (x86-64 with
+   FMA and AVX2) and where a sampled check at model init agrees with the libm in use; otherwise it calls expf. */
 /* T[i] = the bits of RN(2^(i/32)) minus i << 47, so that T[k & 31] + (k << 47) is 2^(k/32) for any k
    (the exponent field takes k >> 5); the same numbers as glibc's table, computed here by MPFR. */
 uint64_t model_expf_tab[32]; /* shared with vexp.c (model_simd.h) */
@@ -547,12 +543,8 @@ static void expf_check(void)
 static void expf_sub(float *y, const float *x, float m, size_t n)
 {
     size_t i = 0;
-#if defined(__AVX512F__)
-    if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1) {
-        model_expf_sub_avx512(y, x, m, n);
+    if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1 && model_expf_sub_simd(y, x, m, n))
         return;
-    }
-#else
     if (__atomic_load_n(&expf_state, __ATOMIC_RELAXED) == 1)
         for (; i + 16 <= n; i += 16) {
             float a[16];
@@ -568,7 +560,6 @@ static void expf_sub(float *y, const float *x, float m, size_t n)
                 for (size_t l = 0; l < 16; l++)
                     y[i + l] = expf_main(a[l]);
         }
-#endif
     for (; i < n; i++)
         y[i] = expf(x[i] - m);
 }
@@ -606,10 +597,10 @@ long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride)
  * few one at a time) whose sums run side by side, so that enough independent chains of additions
  * hide their latency; the score sums also take two blocks of AT_KB keys at once, and the value sums
  * keep one head's channels in registers (the head size is a compile-time constant for the common
- * sizes: attn_*_head are inlined with hs = 16, 32, 64).  With AVX-512 the row sums (softmax, p.dP)
- * take 16 rows at a time, one a lane, over 16 x 16 tiles transposed in registers, and the softmax
- * maxima come from the score registers.  The helpers take the group size R as an argument that is a
- * constant after inlining; row r of a group sits at base + r * stride. */
+ * sizes: attn_*_head are inlined with hs = 16, 32, 64).  With AVX-512 or AVX2 (chosen at run time,
+ * attention_simd.c) the row sums (softmax, p.dP) take 16 rows at a time, one a lane, over tiles
+ * transposed in registers; in builds for AVX-512 the softmax maxima come from the score registers.
+ * The helpers take the group size R as an argument that is a constant after inlining; row r of a group sits at base + r * stride. */
 #define AT_KB 16
 #define AT_R 4
 
@@ -751,17 +742,14 @@ static inline __attribute__((always_inline)) void attn_wsum(int R, float *y, siz
 }
 
 /* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded.
-   With AVX-512, blocks of 16 rows by 16 channels go through registers (tr16). */
+   With AVX-512 or AVX2, blocks of 16 rows by 16 channels go through registers (attention_simd.c). */
 static void attn_transpose(float *kt, const float *src, size_t T, size_t Tp, size_t C3, size_t hs)
 {
     size_t jv = 0, dv = 0; /* rows below jv and channels below dv done */
-#if defined(__AVX512F__)
-    if (hs >= 16 && T >= 16) {
+    if (hs >= 16 && T >= 16 && model_attn_transpose_simd(kt, src, T / 16 * 16, hs / 16 * 16, Tp, C3)) {
         jv = T / 16 * 16;
         dv = hs / 16 * 16;
-        model_attn_transpose_avx512(kt, src, jv, dv, Tp, C3);
     }
-#endif
     for (size_t d = 0; d < hs; d++) {
         for (size_t j = d < dv ? jv : 0; j < T; j++)
             kt[d * Tp + j] = src[j * C3 + d];
@@ -845,23 +833,22 @@ static inline __attribute__((always_inline)) void attn_fwd_out(int R, size_t t0,
     attn_wsum(R, out + t0 * C, C, p, T, 1, qkv + 2 * C, 3 * C, 0, 0, t0 + 1, 1, hs);
 }
 
-/* kt: scratch of hs * Tp floats (the transposed keys).  With AVX-512, rows go 16 at a time (four
-   groups of AT_R) so that the row sums run in vector lanes (attn_rowsums16). */
+/* kt: scratch of hs * Tp floats (the transposed keys).  With AVX-512 or AVX2, rows go 16 at a time
+   (four groups of AT_R) so that the row sums run in vector lanes (model_attn_rowsums16_simd). */
 static inline __attribute__((always_inline)) void attn_fwd_head(float *out, float *Pbh, const float *qkv, float *kt,
                                                                 size_t T, size_t Tp, size_t C, size_t hs, float scale)
 {
     attn_transpose(kt, qkv + C, T, Tp, 3 * C, hs);
     size_t t0 = 0;
     float sum[16];
-#if defined(__AVX512F__)
-    for (; t0 + 16 <= T; t0 += 16) {
-        for (size_t g = 0; g < 16; g += AT_R)
-            attn_fwd_exp(AT_R, t0 + g, Pbh, qkv, kt, T, Tp, C, hs, scale);
-        model_attn_rowsums16(sum, Pbh + t0 * T, NULL, T, t0 + 1);
-        for (size_t g = 0; g < 16; g += AT_R)
-            attn_fwd_out(AT_R, t0 + g, out, Pbh, sum + g, qkv, T, C, hs);
-    }
-#endif
+    if (model_simd_isa() != FL_ISA_SCALAR)
+        for (; t0 + 16 <= T; t0 += 16) {
+            for (size_t g = 0; g < 16; g += AT_R)
+                attn_fwd_exp(AT_R, t0 + g, Pbh, qkv, kt, T, Tp, C, hs, scale);
+            model_attn_rowsums16_simd(sum, Pbh + t0 * T, NULL, T, t0 + 1);
+            for (size_t g = 0; g < 16; g += AT_R)
+                attn_fwd_out(AT_R, t0 + g, out, Pbh, sum + g, qkv, T, C, hs);
+        }
     for (; t0 + AT_R <= T; t0 += AT_R) {
         attn_fwd_exp(AT_R, t0, Pbh, qkv, kt, T, Tp, C, hs, scale);
         attn_rowsums(AT_R, sum, Pbh + t0 * T, T, NULL, 0, t0 + 1);
@@ -952,7 +939,7 @@ static inline __attribute__((always_inline)) void attn_bwd_cols(int R, size_t j0
 }
 
 /* One head of the backward pass: rows, then columns, AT_R at a time (the last few one at a time; with
-   AVX-512 rows go 16 at a time, four groups of AT_R, for attn_rowsums16).
+   AVX-512 or AVX2 rows go 16 at a time, four groups of AT_R, for the vector row sums).
    vt: scratch of hs * Tp floats (the transposed values); ds: of T * T (the score gradients, j <= t). */
 static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, const float *dout, const float *Pbh,
                                                                 const float *qkv, float *vt, float *ds, size_t T,
@@ -961,15 +948,14 @@ static inline __attribute__((always_inline)) void attn_bwd_head(float *dqkv, con
     attn_transpose(vt, qkv + 2 * C, T, Tp, 3 * C, hs);
     size_t t0 = 0;
     float dot[16];
-#if defined(__AVX512F__)
-    for (; t0 + 16 <= T; t0 += 16) {
-        for (size_t g = 0; g < 16; g += AT_R)
-            attn_bwd_dp(AT_R, t0 + g, dout, vt, ds, T, Tp, C, hs);
-        model_attn_rowsums16(dot, Pbh + t0 * T, ds + t0 * T, T, t0 + 1);
-        for (size_t g = 0; g < 16; g += AT_R)
-            attn_bwd_dq(AT_R, t0 + g, dqkv, Pbh, dot + g, qkv, ds, T, C, hs, scale);
-    }
-#endif
+    if (model_simd_isa() != FL_ISA_SCALAR)
+        for (; t0 + 16 <= T; t0 += 16) {
+            for (size_t g = 0; g < 16; g += AT_R)
+                attn_bwd_dp(AT_R, t0 + g, dout, vt, ds, T, Tp, C, hs);
+            model_attn_rowsums16_simd(dot, Pbh + t0 * T, ds + t0 * T, T, t0 + 1);
+            for (size_t g = 0; g < 16; g += AT_R)
+                attn_bwd_dq(AT_R, t0 + g, dqkv, Pbh, dot + g, qkv, ds, T, C, hs, scale);
+        }
     for (; t0 + AT_R <= T; t0 += AT_R) {
         attn_bwd_dp(AT_R, t0, dout, vt, ds, T, Tp, C, hs);
         attn_rowsums(AT_R, dot, Pbh + t0 * T, T, ds + t0 * T, T, t0 + 1);
@@ -1017,19 +1003,15 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
 /* amax: the maximum of the bit patterns of |x| over the non-NaN elements, which is the value of the
    sequential "if (|x| > am) am = |x|" from 0 (non-negative floats order like their bit patterns)
    and vectorises.  rms (only when rms is not NULL): per-row sums of squares in double, each over c
-   in order, then summed in row order.  With AVX-512 one pass computes both: blocks of 16 rows run
-   side by side, one row per lane (16 x 16 blocks transposed in registers, one add per column in
-   each half of 8 rows); other builds run groups of RB rows side by side. */
+   in order, then summed in row order.  With AVX-512 (AVX2) one pass computes both: blocks of 16 (8)
+   rows run side by side, one row per lane (square blocks transposed in registers, one add per
+   column in each half; rmsnorm_simd.c); otherwise groups of RB rows run side by side. */
 static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)
 {
     const size_t n = R * C;
     uint32_t amb = 0;
-#if defined(__AVX512F__)
-    if (rms) {
-        model_amax_rms_avx512(amax, rms, x, R, C);
+    if (rms && model_amax_rms_simd(amax, rms, x, R, C))
         return;
-    }
-#endif
     const int nt = omp_get_max_threads();
 #pragma omp parallel for schedule(static) reduction(max : amb)
     for (int ch = 0; ch < nt; ch++) { /* contiguous chunks, one per thread */

@@ -1,11 +1,17 @@
-/* model_simd.h — private to experiments/train: the AVX-512 paths of model.c.
+/* model_simd.h — private to experiments/train: the vector paths of model.c.
 
-   model.c is the plain C reference; with __AVX512F__ it calls the functions declared here
-   (rmsnorm_simd.c: RMSNorm and amax_rms, vexp.c: the softmax exp, attention_simd.c: the
-   attention transposes) and inlines the helpers below into its hot loops.  Each has the
-   evaluation order of the loops it replaces, so the bits do not depend on the build. */
+   model.c is the plain C reference.  Its RMSNorm, amax_rms, softmax exp, attention transposes and
+   attention row sums first offer their work to the functions declared here (rmsnorm_simd.c, vexp.c,
+   attention_simd.c), which pick an AVX-512 or an AVX2 + FMA body at run time (model_simd_isa) and
+   return 0 where neither applies, so that model.c runs its loops.  Each body has the evaluation order
+   of the loops it replaces (one row per lane, sums in channel order, the same operations in the same
+   order, fma only where the loops call fma), so the bits depend neither on the build nor on
+   FP8LAB_ISA.  model.c's own vector loops (GCC vector extensions, compiled for the build's target)
+   inline the AVX-512 helpers at the end of this file when the build targets AVX-512. */
 #ifndef FL_TRAIN_MODEL_SIMD_H
 #define FL_TRAIN_MODEL_SIMD_H
+
+#include "convert_simd.h" /* FL_ISA_* */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,8 +21,33 @@
 /* T[i] = the bits of RN(2^(i/32)) minus i << 47 (model.c: expf_tab_init). */
 extern uint64_t model_expf_tab[32];
 
+/* The instruction set of the bodies below: fl_convert_isa (the CPU's best, capped by FP8LAB_ISA),
+   FL_ISA_SCALAR where AVX2 comes without FMA or the build is not x86-64 GCC/Clang (model_simd.c). */
+int model_simd_isa(void);
+
+/* ---- run-time dispatched bodies: nonzero when done, 0 when model.c's loops must run ---- */
+
+/* rms_forward, rms_backward and amax_rms (rms not NULL) of model.c (rmsnorm_simd.c). */
+int model_rms_forward_simd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C);
+int model_rms_backward_simd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
+                            const float *gain, size_t N, size_t C, int accumulate);
+int model_amax_rms_simd(float *amax, float *rms, const float *x, size_t R, size_t C);
+/* expf_sub of model.c once expf_check has found expf_main agreeing with expf (vexp.c). */
+int model_expf_sub_simd(float *y, const float *x, float m, size_t n);
+/* kt[d Tp + j] = src[j C3 + d] for j < jv, d < dv (multiples of 16), square blocks through registers
+   (attention_simd.c). */
+int model_attn_transpose_simd(float *kt, const float *src, size_t jv, size_t dv, size_t Tp, size_t C3);
+/* For r < 16: sum[r] = sum_{j < n0 + r} a_r[j] b_r[j] (a_r = a + r T, b_r = b + r T; b NULL: the plain
+   sum of a_r), j in order from 0.0f, row r in lane r (attention_simd.c). */
+int model_attn_rowsums16_simd(float *sum, const float *a, const float *b, size_t T, size_t n0);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+/* The bodies are compiled for their instruction set by target attributes, whatever the build's -march
+   (FL_ISA_AVX512 means AVX-512 F, BW, VL and DQ; FL_ISA_AVX2 here also FMA). */
+#define MODEL_T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define MODEL_T256 __attribute__((target("avx2,fma")))
 
 /* Transposes the 16 x 16 block v (v[i] lane j becomes v[j] lane i); RMSNorm, amax_rms, attention and
    the GEMM's panels (gemm.c, which dispatches at run time: hence the target attribute, not __AVX512F__). */
@@ -42,80 +73,38 @@ static inline __attribute__((always_inline, target("avx512f"))) void model_tr16(
         v[12 + j] = _mm512_shuffle_f32x4(q, s, 0xDD);
     }
 }
-#endif
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#include <math.h>
-
-/* ---- exported SIMD bodies ---- */
-
-/* rms_forward, rms_backward and amax_rms (with rms not NULL) of model.c (rmsnorm_simd.c). */
-void model_rms_forward_avx512(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C);
-void model_rms_backward_avx512(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
-                               const float *gain, size_t N, size_t C, int accumulate);
-void model_amax_rms_avx512(float *amax, float *rms, const float *x, size_t R, size_t C);
-/* expf_sub of model.c once expf_check has found expf_main agreeing with expf (vexp.c). */
-void model_expf_sub_avx512(float *y, const float *x, float m, size_t n);
-/* kt[d Tp + j] = src[j C3 + d] for j < jv, d < dv (multiples of 16), 16 x 16 blocks through registers
-   (attention_simd.c). */
-void model_attn_transpose_avx512(float *kt, const float *src, size_t jv, size_t dv, size_t Tp, size_t C3);
-
-/* ---- always-inline helpers of the hot loops ---- */
-
-/* v[j] = column j of the 16 x 16 block at p (row stride ld): lane i holds p[i ld + j].  The
-   cross-lane part is done by the loads (128-bit pieces of four rows into the four lanes), the rest
-   by a 4 x 4 transpose within each 128-bit lane. */
-static inline __attribute__((always_inline)) void model_ld16t(__m512 v[16], const float *p, size_t ld)
+/* Transposes the 8 x 8 block v (v[i] lane j becomes v[j] lane i); the AVX2 bodies. */
+static inline __attribute__((always_inline)) MODEL_T256 void model_tr8(__m256 v[8])
 {
-    for (int k = 0; k < 4; k++) {
-        __m512 q[4]; /* q[m] lane L: row 4L + m, columns 4k..4k+3 */
-        for (int m = 0; m < 4; m++) {
-            q[m] = _mm512_castps128_ps512(_mm_loadu_ps(p + (size_t)m * ld + 4 * k));
-            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(4 + m) * ld + 4 * k), 1);
-            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(8 + m) * ld + 4 * k), 2);
-            q[m] = _mm512_insertf32x4(q[m], _mm_loadu_ps(p + (size_t)(12 + m) * ld + 4 * k), 3);
-        }
-        const __m512 a0 = _mm512_unpacklo_ps(q[0], q[1]), a1 = _mm512_unpackhi_ps(q[0], q[1]);
-        const __m512 a2 = _mm512_unpacklo_ps(q[2], q[3]), a3 = _mm512_unpackhi_ps(q[2], q[3]);
-        v[4 * k] = _mm512_shuffle_ps(a0, a2, 0x44);
-        v[4 * k + 1] = _mm512_shuffle_ps(a0, a2, 0xEE);
-        v[4 * k + 2] = _mm512_shuffle_ps(a1, a3, 0x44);
-        v[4 * k + 3] = _mm512_shuffle_ps(a1, a3, 0xEE);
+    __m256 a[8], b[8];
+    for (int i = 0; i < 8; i += 2) { /* a[i], a[i+1]: rows i, i+1 interleaved within 128-bit lanes */
+        a[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        a[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) { /* b[g+j] lane k: rows g..g+3 of column 4k+j */
+        b[g] = _mm256_shuffle_ps(a[g], a[g + 2], 0x44);
+        b[g + 1] = _mm256_shuffle_ps(a[g], a[g + 2], 0xEE);
+        b[g + 2] = _mm256_shuffle_ps(a[g + 1], a[g + 3], 0x44);
+        b[g + 3] = _mm256_shuffle_ps(a[g + 1], a[g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_permute2f128_ps(b[j], b[4 + j], 0x20);
+        v[4 + j] = _mm256_permute2f128_ps(b[j], b[4 + j], 0x31);
     }
 }
 
-/* expf_main of 8 floats in doubles; the table lookup is two two-register permutes and a blend on bit
-   4 of the index (a gather is slower). */
-static inline __attribute__((always_inline)) __m256 model_expf_main8(__m256 xh)
+/* The integer mask of the first n (<= 8) lanes, for maskload/maskstore. */
+static inline __attribute__((always_inline)) MODEL_T256 __m256i model_mask8(size_t n)
 {
-    const __m512d inv = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p52);
-    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
-    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
-    const __m512i t0 = _mm512_loadu_si512(model_expf_tab), t1 = _mm512_loadu_si512(model_expf_tab + 8);
-    const __m512i t2 = _mm512_loadu_si512(model_expf_tab + 16), t3 = _mm512_loadu_si512(model_expf_tab + 24);
-    const __m512d xd = _mm512_cvtps_pd(xh);
-    const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
-    const __m512i ki = _mm512_castpd_si512(kds);
-    const __m512d kd = _mm512_sub_pd(kds, shift);
-    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
-    const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
-    const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
-    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
-    const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r), y0 = _mm512_fmadd_pd(c2, r, one);
-    return _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+#endif /* x86-64 */
 
-/* expf_main of 16 floats; with lo8 only the low 8 (the high 8 lanes of the result are then zero). */
-static inline __attribute__((always_inline)) __m512 model_expf_main16(__m512 xa, int lo8)
-{
-    const __m512i xi = _mm512_castps_si512(xa);
-    const __m512i lo = _mm512_castsi256_si512(_mm256_castps_si256(model_expf_main8(_mm512_castps512_ps256(xa))));
-    if (lo8)
-        return _mm512_castsi512_ps(_mm512_zextsi256_si512(_mm512_castsi512_si256(lo)));
-    const __m256 yh = model_expf_main8(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(xi, 1)));
-    return _mm512_castsi512_ps(_mm512_inserti64x4(lo, _mm256_castps_si256(yh), 1));
-}
+#if defined(__AVX512F__)
+#include <math.h>
+
+/* ---- always-inline AVX-512 helpers of model.c's vector loops (builds that target AVX-512) ---- */
 
 /* Stores the first nl (< 16) lanes of a at p (attn_store's tail). */
 static inline __attribute__((always_inline)) void model_store_lanes(float *p, __m512 a, size_t nl)
@@ -145,32 +134,6 @@ static inline float model_attn_max(const float *s, size_t n)
         m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, s + j), m);
     }
     return _mm512_reduce_max_ps(m);
-}
-
-/* For r < 16: sum[r] = sum_{j < n0 + r} a_r[j] b_r[j] (a_r = a + r T, b_r = b + r T; b NULL: the plain
-   sum of a_r), j in order from 0.0f, with row r in lane r: blocks of 16 columns (the products formed
-   row-wise) are transposed in registers and added column by column.  Lanes past a row's end load as
-   zero and add +0.0f, which changes no sum (a sum from 0.0f is never -0.0f). */
-static inline __attribute__((always_inline)) void model_attn_rowsums16(float *sum, const float *a, const float *b,
-                                                                 size_t T, size_t n0)
-{
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t j0 = 0; j0 < n0 + 15; j0 += 16) {
-        __m512 m[16];
-#pragma GCC unroll 16
-        for (int r = 0; r < 16; r++) {
-            const size_t n = n0 + r;
-            const __mmask16 k = j0 + 16 <= n ? (__mmask16)0xFFFF : j0 < n ? (__mmask16)((1u << (n - j0)) - 1u) : 0;
-            m[r] = _mm512_maskz_loadu_ps(k, a + r * T + j0);
-            if (b)
-                m[r] = _mm512_mul_ps(m[r], _mm512_maskz_loadu_ps(k, b + r * T + j0));
-        }
-        model_tr16(m);
-#pragma GCC unroll 16
-        for (int c = 0; c < 16; c++)
-            acc = _mm512_add_ps(acc, m[c]);
-    }
-    _mm512_storeu_ps(sum, acc);
 }
 
 #endif /* __AVX512F__ */
