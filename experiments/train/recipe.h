@@ -49,7 +49,8 @@
  * FP8 GEMM); attention scores/softmax, norms, activations and the loss are float32 everywhere.
  *
  * Overflow: FP8 casts saturate by default (TE, __NV_SATFINITE).  --fp8-overflow nan selects the
- * non-saturating cast of PyTorch eager <= 2.11 and ml_dtypes (e4m3 overflow -> NaN, e5m2 -> Inf);
+ * non-saturating cast of ml_dtypes and of PyTorch eager up to 2.11 (e4m3 overflow -> NaN, e5m2 -> Inf;
+ * torch 2.15's e4m3fn cast saturates: numerics/CONVERT.md's peers table);
  * it applies to every FP8 cast of the run alike.
  *
  * Smooth-SwiGLU (Fishman et al. 2025): before the down-projection's input cast the SwiGLU output h

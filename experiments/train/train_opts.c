@@ -299,7 +299,7 @@ const fl_train_opt fl_train_opt_table[] = {
     { .flag = "--margin", .key = "margin", .type = FL_OPT_I32, .lo = -127, .hi = 127, AT(recipe.margin), .def = "0",
       .group = "recipe", .arg = "M", .help = "(%D)" },
     { .flag = "--fp8-overflow", .key = "fp8_overflow", ENUM(overflow_name), AT(recipe.nosat), .def = "saturate",
-      .group = "recipe", .help = "(saturate = TE; nan = PyTorch eager <= 2.11 / ml_dtypes)" },
+      .group = "recipe", .help = "(saturate = TE, torch >= 2.12 for e4m3; nan = ml_dtypes, torch <= 2.11)" },
     { .flag = "--pow2", .flag_off = "--no-pow2", .key = "pow2_scales", BOOL, AT(recipe.pow2), .def = "0",
       .group = "recipe", .help = "(power-of-two scales)" },
     { .flag = "--fp8-adam", .key = "fp8_adam", BOOL, AT(recipe.fp8_adam), .def = "0", .attr = FL_OPT_NEWLINE,
