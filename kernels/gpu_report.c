@@ -305,6 +305,19 @@ static int assemble_head(json_t *root, char **bench_md, const char *outdir, int 
     return 0;
 }
 
+/* The part both assemblies end with: OUTDIR/gpu-check.md from fill_md(md), then OUTDIR/gpu-check.json
+   from root, each written atomically. */
+static int assemble_write(const char *outdir, fl_fill_fn fill_md, void *md, json_t *root, char *err,
+                          size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/gpu-check.md", outdir);
+    if (fl_write_atomic(path, fill_md, md, err, errlen))
+        return -1;
+    snprintf(path, sizeof path, "%s/gpu-check.json", outdir);
+    return fl_write_atomic(path, fill_json, root, err, errlen) ? -1 : 0;
+}
+
 int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const *names, size_t n_names, char *err,
                           size_t errlen)
 {
@@ -330,13 +343,7 @@ int fl_gpu_check_assemble(const char *outdir, int gpu_test_rc, const char *const
     }
     json_object_set(root, "ulp", ulp);
     check_md m = { bench_md, ulp, names, n_names };
-    snprintf(path, sizeof path, "%s/gpu-check.md", outdir);
-    if (fl_write_atomic(path, fill_check_md, &m, err, errlen))
-        goto out;
-    snprintf(path, sizeof path, "%s/gpu-check.json", outdir);
-    if (fl_write_atomic(path, fill_json, root, err, errlen))
-        goto out;
-    rc = 0;
+    rc = assemble_write(outdir, fill_check_md, &m, root, err, errlen);
 out:
     free(bench_md);
     json_decref(ulp);
@@ -416,13 +423,7 @@ int fl_gpu_check_assemble_compared(const char *outdir, int gpu_test_rc, char *er
         goto out;
     }
     compared_md m = { bench_md, jobs };
-    snprintf(path, sizeof path, "%s/gpu-check.md", outdir);
-    if (fl_write_atomic(path, fill_compared_md, &m, err, errlen))
-        goto out;
-    snprintf(path, sizeof path, "%s/gpu-check.json", outdir);
-    if (fl_write_atomic(path, fill_json, root, err, errlen))
-        goto out;
-    rc = 0;
+    rc = assemble_write(outdir, fill_compared_md, &m, root, err, errlen);
 out:
     free(bench_md);
     json_decref(root);
