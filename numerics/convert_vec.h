@@ -21,47 +21,14 @@
 #define CV(name) CV_CAT(name, VSUF)
 #define CV_L (VB / 4) /* lanes */
 
-typedef uint32_t CV(vu) __attribute__((vector_size(VB)));
-typedef int32_t CV(vi) __attribute__((vector_size(VB)));
-typedef uint64_t CV(vq) __attribute__((vector_size(VB)));
 typedef uint8_t CV(vb) __attribute__((vector_size(VB / 4)));
 typedef uint16_t CV(vh) __attribute__((vector_size(VB / 2)));
-typedef uint32_t CV(vhalf) __attribute__((vector_size(VB / 2)));
+#define SV(name) CV(name)
+#include "simd_vec.h"
+#undef SV
 
 /* a < b ? a : b, and the like, on masks (GCC's vector comparisons give 0 / -1 per lane) */
 #define CV_SEL(m, p, q) (((p) & (m)) | ((q) & ~(m)))
-
-/* fl_sr_bits(seed, i0 + k) for the lanes k = 0 .. CV_L - 1: fl_mix64 of seed + (i0 + 1 + k) * golden */
-VTARGET static inline __attribute__((always_inline)) CV(vu) CV(sr_bits)(uint64_t seed, uint64_t i0)
-{
-    CV(vq) k0, k1;
-    for (int k = 0; k < CV_L / 2; k++) {
-        k0[k] = (uint64_t)k * FL_GOLDEN64;
-        k1[k] = (uint64_t)(k + CV_L / 2) * FL_GOLDEN64;
-    }
-    const uint64_t base = seed + (i0 + 1) * FL_GOLDEN64;
-    CV(vq) z0 = base + k0, z1 = base + k1;
-    z0 = (z0 ^ (z0 >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z1 = (z1 ^ (z1 >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z0 = (z0 ^ (z0 >> 27)) * 0x94D049BB133111EBull;
-    z1 = (z1 ^ (z1 >> 27)) * 0x94D049BB133111EBull;
-    union {
-        CV(vhalf) h[2];
-        CV(vu) v;
-    } r;
-    r.h[0] = __builtin_convertvector((z0 ^ (z0 >> 31)) >> 32, CV(vhalf));
-    r.h[1] = __builtin_convertvector((z1 ^ (z1 >> 31)) >> 32, CV(vhalf));
-    return r.v;
-}
-
-/* Any lane of a mask set? */
-VTARGET static inline __attribute__((always_inline)) int CV(any)(CV(vu) m)
-{
-    uint32_t r = 0;
-    for (int k = 0; k < CV_L; k++)
-        r |= m[k];
-    return r != 0;
-}
 
 /* Encodings of the CV_L float32 in u (sign included, in the low `bits` bits of each lane).
    sr: stochastic rounding with the random bits rb, else round-to-nearest-even. */

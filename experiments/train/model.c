@@ -335,9 +335,9 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
         const int nosat = (int)r->cfg.nosat;
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < N * K; i++)
-            qx[i] = (uint8_t)fl_recipe_encode((fl_format)sx->fmt, X[i] * sx->scale, nosat);
+            qx[i] = (uint8_t)fl_cast_encode1((fl_format)sx->fmt, X[i] * sx->scale, nosat);
         for (size_t i = 0; i < M * K; i++)
-            qw[i] = (uint8_t)fl_recipe_encode((fl_format)sw_->fmt, W[i] * sw_->scale, nosat);
+            qw[i] = (uint8_t)fl_cast_encode1((fl_format)sw_->fmt, W[i] * sw_->scale, nosat);
         const float xsi = 1.0f / sx->scale, wsi = 1.0f / sw_->scale;
         for (size_t p = 0; p < P; p++) {
             const fl_gemm_fp8 g = { .m = Mp, .n = N, .k = K, .a_fmt = (fl_format)sw_->fmt, .b_fmt = (fl_format)sx->fmt,

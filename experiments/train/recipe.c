@@ -6,9 +6,6 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <omp.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,21 +200,6 @@ static void sites_apply(fl_recipe *r)
         }
 }
 
-/* Decode tables of the 8-bit formats (filled once, before any parallel region). */
-static float dec_e4m3[256], dec_e5m2[256];
-static int dec_ready;
-
-static void dec_init(void)
-{
-    if (dec_ready)
-        return;
-    for (int i = 0; i < 256; i++) {
-        dec_e4m3[i] = fl_decode(FL_FMT_E4M3, (uint32_t)i);
-        dec_e5m2[i] = fl_decode(FL_FMT_E5M2, (uint32_t)i);
-    }
-    dec_ready = 1;
-}
-
 /* The format whose largest finite value a site's scales map the amax to (scaling.h): the cast's,
    except for Gaudi2's e4m3, whose 240 is e4m3fnuz's largest value too (the scale rule reads nothing
    else of the format). */
@@ -231,7 +213,6 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
     if (cfg->kind == FL_RECIPE_PAPER_GAUDI2)
         fl_recipe_paper_gaudi2(&r->cfg); /* its settings are fixed: whatever the fields say, these run */
     cfg = &r->cfg;
-    dec_init();
     if (cfg->kind >= FL_RECIPE_COUNT) {
         fprintf(stderr, "recipe: unknown kind %u\n", cfg->kind);
         return -1;
@@ -361,465 +342,6 @@ float fl_recipe_delayed_amax_from(const fl_delayed *d)
     return m;
 }
 
-/* ---- the fused fake-quantisation loop ------------------------------------------------------- */
-
-typedef struct {
-    uint64_t sat, clip, nan_out, inf_out, nan_in, ftz;
-} fq_cnt;
-
-static inline void fq_cnt_add(fq_cnt *a, const fq_cnt *b)
-{
-    a->sat += b->sat;
-    a->clip += b->clip;
-    a->nan_out += b->nan_out;
-    a->inf_out += b->inf_out;
-    a->nan_in += b->nan_in;
-    a->ftz += b->ftz;
-}
-
-/* counts summed over OpenMP threads (integers: the order does not matter) */
-#pragma omp declare reduction(fq_add : fq_cnt : fq_cnt_add(&omp_out, &omp_in)) initializer(omp_priv = (fq_cnt){ 0 })
-
-/* Fast exact encoders (RNE) of the three formats the recipes cast to; tests/test_train_cast.c checks
-   them against fl_encode_f32_bits.  u: float32 bits. */
-static inline uint32_t enc_bf16(uint32_t u)
-{
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-        return 0x7FFFu; /* canonical NaN */
-    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16; /* a carry into the exponent gives Inf */
-}
-
-/* Round |x| < 2^-6 (e4m3) or < 2^-14 (e5m2) to an integer multiple of the subnormal step:
-   v = |x| * 2^k is exact and below 8 (4); adding and subtracting 2^23 rounds it to nearest-even. */
-static inline uint32_t rne_small(uint32_t a, float k)
-{
-    const float v = fl_f32_from_bits(a) * k;
-    return (uint32_t)((v + 0x1p23f) - 0x1p23f);
-}
-
-static inline uint32_t enc_e4m3(uint32_t u, int nosat)
-{
-    const uint32_t sg = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
-    if (a > 0x43E80000u) { /* 0x43e80000 is 464.0f, the e4m3 RNE overflow boundary (464 -> 448) */
-        if (a > 0x7F800000u)
-            return 0x7Fu; /* NaN input: the canonical NaN, sign dropped */
-        return sg | (nosat ? 0x7Fu : 0x7Eu); /* non-saturating overflow / Inf: the NaN of its sign */
-    }
-    if (a >= 0x3C800000u) /* >= 2^-6, normal: keep 3 mantissa bits, rebias 127 -> 7 */
-        return sg | (((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - (120u << 3));
-    return sg | rne_small(a, 0x1p9f);
-}
-
-static inline uint32_t enc_e5m2(uint32_t u, int nosat)
-{
-    const uint32_t sg = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
-    if (a >= 0x47700000u) { /* 0x47700000 is 61440.0f: the tie goes up to 2^16, i.e. overflow */
-        if (a > 0x7F800000u)
-            return 0x7Fu;
-        return sg | (nosat ? 0x7Cu : 0x7Bu); /* Inf, or max 57344 */
-    }
-    if (a >= 0x38800000u) /* >= 2^-14, normal: keep 2 mantissa bits, rebias 127 -> 15 */
-        return sg | (((a + 0xFFFFFu + ((a >> 21) & 1u)) >> 21) - (112u << 2));
-    return sg | rne_small(a, 0x1p16f);
-}
-
-uint32_t fl_recipe_encode(fl_format f, float x, int nosat)
-{
-    const uint32_t u = fl_f32_bits(x);
-    switch (f) {
-    case FL_FMT_BF16: return enc_bf16(u);
-    case FL_FMT_E4M3: return enc_e4m3(u, nosat);
-    case FL_FMT_E5M2: return enc_e5m2(u, nosat);
-    default: return fl_encode_f32_bits(fl_format_get(f), u, FL_RND_NE, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0);
-    }
-}
-
-/* The fast path of fq_span for e4m3 / e5m2 / bf16: the rounded value is formed directly in float32
-   bits (RNE on the kept mantissa bits, the subnormal grid by the 2^23 trick), which is
-   decode(encode(v)) -- the table path above -- written branch-free.  Counts as fq_span.
-   unit = 1: the caller guarantees rs = rsi = s = si = 1; unit = 2: rs = rsi = 1 (products with 1
-   are exact, so skipping them changes no bit).  col: per-column smoothing cs/csi.  g240: e4m3 only,
-   Gaudi2's e4m3 (FL_DESC_E4M3_GAUDI2), saturating: the largest value is 240 and the RNE overflow
-   boundary 248, a tie that overflows (240's mantissa is odd); below 240 the grid is e4m3's. */
-typedef struct {
-    uint32_t sat, clip, ovfc, ftz, nan_in, amb; /* 32-bit counts within a chunk; amb: amax bit pattern */
-} fq_acc;
-
-/* One element (index c); the constants fold per format in the FQ_VARIANT instances below. */
-static inline __attribute__((always_inline)) void fq_elem(float *y, const float *x, size_t c, const float *cs,
-                                                           const float *csi, float rs, float rsi, float s, float si,
-                                                           fl_format fmt, int nosat, int unit, int col, int g240,
-                                                           fq_acc *A)
-{
-    /* sh: discarded mantissa bits; nmin: smallest normal; sub: 2^-(subnormal step exponent) */
-    const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
-    const uint32_t sh = bf ? 16 : e4 ? 20 : 21;
-    const uint32_t nmin = bf ? 0x00800000u : e4 ? 0x3C800000u : 0x38800000u;
-    /* 448 (240 for Gaudi2's e4m3), 57344 */
-    const uint32_t maxb = bf ? 0x7F7F0000u : e4 ? (g240 ? 0x43700000u : 0x43E00000u) : 0x47600000u;
-    /* overflow above: e4m3 > 464 (0x43e80000); Gaudi2's e4m3 >= 248 (0x43780000); e5m2 >= 61440
-       (0x47700000); bf16 rounds to Inf */
-    const uint32_t ovf = bf ? 0x7F7F8000u : e4 ? (g240 ? 0x43780000u : 0x43E80001u) : 0x47700000u;
-    const float sub = e4 ? 0x1p9f : 0x1p16f, subi = e4 ? 0x1p-9f : 0x1p-16f;
-    const uint32_t ovf_bits = nosat || bf ? (e4 ? 0x7FC00000u : 0x7F800000u) : maxb;
-    const uint32_t half = (1u << (sh - 1)) - 1u, mask = ~((1u << sh) - 1u);
-    const uint32_t nminv = bf ? 0u : nmin; /* bf16: every finite value takes the normal path */
-    const uint32_t nanmask_o = (nosat || bf) && e4 ? 0u : 0xFFFFFFFFu; /* sign kept on overflow? */
-    const uint32_t ovf_counts = (uint32_t)(nosat || bf);
-    const uint32_t inf_counts = (uint32_t)e4; /* e5m2/bf16: an Inf input is no produced Inf */
-#define SEL(m, p, q) (((p) & (m)) | ((q) & ~(m)))
-    const float x0 = unit ? x[c] : x[c] * rs;
-    const float xv = col ? x0 * cs[c] : x0;
-    const float v = unit == 1 ? xv : xv * s;
-    const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu, sg = u & 0x80000000u;
-    const uint32_t rn = (a + half + ((a >> sh) & 1u)) & mask;           /* normal RNE */
-    const float vs = fl_f32_from_bits(a) * sub;
-    const float rsub = ((vs + 0x1p23f) - 0x1p23f) * subi;               /* subnormal RNE */
-    const uint32_t mnorm = 0u - (uint32_t)(a >= nminv);
-    const uint32_t r0 = SEL(mnorm, rn, fl_f32_bits(rsub));
-    const uint32_t isn = (uint32_t)(a > 0x7F800000u), misn = 0u - isn;
-    const uint32_t o = (uint32_t)(a >= ovf) & (isn ^ 1u), mo = 0u - o;
-    const uint32_t ra = SEL(misn, 0x7FC00000u, SEL(mo, ovf_bits, r0));
-    const uint32_t keep_sign = ~misn & SEL(mo, nanmask_o, 0xFFFFFFFFu);
-    const float q = fl_f32_from_bits(ra | (sg & keep_sign));
-    const float q1 = unit == 1 ? q : unit == 2 ? q * si : q * si * rsi;
-    y[c] = col ? q1 * csi[c] : q1;
-    const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu;
-    const uint32_t axv = SEL(0u - (uint32_t)(axb <= 0x7F800000u), axb, 0u);
-    A->amb = axv > A->amb ? axv : A->amb;
-    A->nan_in += isn;
-    A->sat += (isn ^ 1u) & (uint32_t)(a > maxb);
-    A->clip += o;
-    A->ovfc += o & ovf_counts & (inf_counts | (uint32_t)(a != 0x7F800000u));
-    A->ftz += (isn ^ 1u) & (uint32_t)(ra == 0) & (uint32_t)(axb != 0);
-#undef SEL
-}
-
-#if defined(__AVX512F__)
-/* Elements [c0, c1) 16 at a time.  A block whose every lane has |v| <= the largest finite value
-   (no NaN, no saturation or overflow: the common case) takes the short form of fq_elem -- RNE,
-   the subnormal grid, the flush-to-zero count and the amax, the same operations lane by lane; a
-   block with any other lane goes through fq_elem.  Returns the first index not done. */
-static inline __attribute__((always_inline)) size_t fq_block16(float *y, const float *x, size_t c0, size_t c1,
-                                                               const float *cs, const float *csi, float rs, float rsi,
-                                                               float s, float si, fl_format fmt, int nosat, int unit,
-                                                               int col, int g240, fq_acc *A)
-{
-    const int e4 = fmt == FL_FMT_E4M3, bf = fmt == FL_FMT_BF16;
-    const uint32_t sh = bf ? 16 : e4 ? 20 : 21;
-    const __m512i nmin = _mm512_set1_epi32(e4 ? 0x3C800000 : 0x38800000);
-    const __m512i maxb = _mm512_set1_epi32(bf ? 0x7F7F0000 : e4 ? (g240 ? 0x43700000 : 0x43E00000) : 0x47600000);
-    const __m512 sub = _mm512_set1_ps(e4 ? 0x1p9f : 0x1p16f), subi = _mm512_set1_ps(e4 ? 0x1p-9f : 0x1p-16f);
-    const __m512 two23 = _mm512_set1_ps(0x1p23f);
-    const __m512i half = _mm512_set1_epi32((int)((1u << (sh - 1)) - 1u)), mask = _mm512_set1_epi32((int)~((1u << sh) - 1u));
-    const __m512i one = _mm512_set1_epi32(1), absm = _mm512_set1_epi32(0x7FFFFFFF), zero = _mm512_setzero_si512();
-    const __m512 vrs = _mm512_set1_ps(rs), vrsi = _mm512_set1_ps(rsi), vs_ = _mm512_set1_ps(s), vsi = _mm512_set1_ps(si);
-    __m512i amb = _mm512_set1_epi32((int)A->amb);
-    uint32_t ftz = 0;
-    size_t c = c0;
-    for (; c + 16 <= c1; c += 16) {
-        const __m512 xl = _mm512_loadu_ps(x + c);
-        const __m512 x0 = unit ? xl : _mm512_mul_ps(xl, vrs);
-        const __m512 xv = col ? _mm512_mul_ps(x0, _mm512_loadu_ps(cs + c)) : x0;
-        const __m512 v = unit == 1 ? xv : _mm512_mul_ps(xv, vs_);
-        const __m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, absm);
-        if (_mm512_cmpgt_epu32_mask(a, maxb)) {
-            for (size_t l = 0; l < 16; l++)
-                fq_elem(y, x, c + l, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, g240, A);
-            continue;
-        }
-        const __m512i sg = _mm512_andnot_si512(absm, u);
-        const __m512i rn = _mm512_and_si512(
-            _mm512_add_epi32(_mm512_add_epi32(a, half), _mm512_and_si512(_mm512_srli_epi32(a, sh), one)), mask);
-        const __m512i axb = _mm512_and_si512(_mm512_castps_si512(xv), absm);
-        __m512i r0 = rn;
-        /* A flushed lane rounds to 0 from a nonzero x: only on the subnormal grid (e4m3/e5m2; a
-           normal lane rounds to at least the smallest normal) or, for bf16, from below 2^-133. */
-        int subn = bf;
-        if (!bf) {
-            const __mmask16 mn = _mm512_cmpge_epu32_mask(a, nmin);
-            if (mn != 0xFFFF) { /* some lane below the smallest normal */
-                const __m512 vsb = _mm512_mul_ps(_mm512_castsi512_ps(a), sub);
-                const __m512 rsub = _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(vsb, two23), two23), subi);
-                r0 = _mm512_mask_blend_epi32(mn, _mm512_castps_si512(rsub), rn);
-                subn = 1;
-            }
-        }
-        if (subn)
-            ftz += (uint32_t)__builtin_popcount(_mm512_cmpeq_epi32_mask(r0, zero) & _mm512_cmpneq_epi32_mask(axb, zero));
-        __m512 q = _mm512_castsi512_ps(_mm512_or_si512(r0, sg));
-        if (unit == 0)
-            q = _mm512_mul_ps(_mm512_mul_ps(q, vsi), vrsi);
-        else if (unit == 2)
-            q = _mm512_mul_ps(q, vsi);
-        if (col)
-            q = _mm512_mul_ps(q, _mm512_loadu_ps(csi + c));
-        _mm512_storeu_ps(y + c, q);
-        amb = _mm512_max_epu32(amb, axb);
-    }
-    const uint32_t vm = (uint32_t)_mm512_reduce_max_epu32(amb); /* and fq_elem's, of the other blocks */
-    A->amb = vm > A->amb ? vm : A->amb;
-    A->ftz += ftz;
-    return c;
-}
-#endif
-
-static inline __attribute__((always_inline)) float fq_span_body(float *y, const float *x, size_t n,
-                                                                 const float *cs, const float *csi, float rs,
-                                                                 float rsi, float s, float si, fl_format fmt,
-                                                                 int nosat, fq_cnt *k, double *m2, double *m4,
-                                                                 int unit, int col, int g240)
-{
-    /* Accumulators: integer counts and the maximum of bit patterns (ordered like the values for
-       non-negative floats; NaN patterns excluded), so a vectorised loop's lanes give the
-       sequential loop's results exactly.  The counts run in 32 bits over chunks of 2^20 elements. */
-    fq_acc A = { 0, 0, 0, 0, 0, 0 };
-    uint64_t sat = 0, clip = 0, ovfc = 0, ftz = 0, nan_in = 0;
-    for (size_t c0 = 0; c0 < n; c0 += (size_t)1 << 20) {
-        const size_t c1 = n - c0 < ((size_t)1 << 20) ? n : c0 + ((size_t)1 << 20);
-        A.sat = A.clip = A.ovfc = A.ftz = A.nan_in = 0;
-        size_t c = c0;
-#if defined(__AVX512F__)
-        c = fq_block16(y, x, c0, c1, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, g240, &A);
-#endif
-        for (; c < c1; c++)
-            fq_elem(y, x, c, cs, csi, rs, rsi, s, si, fmt, nosat, unit, col, g240, &A);
-        sat += A.sat;
-        clip += A.clip;
-        ovfc += A.ovfc;
-        ftz += A.ftz;
-        nan_in += A.nan_in;
-    }
-    const float am = fl_f32_from_bits(A.amb);
-    if (m2) {
-        double s2 = 0.0, s4 = 0.0;
-        for (size_t c = 0; c < n; c++) {
-            const float x0 = unit ? x[c] : x[c] * rs;
-            const float xv = col ? x0 * cs[c] : x0;
-            if ((fl_f32_bits(unit == 1 ? xv : xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) { /* fq_elem's !isn */
-                const double d2 = (double)xv * xv;
-                s2 += d2;
-                s4 += d2 * d2;
-            }
-        }
-        *m2 += s2;
-        *m4 += s4;
-    }
-    k->sat += sat;
-    k->clip += clip;
-    if (fmt == FL_FMT_E4M3)
-        k->nan_out += ovfc;
-    else
-        k->inf_out += ovfc;
-    k->ftz += ftz;
-    k->nan_in += nan_in;
-    return am;
-}
-
-/* The body compiled once per format (the constant folds the format's selections away), for bf16
-   once more without the unit scales that every bf16 site has, for e4m3/e5m2 once more without row
-   smoothing, and with column smoothing (cs, csi: Smooth-SwiGLU's per-channel scales at the down
-   projection's input, e4m3 or bf16); Gaudi2's e4m3 (paper-gaudi2) the same three ways as e4m3. */
-#define FQ_VARIANT(name, fmt, unit, col, g240)                                                          \
-    __attribute__((noinline)) static float name(float *y, const float *x, size_t n, const float *cs,   \
-                                                const float *csi, float rs, float rsi, float s, float si, \
-                                                int nosat, fq_cnt *k, double *m2, double *m4)            \
-    {                                                                                                    \
-        return fq_span_body(y, x, n, cs, csi, rs, rsi, s, si, fmt, nosat, k, m2, m4, unit, col, g240);   \
-    }
-FQ_VARIANT(fq_span_e4m3, FL_FMT_E4M3, 0, 0, 0)
-FQ_VARIANT(fq_span_e5m2, FL_FMT_E5M2, 0, 0, 0)
-FQ_VARIANT(fq_span_bf16, FL_FMT_BF16, 0, 0, 0)
-FQ_VARIANT(fq_span_bf16_unit, FL_FMT_BF16, 1, 0, 0)
-FQ_VARIANT(fq_span_e4m3_r1, FL_FMT_E4M3, 2, 0, 0)
-FQ_VARIANT(fq_span_e5m2_r1, FL_FMT_E5M2, 2, 0, 0)
-FQ_VARIANT(fq_span_e4m3_col, FL_FMT_E4M3, 0, 1, 0)
-FQ_VARIANT(fq_span_bf16_col, FL_FMT_BF16, 0, 1, 0)
-FQ_VARIANT(fq_span_g240, FL_FMT_E4M3, 0, 0, 1)
-FQ_VARIANT(fq_span_g240_r1, FL_FMT_E4M3, 2, 0, 1)
-FQ_VARIANT(fq_span_g240_col, FL_FMT_E4M3, 0, 1, 1)
-#undef FQ_VARIANT
-
-/* cs/csi: column smoothing or NULL; not for e5m2 (no smoothed site casts to it).  g240: fmt is e4m3,
-   cast as Gaudi2's e4m3, saturating. */
-static float fq_span_fast(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs, float rsi,
-                          float s, float si, fl_format fmt, int g240, int nosat, fq_cnt *k, double *m2, double *m4)
-{
-    const int r1 = rs == 1.0f && rsi == 1.0f; /* no row smoothing */
-    if (fmt == FL_FMT_E4M3 && g240)
-        return (cs ? fq_span_g240_col : r1 ? fq_span_g240_r1 : fq_span_g240)(y, x, n, cs, csi, rs, rsi, s, si, 0, k, m2, m4);
-    if (fmt == FL_FMT_E4M3)
-        return (cs ? fq_span_e4m3_col : r1 ? fq_span_e4m3_r1 : fq_span_e4m3)(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
-    if (fmt == FL_FMT_E5M2)
-        return (r1 ? fq_span_e5m2_r1 : fq_span_e5m2)(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
-    if (cs)
-        return fq_span_bf16_col(y, x, n, cs, csi, rs, rsi, s, si, nosat, k, m2, m4);
-    if (rs == 1.0f && rsi == 1.0f && s == 1.0f && si == 1.0f)
-        return fq_span_bf16_unit(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
-    return fq_span_bf16(y, x, n, NULL, NULL, rs, rsi, s, si, nosat, k, m2, m4);
-}
-
-/* Fake-quantize a span: y[c] = decode(encode(x[c] * cs[c] * rs * s)) * si * csi[c] * rsi, counting.
-   cs/csi: per-column smoothing (or NULL), rs/rsi: per-row smoothing (1 when none).  gd: the format
-   as a descriptor for the generic encoder instead of fmt (Gaudi2's e4m3), or NULL.  Returns the
-   amax of x * cs * rs (the tensor entering the cast); moments of the same into m2/m4. */
-static float fq_span(float *y, const float *x, size_t n, const float *cs, const float *csi, float rs,
-                     float rsi, float s, float si, fl_format fmt, const fl_format_desc *gd, int nosat, float fmax,
-                     float bound, int ties_ovf, fq_cnt *k, double *m2, double *m4)
-{
-    float am = 0.0f;
-    for (size_t c = 0; c < n; c++) {
-        float xv = x[c] * rs;
-        if (cs)
-            xv = xv * cs[c];
-        const float v = xv * s;
-        const uint32_t u = fl_f32_bits(v);
-        float dq;
-        if (gd)
-            dq = fl_decode_f32(gd, fl_encode_f32_bits(gd, u, FL_RND_NE, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0));
-        else if (fmt == FL_FMT_E4M3)
-            dq = dec_e4m3[enc_e4m3(u, nosat)];
-        else if (fmt == FL_FMT_E5M2)
-            dq = dec_e5m2[enc_e5m2(u, nosat)];
-        else if (fmt == FL_FMT_BF16)
-            dq = fl_f32_from_bits(enc_bf16(u) << 16);
-        else
-            dq = fl_decode(fmt, fl_encode_f32_bits(fl_format_get(fmt), u, FL_RND_NE,
-                                                   nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0));
-        float out = dq * si * rsi;
-        if (csi)
-            out = out * csi[c];
-        y[c] = out;
-        if (xv != xv) {
-            k->nan_in++;
-            continue;
-        }
-        const float ax = fabsf(xv), av = fabsf(v);
-        if (ax > am)
-            am = ax;
-        if (m2) {
-            const double d2 = (double)xv * xv;
-            *m2 += d2;
-            *m4 += d2 * d2;
-        }
-        if (av > fmax) { /* includes +-Inf inputs */
-            k->sat++;
-            if (av > bound || (ties_ovf && av == bound))
-                k->clip++;
-        }
-        if (dq != dq)
-            k->nan_out++;
-        else if (isinf(dq) && !isinf(xv))
-            k->inf_out++;
-        else if (dq == 0.0f && xv != 0.0f)
-            k->ftz++;
-    }
-    return am;
-}
-
-/* One element of fq_span_sr (index c): the project's one rounding routine, fl_encode_f32_bits with
-   FL_RND_SR and the random bits fl_sr_bits(key, idx0 + c) (numerics/fl_round.h; the format's descriptor
-   a constant, as in numerics/convert.c's SR loops), decoded through the e5m2 table. */
-static inline void fq_elem_sr(float *y, const float *x, size_t c, float rs, float rsi, float s, float si, int nosat,
-                              uint64_t key, uint64_t idx0, fq_cnt *k, float *am)
-{
-    static const fl_format_desc e5m2 = FL_DESC_E5M2;
-    const float xv = x[c] * rs, v = xv * s;
-    const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu;
-    const uint32_t code = fl_encode_f32_bits(&e5m2, u, FL_RND_SR, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE,
-                                             fl_sr_bits(key, idx0 + c));
-    const float q = dec_e5m2[code];
-    y[c] = q * si * rsi;
-    if (a > 0x7F800000u) {
-        k->nan_in++;
-        return;
-    }
-    if (a > 0x47600000u) { /* above 57344, Inf inputs included */
-        k->sat++;
-        k->clip++;
-    }
-    k->inf_out += (uint64_t)(isinf(q) && a != 0x7F800000u);
-    k->ftz += (uint64_t)(q == 0.0f && a != 0);
-    const float ax = fabsf(xv);
-    if (ax > *am)
-        *am = ax;
-}
-
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-/* fl_mix64 of eight 64-bit lanes. */
-static inline __m512i mix64_x8(__m512i z)
-{
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ull));
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64((long long)0x94D049BB133111EBull));
-    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-}
-
-/* fl_sr_bits(key, i) for i = i0 .. i0 + 15, as sixteen 32-bit lanes. */
-static inline __m512i sr_bits16(uint64_t key, uint64_t i0)
-{
-    const __m512i g = _mm512_set1_epi64((long long)FL_GOLDEN64);
-    const __m512i base = _mm512_set1_epi64((long long)(key + (i0 + 1) * FL_GOLDEN64));
-    const __m512i z0 = _mm512_add_epi64(base, _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), g));
-    const __m512i z1 = _mm512_add_epi64(base, _mm512_mullo_epi64(_mm512_set_epi64(15, 14, 13, 12, 11, 10, 9, 8), g));
-    const __m256i r0 = _mm512_cvtepi64_epi32(_mm512_srli_epi64(mix64_x8(z0), 32));
-    const __m256i r1 = _mm512_cvtepi64_epi32(_mm512_srli_epi64(mix64_x8(z1), 32));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
-}
-#endif
-
-/* The stochastic-rounding e5m2 cast of a span (the dY casts with cfg.grad_sr): y[c] =
-   SR(x[c] * rs * s) * si * rsi, element idx0 + c of the tensor drawing fl_sr_bits(key, idx0 + c), so
-   the bits depend on (seed, step, site, element) only: not on threads or timing.
-   Overflow: saturate to 57344, or Inf (nosat).  Counts and moments as fq_span; every element above
-   the largest finite value counts as saturated and clipped.  Returns the amax of x * rs.  Sixteen
-   elements at a time where AVX-512 DQ is available: a block whose lanes are all zero or in e5m2's
-   normal range up to 57344 (the common case: no subnormal, overflow or NaN) rounds in the vector
-   lanes -- FL_RND_SR for 21 discarded bits: frac32 = the dropped bits << 11, up iff frac32 + rbits
-   carries out of 32 bits -- and any other block goes through fq_elem_sr. */
-static float fq_span_sr(float *y, const float *x, size_t n, float rs, float rsi, float s, float si, int nosat,
-                        uint64_t key, uint64_t idx0, fq_cnt *k, double *m2, double *m4)
-{
-    if (m2) /* moments first, in order: the cast may write over x */
-        for (size_t c = 0; c < n; c++) {
-            const float xv = x[c] * rs;
-            if ((fl_f32_bits(xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) {
-                const double d2 = (double)xv * xv;
-                *m2 += d2;
-                *m4 += d2 * d2;
-            }
-        }
-    float am = 0.0f;
-    size_t c = 0;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-    const __m512 vrs = _mm512_set1_ps(rs), vs = _mm512_set1_ps(s), vsi = _mm512_set1_ps(si), vrsi = _mm512_set1_ps(rsi);
-    const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF), nmin = _mm512_set1_epi32(0x38800000),
-                  maxb = _mm512_set1_epi32(0x47600000), low = _mm512_set1_epi32(0x1FFFFF), step = _mm512_set1_epi32(1 << 21);
-    __m512 vam = _mm512_setzero_ps();
-    for (; c + 16 <= n; c += 16) {
-        const __m512 xv = _mm512_mul_ps(_mm512_loadu_ps(x + c), vrs), v = _mm512_mul_ps(xv, vs);
-        const __m512i u = _mm512_castps_si512(v), a = _mm512_and_si512(u, absm);
-        const __mmask16 ok = (_mm512_cmpge_epu32_mask(a, nmin) | _mm512_cmpeq_epi32_mask(a, _mm512_setzero_si512())) &
-                             _mm512_cmple_epu32_mask(a, maxb);
-        if (ok != 0xFFFF) {
-            for (size_t l = 0; l < 16; l++)
-                fq_elem_sr(y, x, c + l, rs, rsi, s, si, nosat, key, idx0, k, &am);
-            continue;
-        }
-        const __m512i frac32 = _mm512_slli_epi32(_mm512_and_si512(a, low), 11);
-        const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_add_epi32(frac32, sr_bits16(key, idx0 + c)), frac32);
-        const __m512i ra = _mm512_mask_add_epi32(_mm512_andnot_si512(low, a), up, _mm512_andnot_si512(low, a), step);
-        const __m512 q = _mm512_castsi512_ps(_mm512_or_si512(ra, _mm512_andnot_si512(absm, u)));
-        _mm512_storeu_ps(y + c, _mm512_mul_ps(_mm512_mul_ps(q, vsi), vrsi));
-        vam = _mm512_max_ps(vam, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absm)));
-    }
-    const float vmax = _mm512_reduce_max_ps(vam);
-    am = vmax > am ? vmax : am;
-#endif
-    for (; c < n; c++)
-        fq_elem_sr(y, x, c, rs, rsi, s, si, nosat, key, idx0, k, &am);
-    return am;
-}
-
 static int log2_exact(size_t b)
 {
     int k = 0;
@@ -828,99 +350,9 @@ static int log2_exact(size_t b)
     return k;
 }
 
-/* Moments of the rows of a cast without column smoothing: rm[2i], rm[2i+1] = the sums over c in
-   order of d2 = (double) xv^2 and d2^2, xv = x[i][c] * rs_i, over the elements whose v = xv * s_i is
-   not NaN -- fq_span_body's moment pass, row by row (rs = NULL: 1; s_i = bs[i / br]).  Eight rows
-   at a time run in the lanes of one vector: an 8x8 block is transposed in registers, so that each
-   column is one masked vector addition per sum (a NaN lane adds nothing: s2 and s4 start at +0 and
-   only grow, so skipping is the sequential loop's "continue"). */
-static void moments_row(double *rm, const float *x, size_t C, float rs, float s)
-{
-    double s2 = 0.0, s4 = 0.0;
-    for (size_t c = 0; c < C; c++) {
-        const float xv = x[c] * rs;
-        if ((fl_f32_bits(xv * s) & 0x7FFFFFFFu) <= 0x7F800000u) {
-            const double d2 = (double)xv * xv;
-            s2 += d2;
-            s4 += d2 * d2;
-        }
-    }
-    rm[0] = s2;
-    rm[1] = s4;
-}
-
-static void moments_rows(double *rm, const float *x, size_t R, size_t C, const float *rs, const float *bs, size_t br)
-{
-    size_t g8 = 0;
-#if defined(__AVX512F__) && defined(__AVX512VL__)
-    g8 = R / 8;
-#pragma omp parallel for schedule(static)
-    for (size_t g = 0; g < g8; g++) {
-        const size_t i0 = g * 8;
-        float rsv[8], sv[8];
-        for (int r = 0; r < 8; r++) {
-            rsv[r] = rs ? rs[i0 + r] : 1.0f;
-            sv[r] = bs[(i0 + r) / br];
-        }
-        const __m256 vrs = _mm256_loadu_ps(rsv), vs = _mm256_loadu_ps(sv);
-        const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), infb = _mm256_set1_epi32(0x7F800000);
-        __m512d s2 = _mm512_setzero_pd(), s4 = _mm512_setzero_pd();
-        const float *xr = x + i0 * C;
-#define MOM_COL(col)                                                                                 \
-    do {                                                                                             \
-        const __m256 x0 = _mm256_mul_ps((col), vrs);                                                 \
-        const __m256i vb = _mm256_and_si256(_mm256_castps_si256(_mm256_mul_ps(x0, vs)), absm);       \
-        const __mmask8 ok = _mm256_cmple_epu32_mask(vb, infb);                                       \
-        const __m512d d = _mm512_cvtps_pd(x0), d2 = _mm512_mul_pd(d, d);                             \
-        s2 = _mm512_mask_add_pd(s2, ok, s2, d2);                                                     \
-        s4 = _mm512_mask_add_pd(s4, ok, s4, _mm512_mul_pd(d2, d2));                                  \
-    } while (0)
-        size_t c = 0;
-        for (; c + 8 <= C; c += 8) {
-            __m256 a[8];
-            for (int r = 0; r < 8; r++)
-                a[r] = _mm256_loadu_ps(xr + (size_t)r * C + c);
-            const __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
-            const __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
-            const __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
-            const __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
-            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-            const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-            const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-            MOM_COL(_mm256_permute2f128_ps(u0, u4, 0x20)); /* column c: lane r = row r */
-            MOM_COL(_mm256_permute2f128_ps(u1, u5, 0x20));
-            MOM_COL(_mm256_permute2f128_ps(u2, u6, 0x20));
-            MOM_COL(_mm256_permute2f128_ps(u3, u7, 0x20));
-            MOM_COL(_mm256_permute2f128_ps(u0, u4, 0x31));
-            MOM_COL(_mm256_permute2f128_ps(u1, u5, 0x31));
-            MOM_COL(_mm256_permute2f128_ps(u2, u6, 0x31));
-            MOM_COL(_mm256_permute2f128_ps(u3, u7, 0x31));
-        }
-        for (; c < C; c++) {
-            float v[8];
-            for (int r = 0; r < 8; r++)
-                v[r] = xr[(size_t)r * C + c];
-            MOM_COL(_mm256_loadu_ps(v));
-        }
-#undef MOM_COL
-        double o2[8], o4[8];
-        _mm512_storeu_pd(o2, s2);
-        _mm512_storeu_pd(o4, s4);
-        for (int r = 0; r < 8; r++) {
-            rm[2 * (i0 + r)] = o2[r];
-            rm[2 * (i0 + r) + 1] = o4[r];
-        }
-    }
-    g8 *= 8;
-#endif
-    for (size_t i = g8; i < R; i++)
-        moments_row(rm + 2 * i, x + i * C, C, rs ? rs[i] : 1.0f, bs[i / br]);
-}
-
 void fl_recipe_row_moments(double *rm, const float *x, size_t R, size_t C, const float *rs, const float *s)
 {
-    moments_rows(rm, x, R, C, rs, s, 1);
+    fl_cast_row_moments(rm, x, R, C, rs, s, 1);
 }
 
 /* The smoothing scale: the kernels' rule (kernels/activations.h), 2^-ceil(log2 amax). */
@@ -1069,76 +501,60 @@ static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, c
     }
 }
 
-/* What a cast quantises to and how the slow loop counts its overflows; sr: stochastic rounding
-   (e5m2 with a per-tensor scale) from the stream key; g240: fmt is e4m3, cast as Gaudi2's e4m3. */
+/* What the casts counted (summed over OpenMP threads: integers, the order does not matter), and
+   the amax of the tensor entering the cast. */
+#pragma omp declare reduction(cnt_add : fl_cast_counts : fl_cast_counts_add(&omp_out, &omp_in)) \
+    initializer(omp_priv = (fl_cast_counts){ 0 })
 typedef struct {
-    int fmt, nosat, ties_ovf, sr, g240;
-    float fmax, bound;
-    uint64_t key;
-} cast_format;
-
-/* What the quantisation loop counted, and the amax of the tensor entering the cast. */
-typedef struct {
-    fq_cnt tot;
+    fl_cast_counts tot;
     float amax;
 } cast_counts;
 
-/* Quantize y = cast(x), counting; moments per row into rm (2R doubles, NULL without moments), the
-   fixed order of the final sum. */
-static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, size_t R, size_t C,
-                                 const cast_grid *g, const cast_smoothing *sm, const cast_format *cf, double *rm)
+/* Quantize y = cast(x) through the cast engine (numerics/cast.h), span by span: one span per row
+   and block of columns, or, with a single scale and no smoothing, one contiguous chunk per thread
+   (counts and the amax do not depend on the cut).  Moments per row into rm (2R doubles, NULL
+   without moments), the fixed order of the final sum: by groups of rows after the cast
+   (fl_cast_row_moments) where a row has one scale and no column smoothing, else inside the span. */
+static cast_counts cast_quantize(float *y, const float *x, size_t R, size_t C, const cast_grid *g,
+                                 const cast_smoothing *sm, const fl_cast_fmt *cf, double *rm)
 {
     const size_t n = R * C, br = g->br, nbr = g->nbr, nbc = g->nbc;
-    const int cshift = g->cshift, fmt = cf->fmt, nosat = cf->nosat, mom = rm != NULL, g240 = cf->g240;
-    static const fl_format_desc gaudi2 = FL_DESC_E4M3_GAUDI2;
-    const fl_format_desc *gd = g240 ? &gaudi2 : NULL;
+    const int cshift = g->cshift, mom = rm != NULL;
     const float *bs = g->bs, *bsi = g->bsi;
     const float *col_s = sm->col_s, *col_si = sm->col_si, *row_s = sm->row_s, *row_si = sm->row_si;
-    fq_cnt tot = { 0 };
+    fl_cast_counts tot = { 0 };
     float amax = 0.0f;
     const size_t span = g->bc < C ? g->bc : C;
-    const int fast = !cf->sr && !r->slow_cast && (fmt == FL_FMT_E4M3 || fmt == FL_FMT_BF16 || (fmt == FL_FMT_E5M2 && !col_s));
-    /* moments by groups of rows after the cast (moments_rows) where a row has one scale and no
-       column smoothing; else inside the row loop */
+    const int fast = !cf->sr && !cf->reference;
     const int gmom = mom && fast && !col_s && nbc == 1;
     if (fast && (!mom || gmom) && !row_s && !col_s && nbr * nbc == 1) {
-        /* One scale: the tensor is one span, cut into contiguous chunks (one per thread) instead of
-           rows.  Counts and the amax do not depend on the cut. */
         const int nt = omp_get_max_threads();
-#pragma omp parallel for schedule(static) reduction(fq_add : tot) reduction(max : amax)
+        const fl_cast_scales sc = { 1.0f, 1.0f, bs[0], bsi[0], NULL, NULL, 0 };
+#pragma omp parallel for schedule(static) reduction(cnt_add : tot) reduction(max : amax)
         for (int ch = 0; ch < nt; ch++) {
             const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
-            fq_cnt k = { 0 };
+            fl_cast_counts k = { 0 };
             if (i1 > i0) {
-                const float a = fq_span_fast(y + i0, x + i0, i1 - i0, NULL, NULL, 1.0f, 1.0f, bs[0], bsi[0],
-                                             (fl_format)fmt, g240, nosat, &k, NULL, NULL);
+                const float a = fl_cast_fq_span(y + i0, x + i0, i1 - i0, cf, &sc, &k, NULL, NULL);
                 if (a > amax)
                     amax = a;
             }
-            fq_cnt_add(&tot, &k);
+            fl_cast_counts_add(&tot, &k);
         }
     } else {
-        const float fmax = cf->fmax, bound = cf->bound;
-        const int ties_ovf = cf->ties_ovf;
-#pragma omp parallel for schedule(static) reduction(fq_add : tot) reduction(max : amax)
+#pragma omp parallel for schedule(static) reduction(cnt_add : tot) reduction(max : amax)
         for (size_t i = 0; i < R; i++) {
-            fq_cnt k = { 0 };
+            fl_cast_counts k = { 0 };
             const float *srow = bs + (i / br) * nbc, *sirow = bsi + (i / br) * nbc;
             double m2 = 0.0, m4 = 0.0;
             float am = 0.0f;
-            const float rs = row_s ? row_s[i] : 1.0f, rsi = row_si ? row_si[i] : 1.0f;
             for (size_t c0 = 0; c0 < C; c0 += span) {
                 const size_t nn = C - c0 < span ? C - c0 : span;
                 const size_t b = (nbr * nbc) > 1 ? (c0 >> cshift) : 0;
-                const float a =
-                    cf->sr ? fq_span_sr(y + i * C + c0, x + i * C + c0, nn, rs, rsi, srow[b], sirow[b], nosat, cf->key,
-                                        (uint64_t)(i * C + c0), &k, mom ? &m2 : NULL, &m4)
-                    : fast ? fq_span_fast(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
-                                        col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt,
-                                        g240, nosat, &k, mom && !gmom ? &m2 : NULL, &m4)
-                         : fq_span(y + i * C + c0, x + i * C + c0, nn, col_s ? col_s + c0 : NULL,
-                                   col_si ? col_si + c0 : NULL, rs, rsi, srow[b], sirow[b], (fl_format)fmt, gd, nosat,
-                                   fmax, bound, ties_ovf, &k, mom ? &m2 : NULL, &m4);
+                const fl_cast_scales sc = { row_s ? row_s[i] : 1.0f, row_si ? row_si[i] : 1.0f, srow[b], sirow[b],
+                                            col_s ? col_s + c0 : NULL, col_si ? col_si + c0 : NULL, (uint64_t)(i * C + c0) };
+                const float a = fl_cast_fq_span(y + i * C + c0, x + i * C + c0, nn, cf, &sc, &k,
+                                                mom && !gmom ? &m2 : NULL, &m4);
                 if (a > am)
                     am = a;
             }
@@ -1148,11 +564,11 @@ static cast_counts cast_quantize(const fl_recipe *r, float *y, const float *x, s
             }
             if (am > amax)
                 amax = am;
-            fq_cnt_add(&tot, &k);
+            fl_cast_counts_add(&tot, &k);
         }
     }
     if (gmom)
-        moments_rows(rm, x, R, C, row_s, bs, br);
+        fl_cast_row_moments(rm, x, R, C, row_s, bs, br);
     return (cast_counts){ tot, amax };
 }
 
@@ -1181,29 +597,15 @@ static void cast_record_stats(fl_site *site, const cast_counts *k, size_t R, siz
     }
 }
 
-/* The clip mass of a per-tensor-scaled cast that saturated (recipe.h, fl_cast_stats.clip_mass): one
-   sequential pass in double over x, the order fixed.  xv = x * rs * cs as the cast saw it, v = xv * s;
-   beyond the largest finite value fmax the excess is |xv| - fmax / s, in x's units through the
-   smoothing (the value rounds or saturates to fmax); where a non-saturating cast produced NaN/Inf
-   (|v| beyond the RNE overflow boundary cf->bound, or at it when ties overflow) all of |x| is lost. */
-static double clip_mass(const float *x, size_t R, size_t C, float s, const cast_format *cf, const cast_smoothing *sm)
+/* The clip mass of a per-tensor-scaled cast that saturated (recipe.h, fl_cast_stats.clip_mass):
+   one sequential pass over x, row by row (fl_cast_clip_mass), the order fixed. */
+static double clip_mass(const float *x, size_t R, size_t C, float s, const fl_cast_fmt *cf, const cast_smoothing *sm)
 {
-    const double fmax = cf->fmax, bound = cf->bound;
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < R; i++) {
-        const float rs = sm->row_s ? sm->row_s[i] : 1.0f, rsi = sm->row_si ? sm->row_si[i] : 1.0f;
-        for (size_t c = 0; c < C; c++) {
-            const float x0 = x[i * C + c];
-            if (!isfinite(x0))
-                continue;
-            const float cs = sm->col_s ? sm->col_s[c] : 1.0f, csi = sm->col_si ? sm->col_si[c] : 1.0f;
-            const double ax = fabs((double)x0), av = fabs((double)(x0 * rs * cs * s));
-            den += ax;
-            if (cf->nosat && (av > bound || (cf->ties_ovf && av == bound)))
-                num += ax;
-            else if (av > fmax)
-                num += (av - fmax) / s * csi * rsi;
-        }
+        const fl_cast_scales sc = { sm->row_s ? sm->row_s[i] : 1.0f, sm->row_si ? sm->row_si[i] : 1.0f, s, 1.0f / s,
+                                    sm->col_s, sm->col_si, 0 };
+        fl_cast_clip_mass(x + i * C, C, cf, &sc, &num, &den);
     }
     return den > 0.0 ? num / den : 0.0;
 }
@@ -1216,32 +618,17 @@ uint64_t fl_recipe_sr_key(const fl_recipe *r, int site)
 /* max |x * rs * cs| over the non-NaN elements (the amax the cast will see). */
 static float xv_amax(const float *x, size_t R, size_t C, const cast_smoothing *sm)
 {
-    if (!sm->row_s && !sm->col_s) { /* the common case: the maximum of the magnitudes' bit patterns
-                                       (ordered like the values; NaN patterns excluded), vectorised */
+    if (!sm->row_s && !sm->col_s) { /* the common case: one chunk per thread */
         const size_t n = R * C;
         const int nt = omp_get_max_threads();
-        uint32_t mb = 0;
-#pragma omp parallel for schedule(static) reduction(max : mb)
+        float m = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : m)
         for (int ch = 0; ch < nt; ch++) {
-            size_t i = n * (size_t)ch / (size_t)nt;
-            const size_t i1 = n * (size_t)(ch + 1) / (size_t)nt;
-            uint32_t m = 0;
-#if defined(__AVX512F__)
-            const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
-            __m512i vm = _mm512_setzero_si512();
-            for (; i + 16 <= i1; i += 16) {
-                const __m512i b = _mm512_and_si512(_mm512_loadu_si512(x + i), absm);
-                vm = _mm512_mask_max_epu32(vm, _mm512_cmple_epu32_mask(b, inf), vm, b);
-            }
-            m = (uint32_t)_mm512_reduce_max_epu32(vm);
-#endif
-            for (; i < i1; i++) {
-                const uint32_t b = fl_f32_bits(x[i]) & 0x7FFFFFFFu, v = b <= 0x7F800000u ? b : 0u;
-                m = v > m ? v : m;
-            }
-            mb = m > mb ? m : mb;
+            const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
+            const float a = fl_cast_amax(x + i0, i1 - i0);
+            m = a > m ? a : m;
         }
-        return fl_f32_from_bits(mb);
+        return m;
     }
     float am = 0.0f;
 #pragma omp parallel for schedule(static) reduction(max : am)
@@ -1278,19 +665,13 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cast_grid_init(&g, scaling, site->role == FL_ROLE_W, transposed, R, C);
     cast_scales(r, site, scaling, &g, x, R, C, &smo, bwd);
 
-    cast_format cf;
-    cf.fmt = hp ? FL_FMT_BF16 : bwd ? FL_FMT_E5M2 : (int)site->fmt;
-    cf.g240 = !hp && !bwd && site->gaudi2;
-    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16 && !cf.g240; /* paper-gaudi2 saturates (r->cfg) */
-    cf.fmax = cf.g240 ? FL_GAUDI2_E4M3_MAX : (float)fl_format_max((fl_format)cf.fmt);
-    if (cf.g240) { /* 0x43780000 is 248.0f: 240 + half its ulp of 16; the tie goes to 256, i.e. overflows */
-        cf.bound = fl_f32_from_bits(0x43780000u);
-        cf.ties_ovf = 1;
-    } else {
-        cf.bound = (float)fl_format_rne_boundary((fl_format)cf.fmt, &cf.ties_ovf);
-    }
+    fl_cast_fmt cf = { 0 };
+    cf.fmt = hp ? FL_FMT_BF16 : bwd ? FL_FMT_E5M2 : (fl_format)site->fmt;
+    cf.gaudi2 = !hp && !bwd && site->gaudi2;
+    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16 && !cf.gaudi2; /* paper-gaudi2 saturates (r->cfg) */
     cf.sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf.fmt == FL_FMT_E5M2;
     cf.key = fl_recipe_sr_key(r, si_);
+    cf.reference = r->slow_cast;
     const int mom = r->moments && !transposed;
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
     /* The clip mass reads x before the cast (y may be x), when the cast will saturate: a per-tensor
@@ -1299,13 +680,13 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     if (!transposed) {
         if (scaling == FL_SCALING_DELAYED || scaling == FL_SCALING_TENSOR) {
             const float am = scaling == FL_SCALING_TENSOR ? site->amax_from : xv_amax(x, R, C, &smo);
-            if (am * g.one > cf.fmax)
+            if (am * g.one > fl_cast_fmax(&cf))
                 site->st.clip_mass = clip_mass(x, R, C, g.one, &cf, &smo);
         } else if (scaling != FL_SCALING_NONE) {
             site->st.clip_mass = NAN;
         }
     }
-    const cast_counts k = cast_quantize(r, y, x, R, C, &g, &smo, &cf, rm);
+    const cast_counts k = cast_quantize(y, x, R, C, &g, &smo, &cf, rm);
     cast_grid_free(&g);
     cast_record_stats(site, &k, R, C, transposed, rm);
     free(rm);

@@ -70,6 +70,7 @@
 #ifndef FL_RECIPE_H
 #define FL_RECIPE_H
 
+#include "cast.h"
 #include "scaling.h"
 
 #include <stdint.h>
@@ -96,11 +97,7 @@ int fl_recipe_is_fp8(fl_recipe_kind r);
    site overrides and stochastically rounded gradients. */
 int fl_recipe_per_tensor(fl_recipe_kind r);
 
-/* Gaudi2's e4m3 (paper-gaudi2): IEEE-style, bias 7, largest finite 0x77 = 2^7 x 1.875 = 240, 0x78 Inf,
-   0x79..0x7F NaN.  Below 240 its values are OCP e4m3's; the generic encoder of fl_round.h rounds into
-   it (RNE: 248, a tie between 240 and 256, overflows) and is the reference of the recipes' fast cast. */
-#define FL_DESC_E4M3_GAUDI2 { 8, 4, 3, 7, FL_SPEC_IEEE, 0x77u, 0x7Fu }
-#define FL_GAUDI2_E4M3_MAX 240.0f
+/* Gaudi2's e4m3 (paper-gaudi2) is FL_DESC_E4M3_GAUDI2 of numerics/cast.h. */
 
 /* The recipe's options (stored in checkpoints: fixed-width fields). */
 typedef struct {
@@ -187,7 +184,7 @@ typedef struct {
     int nsites;
     fl_site *sites;
     int moments;   /* 1: this step is a telemetry step; casts accumulate sum2/sum4 */
-    int slow_cast; /* 1: always the table-driven reference loop (tests compare the two) */
+    int slow_cast; /* 1: the cast engine's reference loop (fl_cast_fmt.reference; tests compare the two) */
     int hp_phase;  /* 1: this step casts every FP8 site to bf16 (cfg.fp8_start); delayed sites record amax */
     uint64_t step;    /* the step being computed (the stochastic-rounding streams are functions of it) */
     uint64_t sr_seed; /* the seed of the stochastic-rounding streams (the run's seed) */
@@ -236,14 +233,8 @@ void fl_recipe_state_save(const fl_recipe *r, unsigned char *buf);
 /* Returns NULL on success, else a description of what is wrong. */
 const char *fl_recipe_state_load(fl_recipe *r, const unsigned char *buf, size_t n);
 
-/* The recipes' encoder: RNE of x into bf16 / e4m3 / e5m2 (fast paths, equal to fl_encode_f32_bits;
-   nosat: the non-saturating cast), any other format through fl_encode_f32_bits. */
-uint32_t fl_recipe_encode(fl_format f, float x, int nosat);
-
-/* The moments a telemetry step's cast collects, per row (exported for tests): rm[2i], rm[2i+1] =
-   sum over c ascending of d2 = (double) xv^2 and of d2^2, xv = x[i][c] * rs[i] (rs NULL: 1), over
-   the elements whose xv * s[i] is not NaN.  Rows go eight at a time in vector lanes where AVX-512
-   is available; the sums are those of the sequential loop, bit for bit. */
+/* The moments a telemetry step's cast collects, per row (exported for tests): fl_cast_row_moments
+   with one row per scale s[i]. */
 void fl_recipe_row_moments(double *rm, const float *x, size_t R, size_t C, const float *rs, const float *s);
 
 /* The amax the current delayed scale came from (history max, or the most recent amax). */
