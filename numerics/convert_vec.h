@@ -43,7 +43,15 @@ VTARGET static inline __attribute__((always_inline)) CV(vu)
        bf16 shares float32's exponent range, so this is every finite bf16 result. */
     CV(vu) code = ((a + ((1u << (S0 - 1)) - 1u) + ((a >> S0) & 1u)) >> S0) - cv_rebias(d);
     const CV(vu) small = (CV(vu))(a < cv_nmin(d));
-    if (sr || CV(any)(small)) {
+    const int any_small = CV(any)(small);
+    if (sr && !any_small) {
+        /* SR with every lane at or above the target's smallest normal (bf16: every lane): the
+           discarded bits are a's low S0 bits, as a 32-bit fraction frac << (32 - S0); up iff
+           frac + rb carries out of 32 bits.  Lanes beyond the largest value, Inf and NaN are
+           settled by the clamp and the NaN select below, as in the general code. */
+        const CV(vu) frac = (a & ((1u << S0) - 1u)) << (32 - S0);
+        code = (a >> S0) + ((CV(vu))((frac + rb) < frac) & 1u) - cv_rebias(d);
+    } else if (sr || any_small) {
         /* the general lane code: s = 23 - M discarded bits, more below the target's normal range */
         const CV(vu) fe = a >> 23;
         const CV(vu) nz = (CV(vu))(fe != 0);
