@@ -18,13 +18,24 @@ const char *fl_smooth_axis_name(fl_smooth_axis a)
 /* ---- the fp32 fast path ----------------------------------------------------------------------- *
  * When every operand is fp32 (the training harness), the loops below run instead of the per-element
  * format switch.  They compute exactly the operations of activations.h's element functions, written
- * without early returns so that the compiler vectorises them: every branch of fl_expf_hd / fl_silu_f32
- * / fl_silu_grad_f32 is evaluated and the right one selected (the tail g < FL_SILU_TAIL_X of
- * fl_swiglu_f32 / fl_swiglu_grad_f32 included, from the same exp reduction), which gives the same bits
- * (each branch is a deterministic IEEE expression; the selects only pick).  Division and fma are the same
+ * without early returns and with the selects as bit masks (sw_sel), so that the compiler vectorises them
+ * at AVX2 as well as at AVX-512: every branch of fl_expf_hd / fl_silu_f32 / fl_silu_grad_f32 is
+ * evaluated and the right one selected (the tail g < FL_SILU_TAIL_X of fl_swiglu_f32 /
+ * fl_swiglu_grad_f32 included, from the same exp reduction), which gives the same bits (each branch
+ * is a deterministic IEEE expression; the selects only pick).  Division and fma are the same
  * instructions in packed form.  The backward computes e = exp(-|g|) once for silu(g) and silu'(g)
  * (the element functions compute the same e twice).  tests/test_kernels_swiglu.c compares the twins
  * with the element functions bit for bit, specials included. */
+
+/* c ? a : b by a bit mask.  GCC may turn a ?: whose result feeds a floating-point operation into a
+   branch with the operation copied into both arms; under -ftrapping-math (the default) it then cannot
+   execute both arms, and vectorises the loop only with AVX-512's masked operations (not with AVX2:
+   "control flow in loop", measured with GCC 12 -march=haswell). */
+static inline float sw_sel(int c, float a, float b)
+{
+    const uint32_t m = 0u - (uint32_t)(c != 0);
+    return fl_f32_from_bits((fl_f32_bits(a) & m) | (fl_f32_bits(b) & ~m));
+}
 
 /* fl_expf_hd(a) for a = -|x| (a <= 0 or NaN: the x > FL_EXP_X_MAX branch cannot occur).  The
    reduction runs at ac = max(a, FL_SILU_TAIL_XMIN) and p, kf are handed out too: for x < FL_SILU_TAIL_X
@@ -32,7 +43,7 @@ const char *fl_smooth_axis_name(fl_smooth_axis a)
    value is selected away, so clamping at -200 instead of -104 changes no bit). */
 static inline float sw_exp_nonpos(float a, float *p_out, float *kf_out)
 {
-    const float ac = a >= FL_SILU_TAIL_XMIN ? a : FL_SILU_TAIL_XMIN; /* NaN too: any in-range value */
+    const float ac = sw_sel(a >= FL_SILU_TAIL_XMIN, a, FL_SILU_TAIL_XMIN); /* NaN too: any in-range value */
     float kf;
     const float p = fl_exp_reduce_hd(ac, &kf);
     const int k = (int)kf;
@@ -40,19 +51,15 @@ static inline float sw_exp_nonpos(float a, float *p_out, float *kf_out)
     const float v = (p * fl_pow2f(k1)) * fl_pow2f(k - k1);
     *p_out = p;
     *kf_out = kf;
-    const float inrange = a < FL_EXP_X_MIN ? 0.0f : v; /* selects one at a time: if-convertible */
-    return fl_isnanf(a) ? a + a : inrange;
+    return sw_sel(fl_isnanf(a), a + a, sw_sel(a < FL_EXP_X_MIN, 0.0f, v));
 }
 
 /* fl_silu_f32(x) for x >= FL_SILU_TAIL_X (or NaN) from e = exp(-|x|), d = 1 + e (the callers select
    the tail for x < FL_SILU_TAIL_X): x / d for x >= 0 or NaN, (x e) / d below.  The numerator is
-   selected (by a bit mask: GCC would otherwise sink the select below a division it then cannot
-   vectorise) before the one division, which divides the same operands as the branch taken. */
+   selected before the one division, which divides the same operands as the branch taken. */
 static inline float sw_silu_ed(float x, float e, float d)
 {
-    const uint32_t take_pos = 0u - (uint32_t)((x >= 0.0f) | fl_isnanf(x));
-    const float num = fl_f32_from_bits((fl_f32_bits(x) & take_pos) | (fl_f32_bits(x * e) & ~take_pos));
-    return fl_divf(num, d);
+    return fl_divf(sw_sel((x >= 0.0f) | fl_isnanf(x), x, x * e), d);
 }
 
 /* The main loops below compute the body (x = g * mg >= FL_SILU_TAIL_X, or NaN) in every lane and
@@ -93,10 +100,10 @@ static void swiglu_bwd_f32(float *restrict dg, float *restrict du, const float *
         const float d = 1.0f + e;
         const float one_over_d = fl_divf(1.0f, d), e_over_d = fl_divf(e, d);
         const int neg = x < 0.0f;
-        const float sg = neg ? e_over_d : one_over_d, sm = neg ? one_over_d : e_over_d;
+        const float sg = sw_sel(neg, e_over_d, one_over_d), sm = sw_sel(neg, one_over_d, e_over_d);
         const float gr = sg * fl_fmaf(x, sm, 1.0f);
-        const float infv = x > 0.0f ? 1.0f : -0.0f;
-        const float grad = fl_absf(x) == fl_f32_from_bits(0x7F800000u) ? infv : gr;
+        const float infv = sw_sel(x > 0.0f, 1.0f, -0.0f);
+        const float grad = sw_sel(fl_absf(x) == fl_f32_from_bits(0x7F800000u), infv, gr);
         const float w = dh * uu;
         dg[i] = (w * grad) * og;
         du[i] = (dh * sw_silu_ed(x, e, d)) * ou;

@@ -604,19 +604,40 @@ long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride)
 #define AT_KB 16
 #define AT_R 4
 
-typedef float at_v16 __attribute__((vector_size(64), aligned(4)));
+/* A block of AT_KB floats is AT_NV vectors of the build's width (GCC vector extensions): one with
+   AVX-512, two with AVX, four otherwise.  A vector type wider than the build's registers would be
+   lowered through memory.  Each lane is its own sum, so the width changes no bit.  Builds for
+   AVX-512 take two key blocks at a time in the score sums (4 R accumulators of the 32 registers);
+   the others one (the 16 registers of AVX2 hold 2 R). */
+#if defined(__AVX512F__)
+#define AT_VL 16
+#define AT_TWO 1
+#elif defined(__AVX__)
+#define AT_VL 8
+#define AT_TWO 0
+#else
+#define AT_VL 4
+#define AT_TWO 0
+#endif
+#define AT_NV (AT_KB / AT_VL)
 
-/* Stores the first n - j0 lanes (at most AT_KB) of a at s + j0; nothing when n <= j0. */
-static inline __attribute__((always_inline)) void attn_store(float *s, at_v16 a, size_t j0, size_t n)
+typedef float at_v __attribute__((vector_size(AT_VL * sizeof(float)), aligned(4)));
+
+#define AT_LOAD(p) (*(const at_v *)(p))
+#define AT_STORE(p, v) (*(at_v *)(p) = (v))
+
+/* Stores the first n - j0 lanes (at most AT_KB) of the block a at s + j0; nothing when n <= j0. */
+static inline __attribute__((always_inline)) void attn_store(float *s, const at_v *a, size_t j0, size_t n)
 {
     if (j0 + AT_KB <= n)
-        *(at_v16 *)(s + j0) = a;
+        for (int k = 0; k < AT_NV; k++)
+            AT_STORE(s + j0 + AT_VL * k, a[k]);
     else if (j0 < n)
 #if defined(__AVX512F__)
-        model_store_lanes(s + j0, (__m512)a, n - j0);
+        model_store_lanes(s + j0, (__m512)a[0], n - j0);
 #else
         for (size_t jj = 0; j0 + jj < n; jj++)
-            s[j0 + jj] = a[jj];
+            s[j0 + jj] = a[jj / AT_VL][jj % AT_VL];
 #endif
 }
 
@@ -638,12 +659,13 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
 #else
     (void)mx;
 #endif
+#if AT_TWO
     for (; j0 + AT_KB < nmax; j0 += 2 * AT_KB) { /* blocks j0 and j0 + AT_KB, both below Tp */
-        at_v16 a[AT_R][2];
+        at_v a[AT_R][2];
         for (int r = 0; r < R; r++)
-            a[r][0] = a[r][1] = (at_v16){ 0 };
+            a[r][0] = a[r][1] = (at_v){ 0 };
         for (size_t d = 0; d < hs; d++) {
-            const at_v16 k0 = *(const at_v16 *)(kt + d * Tp + j0), k1 = *(const at_v16 *)(kt + d * Tp + j0 + AT_KB);
+            const at_v k0 = AT_LOAD(kt + d * Tp + j0), k1 = AT_LOAD(kt + d * Tp + j0 + AT_KB);
             for (int r = 0; r < R; r++) {
                 a[r][0] += q[r * qs + d] * k0;
                 a[r][1] += q[r * qs + d] * k1;
@@ -654,8 +676,8 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
                 a[r][0] = a[r][0] * scale;
                 a[r][1] = a[r][1] * scale;
             }
-            attn_store(s + r * ss, a[r][0], j0, n0 + r);
-            attn_store(s + r * ss, a[r][1], j0 + AT_KB, n0 + r);
+            attn_store(s + r * ss, &a[r][0], j0, n0 + r);
+            attn_store(s + r * ss, &a[r][1], j0 + AT_KB, n0 + r);
 #if defined(__AVX512F__)
             if (mx) {
                 m[r] = model_attn_maxacc(m[r], (__m512)a[r][0], j0, n0 + r);
@@ -664,22 +686,26 @@ static inline __attribute__((always_inline)) void attn_scores(int R, float *s, s
 #endif
         }
     }
-    if (j0 < nmax) { /* one last block */
-        at_v16 a[AT_R];
+#endif
+    for (; j0 < nmax; j0 += AT_KB) { /* one block at a time (with AT_TWO: one last block) */
+        at_v a[AT_R][AT_NV];
         for (int r = 0; r < R; r++)
-            a[r] = (at_v16){ 0 };
-        for (size_t d = 0; d < hs; d++) {
-            const at_v16 k0 = *(const at_v16 *)(kt + d * Tp + j0);
-            for (int r = 0; r < R; r++)
-                a[r] += q[r * qs + d] * k0;
-        }
+            for (int k = 0; k < AT_NV; k++)
+                a[r][k] = (at_v){ 0 };
+        for (size_t d = 0; d < hs; d++)
+            for (int k = 0; k < AT_NV; k++) {
+                const at_v k0 = AT_LOAD(kt + d * Tp + j0 + AT_VL * k);
+                for (int r = 0; r < R; r++)
+                    a[r][k] += q[r * qs + d] * k0;
+            }
         for (int r = 0; r < R; r++) {
             if (scale != 1.0f)
-                a[r] = a[r] * scale;
+                for (int k = 0; k < AT_NV; k++)
+                    a[r][k] = a[r][k] * scale;
             attn_store(s + r * ss, a[r], j0, n0 + r);
 #if defined(__AVX512F__)
             if (mx)
-                m[r] = model_attn_maxacc(m[r], (__m512)a[r], j0, n0 + r);
+                m[r] = model_attn_maxacc(m[r], (__m512)a[r][0], j0, n0 + r);
 #endif
         }
     }
@@ -715,19 +741,19 @@ static inline __attribute__((always_inline)) void attn_wsum(int R, float *y, siz
         }
         return;
     }
-    const size_t nv = hs / 16;
-    at_v16 a[AT_R][4];
+    const size_t nv = hs / AT_VL;
+    at_v a[AT_R][64 / AT_VL];
     for (int r = 0; r < R; r++)
         for (size_t k = 0; k < nv; k++)
-            a[r][k] = (at_v16){ 0 };
+            a[r][k] = (at_v){ 0 };
     for (size_t i = lo0; i < clo; i++) /* rows that start early */
         for (int r = 0; r < R; r++)
             if (i >= lo0 + r * dlo)
                 for (size_t k = 0; k < nv; k++)
-                    a[r][k] += w[r * wr + i * ws] * *(const at_v16 *)(x + i * xs + 16 * k);
+                    a[r][k] += w[r * wr + i * ws] * AT_LOAD(x + i * xs + AT_VL * k);
     for (size_t i = clo; i < chi; i++) /* every row */
         for (size_t k = 0; k < nv; k++) {
-            const at_v16 xv = *(const at_v16 *)(x + i * xs + 16 * k);
+            const at_v xv = AT_LOAD(x + i * xs + AT_VL * k);
             for (int r = 0; r < R; r++)
                 a[r][k] += w[r * wr + i * ws] * xv;
         }
@@ -735,10 +761,10 @@ static inline __attribute__((always_inline)) void attn_wsum(int R, float *y, siz
         for (int r = 0; r < R; r++)
             if (i < hi0 + r * dhi)
                 for (size_t k = 0; k < nv; k++)
-                    a[r][k] += w[r * wr + i * ws] * *(const at_v16 *)(x + i * xs + 16 * k);
+                    a[r][k] += w[r * wr + i * ws] * AT_LOAD(x + i * xs + AT_VL * k);
     for (int r = 0; r < R; r++)
         for (size_t k = 0; k < nv; k++)
-            *(at_v16 *)(y + r * ys + 16 * k) = a[r][k];
+            AT_STORE(y + r * ys + AT_VL * k, a[r][k]);
 }
 
 /* One head's keys (or values), rows of stride C3 from src, transposed into kt (hs, Tp), zero padded.
@@ -911,27 +937,30 @@ static inline __attribute__((always_inline)) void attn_bwd_cols(int R, size_t j0
 {
     const size_t C3 = 3 * C;
     if (hs == 16) {
-        at_v16 ak[AT_R], av[AT_R];
+        at_v ak[AT_R][AT_NV], av[AT_R][AT_NV];
         for (int r = 0; r < R; r++)
-            ak[r] = av[r] = (at_v16){ 0 };
-        for (size_t t = j0; t < T; t++) {
-            const at_v16 q = *(const at_v16 *)(qkv + t * C3), g = *(const at_v16 *)(dout + t * C);
-            if (t >= j0 + R - 1) /* every column */
-                for (int r = 0; r < R; r++) {
-                    ak[r] += ds[t * T + j0 + r] * q;
-                    av[r] += Pbh[t * T + j0 + r] * g;
-                }
-            else /* columns j <= t */
-                for (int r = 0; r < R; r++)
-                    if (t >= j0 + r) {
-                        ak[r] += ds[t * T + j0 + r] * q;
-                        av[r] += Pbh[t * T + j0 + r] * g;
+            for (int k = 0; k < AT_NV; k++)
+                ak[r][k] = av[r][k] = (at_v){ 0 };
+        for (size_t t = j0; t < T; t++)
+            for (int k = 0; k < AT_NV; k++) {
+                const at_v q = AT_LOAD(qkv + t * C3 + AT_VL * k), g = AT_LOAD(dout + t * C + AT_VL * k);
+                if (t >= j0 + R - 1) /* every column */
+                    for (int r = 0; r < R; r++) {
+                        ak[r][k] += ds[t * T + j0 + r] * q;
+                        av[r][k] += Pbh[t * T + j0 + r] * g;
                     }
-        }
-        for (int r = 0; r < R; r++) {
-            *(at_v16 *)(dqkv + (j0 + r) * C3 + C) = ak[r];
-            *(at_v16 *)(dqkv + (j0 + r) * C3 + 2 * C) = av[r];
-        }
+                else /* columns j <= t */
+                    for (int r = 0; r < R; r++)
+                        if (t >= j0 + r) {
+                            ak[r][k] += ds[t * T + j0 + r] * q;
+                            av[r][k] += Pbh[t * T + j0 + r] * g;
+                        }
+            }
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < AT_NV; k++) {
+                AT_STORE(dqkv + (j0 + r) * C3 + C + AT_VL * k, ak[r][k]);
+                AT_STORE(dqkv + (j0 + r) * C3 + 2 * C + AT_VL * k, av[r][k]);
+            }
         return;
     }
     attn_wsum(R, dqkv + j0 * C3 + C, C3, ds + j0, 1, T, qkv, C3, j0, 1, T, 0, hs);
