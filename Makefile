@@ -87,7 +87,7 @@ BENCHES  := $(BENCH_C:tests/%.c=$(BUILD)/tests/%)
 CLI      := $(BUILD)/fp8lab
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test sanitize bench check-exhaustive cuda demo deps clean
+.PHONY: all test sanitize bench bench-avx2 check-exhaustive cuda demo deps clean
 all: $(CLI)
 
 deps: $(DEPS_OK)
@@ -130,6 +130,18 @@ sanitize:
 PYTHON ?= python3
 bench: $(CLI) $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; PYTHON=$(PYTHON) $$b || exit 1; done
+	@$(if $(and $(HAVE_AVX512),$(filter-out build-avx2,$(BUILD))),$(MAKE) --no-print-directory bench-avx2 PYTHON=$(PYTHON))
+
+# On a CPU with AVX-512, make bench measures again with genuine AVX2 code, what most cloud CPUs run: a
+# -march=haswell build (build-avx2; a -march=native build's avx2 level may use AVX-512VL encodings)
+# with every level capped at AVX2, the peers' too (PyTorch's ATen kernels, MKL and oneDNN).
+HAVE_AVX512  := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
+AVX2_ENV     := FP8LAB_ISA=avx2 OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+AVX2_BENCHES := bench_convert bench_cast bench_train
+bench-avx2:
+	@$(MAKE) --no-print-directory BUILD=build-avx2 OPT="-O3 -march=haswell" build-avx2/fp8lab $(AVX2_BENCHES:%=build-avx2/tests/%) >/dev/null
+	@for b in $(AVX2_BENCHES); do echo "== build-avx2/tests/$$b (-march=haswell; $(AVX2_ENV))"; \
+	    $(AVX2_ENV) FP8LAB=build-avx2/fp8lab PYTHON=$(PYTHON) build-avx2/tests/$$b || exit 1; done
 
 check-exhaustive: $(BUILD)/tests/test_nv_oracle
 	$(BUILD)/tests/test_nv_oracle --exhaustive

@@ -95,8 +95,19 @@ VTARGET static inline __attribute__((always_inline)) void CV(loop)(void *dst, co
         memcpy(&u, src + i, sizeof u);
         const CV(vu) c = CV(encode)(u, d, sr, sat, sr ? CV(sr_bits)(seed, off + i) : zero);
         if (d->bits == 8) {
+#if VB == 32
+            /* the low byte of each lane, gathered by a byte shuffle within each 128-bit half and a
+               dword permute across them: GCC narrows the __builtin_convertvector below on AVX2 one
+               lane at a time through general registers (8 vpextrd, 8 shifts and ors) */
+            const __m256i lo = _mm256_shuffle_epi8((__m256i)c, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                                  -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1,
+                                                                                  -1, -1, -1, -1, -1, -1, -1));
+            const __m256i o = _mm256_permutevar8x32_epi32(lo, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+            _mm_storel_epi64((__m128i *)((uint8_t *)dst + i), _mm256_castsi256_si128(o));
+#else
             const CV(vb) o = __builtin_convertvector(c, CV(vb));
             memcpy((uint8_t *)dst + i, &o, sizeof o);
+#endif
         } else {
             const CV(vh) o = __builtin_convertvector(c, CV(vh));
             memcpy((uint16_t *)dst + i, &o, sizeof o);

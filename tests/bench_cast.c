@@ -93,13 +93,13 @@ int main(void)
     printf("memcpy 1 thread: %.2f GB/s\n", mc);
     printf("%-10s", "cast");
     for (int l = 0; l < 3; l++)
-        if (isas[l] <= fl_cpu_isa())
+        if (isas[l] <= fl_convert_isa())
             printf(" %8s %6s", fl_isa_name(isas[l]), "memcpy");
     printf("\n");
     for (int c = 0; c < NCASE; c++) {
         printf("%-10s", case_names[c]);
         for (int l = 0; l < 3; l++)
-            if (isas[l] <= fl_cpu_isa()) {
+            if (isas[l] <= fl_convert_isa()) {
                 const double g = run_case(c, isas[l], y, x, n, cs, csi);
                 printf(" %8.2f %5.0f%%", g, 100.0 * g / mc);
             }

@@ -52,6 +52,8 @@ def main():
     try:
         import torch
         torch.set_num_threads(1)
+        # the version with the instruction set ATen's kernels run on (ATEN_CPU_CAPABILITY caps it)
+        tver = torch.__version__ + "/" + torch.backends.cpu.get_cpu_capability()
     except ImportError:
         torch = None
     if ml_dtypes is None and torch is None:
@@ -79,8 +81,8 @@ def main():
             out = torch.empty_like(xt)
             for name, dt in zip(FORMATS, (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16)):
                 codes = xt.to(dt)
-                report("torch", torch.__version__, name + "-f32", best(lambda: out.copy_(codes), reps))
-                report("torch", torch.__version__, name + "-f32to", best(lambda: codes.to(torch.float32), reps))
+                report("torch", tver, name + "-f32", best(lambda: out.copy_(codes), reps))
+                report("torch", tver, name + "-f32to", best(lambda: codes.to(torch.float32), reps))
         if ml_dtypes is not None:
             for name, dt in zip(FORMATS, (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.bfloat16, np.float16)):
                 with np.errstate(over="ignore", invalid="ignore"):
@@ -91,11 +93,11 @@ def main():
     if torch is not None:
         xt = torch.from_numpy(x)
         dst = torch.empty_like(xt)
-        report("torch", torch.__version__, "copy", best(lambda: dst.copy_(xt), reps))
+        report("torch", tver, "copy", best(lambda: dst.copy_(xt), reps))
         for name, dt in zip(FORMATS, (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16)):
             out = torch.empty(N, dtype=dt)
             sat = saturates(lambda v: torch.from_numpy(v).to(dt).float().numpy())
-            report("torch", torch.__version__, name, best(lambda: out.copy_(xt), reps), sat)
+            report("torch", tver, name, best(lambda: out.copy_(xt), reps), sat)
     if ml_dtypes is not None:
         dst = np.empty_like(x)
         report("ml_dtypes", ml_dtypes.__version__, "copy", best(lambda: np.copyto(dst, x), reps))
