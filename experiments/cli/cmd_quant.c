@@ -4,6 +4,7 @@
  * activation tensor with the heavy tails and outlier channels seen in LLMs ("massive
  * activations", Sun et al. 2024), generated from a printed seed.
  */
+#include "cast.h"
 #include "commands.h"
 #include "common/cli.h"
 #include "fl_json.h"
@@ -167,8 +168,26 @@ static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t 
             fl_scale_blocks(b->scale, b->amaxb, nr * nc, f, 0, 0.0f);
         }
         fl_scale_invert(b->sinv, b->scale, nr * nc);
-        fl_quantize(b->q, st, x, R, C, b->scale, blk, f);
-        fl_dequantize(b->back, b->q, R, C, b->sinv, blk, f);
+        /* Fake quantisation on the training harness's cast engine (numerics/cast.h): scale, RNE,
+           saturate, decode and multiply by scale_inv in one pass, block by block; the values and
+           counts of fl_quantize + fl_dequantize (the engine's definitions of saturated, clipped and
+           flushed are theirs for these formats; tests/test_cast.c checks its kernels on all 2^32
+           inputs). */
+        const fl_cast_fmt cf = { .fmt = f };
+        const size_t bc = blk.cols ? blk.cols : C;
+        fl_cast_counts k = { 0 };
+        for (size_t i = 0; i < R; i++)
+            for (size_t jb = 0; jb < nc; jb++) {
+                const size_t j0 = jb * bc, len = C - j0 < bc ? C - j0 : bc;
+                const size_t bi = (blk.rows ? i / blk.rows : 0) * nc + jb;
+                const fl_cast_scales cs = { .rs = 1.0f, .rsi = 1.0f, .s = b->scale[bi], .si = b->sinv[bi] };
+                fl_cast_fq_span(b->back + i * C + j0, x + i * C + j0, len, &cf, &cs, &k, NULL, NULL);
+            }
+        st->n = R * C;
+        st->n_nan = k.nan_in;
+        st->n_sat = k.sat;
+        st->n_clip = k.clip;
+        st->n_ftz = k.ftz;
     }
 }
 
