@@ -6,6 +6,8 @@
  */
 #include "scaling.h"
 
+#include "cast.h"
+
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,19 +221,24 @@ void fl_dequantize(float *x, const uint8_t *q, size_t R, size_t C, const float *
 
 /* ---- MX ---------------------------------------------------------------------------------------- */
 
-void fl_mx_quantize_block(uint8_t *scale_code, uint8_t *q, fl_quant_stats *st, const float *x,
-                          size_t n, fl_format elem, fl_mx_rule rule)
+uint8_t fl_mx_block_code(size_t *nans, const float *x, size_t n, fl_format elem, fl_mx_rule rule)
 {
     FL_REQUIRE(is_element_format(elem) && n <= FL_MX_BLOCK && (unsigned)rule < FL_MX_RULE_COUNT);
-    const sat_info si = sat_info_make(elem);
-    size_t nans;
-    const float amax = fl_amax_f32(&nans, x, n);
+    const fl_format_desc *f = fl_format_get(elem);
+    const float amax = fl_amax_f32(nans, x, n);
     /* NaN blocks (code 0xFF, see scaling.h): under the floor rule any NaN (an Inf needs nothing
        here: amax = Inf already gives 0xFF); under the ceil rule only where the element format
        cannot store the NaN itself. */
-    const int nan_block = nans && (rule == FL_MX_FLOOR || si.f->specials == FL_SPEC_NONE);
-    const uint32_t code =
-        fl_mx_scale_code_desc(si.f, nan_block ? fl_f32_from_bits(0x7FC00000u) : amax, rule);
+    const int nan_block = *nans && (rule == FL_MX_FLOOR || f->specials == FL_SPEC_NONE);
+    return (uint8_t)fl_mx_scale_code_desc(f, nan_block ? fl_f32_from_bits(0x7FC00000u) : amax, rule);
+}
+
+void fl_mx_quantize_block(uint8_t *scale_code, uint8_t *q, fl_quant_stats *st, const float *x,
+                          size_t n, fl_format elem, fl_mx_rule rule)
+{
+    size_t nans;
+    const uint32_t code = fl_mx_block_code(&nans, x, n, elem, rule);
+    const sat_info si = sat_info_make(elem);
     *scale_code = (uint8_t)code;
     if (code == 0xFFu) {
         for (size_t i = 0; i < n; i++)
@@ -281,6 +288,68 @@ void fl_mx_dequantize(float *x, const uint8_t *scale, const uint8_t *q, size_t R
             const size_t n = C - j0 < FL_MX_BLOCK ? C - j0 : FL_MX_BLOCK;
             fl_mx_dequantize_block(x + i * C + j0, scale[i * nc + jb], q + i * C + j0, n, elem);
         }
+}
+
+/* ---- fake quantisation on the cast engine --------------------------------------------------------- */
+
+/* The engine's counts into fl_quant_stats (the same definitions for a cast without smoothing). */
+static void add_cast_counts(fl_quant_stats *st, const fl_cast_counts *k, size_t n)
+{
+    st->n += n;
+    st->n_nan += k->nan_in;
+    st->n_sat += k->sat;
+    st->n_clip += k->clip;
+    st->n_ftz += k->ftz;
+}
+
+void fl_fake_quantize(float *y, fl_quant_stats *st, const float *x, size_t R, size_t C, const float *scale,
+                      const float *scale_inv, fl_block b, fl_format fmt)
+{
+    FL_REQUIRE(is_element_format(fmt));
+    const fl_cast_fmt cf = { .fmt = fmt };
+    size_t nr, nc;
+    fl_block_grid(&nr, &nc, b, R, C);
+    const size_t bc = b.cols ? b.cols : C;
+    fl_cast_counts k = { 0 };
+    for (size_t i = 0; i < R; i++)
+        for (size_t jb = 0; jb < nc; jb++) {
+            const size_t j0 = jb * bc, len = C - j0 < bc ? C - j0 : bc;
+            const size_t bi = (b.rows ? i / b.rows : 0) * nc + jb;
+            const fl_cast_scales cs = { .rs = 1.0f, .rsi = 1.0f, .s = scale[bi], .si = scale_inv[bi] };
+            fl_cast_fq_span(y + i * C + j0, x + i * C + j0, len, &cf, &cs, &k, NULL, NULL);
+        }
+    if (st)
+        add_cast_counts(st, &k, R * C);
+}
+
+void fl_mx_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                         fl_format elem, fl_mx_rule rule)
+{
+    const fl_cast_fmt cf = { .fmt = elem };
+    const size_t nc = (C + FL_MX_BLOCK - 1) / FL_MX_BLOCK;
+    fl_cast_counts k = { 0 };
+    size_t nan_block_nans = 0;
+    for (size_t i = 0; i < R; i++)
+        for (size_t jb = 0; jb < nc; jb++) {
+            const size_t j0 = jb * FL_MX_BLOCK, len = C - j0 < FL_MX_BLOCK ? C - j0 : FL_MX_BLOCK;
+            size_t nans;
+            const uint8_t code = fl_mx_block_code(&nans, x + i * C + j0, len, elem, rule);
+            scale[i * nc + jb] = code;
+            if (code == 0xFFu) { /* a NaN block: every element decodes to NaN */
+                for (size_t j = 0; j < len; j++)
+                    y[i * C + j0 + j] = fl_f32_from_bits(0x7FC00000u);
+                nan_block_nans += nans;
+                continue;
+            }
+            /* x 2^(127 - code) to the element grid, back by 2^(code - 127): both exact */
+            const fl_cast_scales cs = { .rs = 1.0f, .rsi = 1.0f, .s = fl_mx_mul_from_code(code),
+                                        .si = fl_mx_scale_from_code(code) };
+            fl_cast_fq_span(y + i * C + j0, x + i * C + j0, len, &cf, &cs, &k, NULL, NULL);
+        }
+    if (st) {
+        add_cast_counts(st, &k, R * C);
+        st->n_nan += nan_block_nans;
+    }
 }
 
 /* ---- delayed scaling --------------------------------------------------------------------------- */

@@ -285,6 +285,11 @@ void fl_quantize(uint8_t *q, fl_quant_stats *st, const float *x, size_t R, size_
 void fl_dequantize(float *x, const uint8_t *q, size_t R, size_t C, const float *scale_inv,
                    fl_block b, fl_format fmt);
 
+/* The e8m0 code of one MX block of n <= 32 elements (see the header comment: 0xFF for a block
+   holding a NaN under the floor rule, or under the ceil rule where the element format has no NaN);
+   *nans set to the block's NaN count. */
+uint8_t fl_mx_block_code(size_t *nans, const float *x, size_t n, fl_format elem, fl_mx_rule rule);
+
 /* MX: one block of n <= 32 elements (a partial block is a short row end):
    *scale_code and q (n) from x (n). */
 void fl_mx_quantize_block(uint8_t *scale_code, uint8_t *q, fl_quant_stats *st, const float *x,
@@ -295,6 +300,18 @@ void fl_mx_dequantize_block(float *x, uint8_t scale_code, const uint8_t *q, size
 void fl_mx_quantize(uint8_t *scale, uint8_t *q, fl_quant_stats *st, const float *x, size_t R, size_t C,
                     fl_format elem, fl_mx_rule rule);
 void fl_mx_dequantize(float *x, const uint8_t *scale, const uint8_t *q, size_t R, size_t C, fl_format elem);
+
+/* Fake quantisation on the cast engine (numerics/cast.h; its level from fl_convert_isa()): y (R, C) =
+   what fl_quantize then fl_dequantize give, bit for bit, and the same counts (added to *st; NULL: not
+   counted), without the codes.  fmt: e4m3 or e5m2 take the fused kernels, any other element format
+   the engine's reference loop.  y may be x. */
+void fl_fake_quantize(float *y, fl_quant_stats *st, const float *x, size_t R, size_t C, const float *scale,
+                      const float *scale_inv, fl_block b, fl_format fmt);
+
+/* The same for MX: y = fl_mx_quantize then fl_mx_dequantize's values and counts, scale (R, ceil(C/32))
+   the e8m0 codes.  y may not be x (each block's code is taken from x before the block is cast). */
+void fl_mx_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                         fl_format elem, fl_mx_rule rule);
 
 const char *fl_mx_rule_name(fl_mx_rule r);                 /* "floor", "ceil" */
 int fl_mx_rule_parse(fl_mx_rule *out, const char *name);    /* 0, or -1 if unknown */

@@ -4,7 +4,6 @@
  * activation tensor with the heavy tails and outlier channels seen in LLMs ("massive
  * activations", Sun et al. 2024), generated from a printed seed.
  */
-#include "cast.h"
 #include "commands.h"
 #include "common/cli.h"
 #include "fl_json.h"
@@ -109,24 +108,23 @@ static int parse_quant_opts(quant_opts *o, int argc, char **argv)
 
 /* Scratch of one quantization run over an (R, C) tensor. */
 typedef struct {
-    uint8_t *q, *mxs;
+    uint8_t *mxs;
     float *back, *amaxb, *scale, *sinv;
 } quant_bufs;
 
 static void quant_bufs_free(quant_bufs *b)
 {
-    free(b->q), free(b->mxs), free(b->back), free(b->amaxb), free(b->scale), free(b->sinv);
+    free(b->mxs), free(b->back), free(b->amaxb), free(b->scale), free(b->sinv);
 }
 
 static int quant_bufs_alloc(quant_bufs *b, size_t R, size_t C)
 {
-    b->q = malloc(R * C * 2);
     b->back = malloc(R * C * sizeof *b->back);
     b->amaxb = malloc(R * C * sizeof *b->amaxb);
     b->scale = malloc(R * C * sizeof *b->scale);
     b->sinv = malloc(R * C * sizeof *b->sinv);
     b->mxs = malloc(R * ((C + 31) / 32));
-    if (b->q && b->back && b->amaxb && b->scale && b->sinv && b->mxs)
+    if (b->back && b->amaxb && b->scale && b->sinv && b->mxs)
         return 0;
     quant_bufs_free(b);
     return -1;
@@ -138,8 +136,8 @@ static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t 
 {
     memset(st, 0, sizeof *st);
     if (sc->scaling == FL_SCALING_MX32) {
-        fl_mx_quantize(b->mxs, b->q, st, x, R, C, f, sc->rule);
-        fl_mx_dequantize(b->back, b->mxs, b->q, R, C, f);
+        /* on the cast engine (scaling.h): fl_mx_quantize + fl_mx_dequantize's values and counts */
+        fl_mx_fake_quantize(b->back, b->mxs, st, x, R, C, f, sc->rule);
     } else if (fl_format_get(f)->bits > 8) {
         /* 16-bit: plain (optionally scaled) conversion; scaling = tensor-wise multiply. */
         const float s = sc->scaling == FL_SCALING_NONE ? 1.0f : fl_scale_from_amax(f, amax, 1.0f, 0, 0);
@@ -168,26 +166,8 @@ static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t 
             fl_scale_blocks(b->scale, b->amaxb, nr * nc, f, 0, 0.0f);
         }
         fl_scale_invert(b->sinv, b->scale, nr * nc);
-        /* Fake quantisation on the training harness's cast engine (numerics/cast.h): scale, RNE,
-           saturate, decode and multiply by scale_inv in one pass, block by block; the values and
-           counts of fl_quantize + fl_dequantize (the engine's definitions of saturated, clipped and
-           flushed are theirs for these formats; tests/test_cast.c checks its kernels on all 2^32
-           inputs). */
-        const fl_cast_fmt cf = { .fmt = f };
-        const size_t bc = blk.cols ? blk.cols : C;
-        fl_cast_counts k = { 0 };
-        for (size_t i = 0; i < R; i++)
-            for (size_t jb = 0; jb < nc; jb++) {
-                const size_t j0 = jb * bc, len = C - j0 < bc ? C - j0 : bc;
-                const size_t bi = (blk.rows ? i / blk.rows : 0) * nc + jb;
-                const fl_cast_scales cs = { .rs = 1.0f, .rsi = 1.0f, .s = b->scale[bi], .si = b->sinv[bi] };
-                fl_cast_fq_span(b->back + i * C + j0, x + i * C + j0, len, &cf, &cs, &k, NULL, NULL);
-            }
-        st->n = R * C;
-        st->n_nan = k.nan_in;
-        st->n_sat = k.sat;
-        st->n_clip = k.clip;
-        st->n_ftz = k.ftz;
+        /* on the cast engine (scaling.h): fl_quantize + fl_dequantize's values and counts */
+        fl_fake_quantize(b->back, st, x, R, C, b->scale, b->sinv, blk, f);
     }
 }
 
