@@ -237,7 +237,7 @@ static inline __attribute__((always_inline)) void fq_moments(const float *x, siz
 #include <immintrin.h>
 #define VB 32
 #define VSUF _avx2
-#define VTARGET __attribute__((target("avx2,bmi2")))
+#define VTARGET FL_TARGET_AVX2
 #include "cast_vec.h"
 #undef VB
 #undef VSUF
@@ -245,7 +245,7 @@ static inline __attribute__((always_inline)) void fq_moments(const float *x, siz
 
 #define VB 64
 #define VSUF _avx512
-#define VTARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define VTARGET FL_TARGET_AVX512
 #include "cast_vec.h"
 #undef VB
 #undef VSUF

@@ -74,7 +74,7 @@ static inline void dec16_tail(float *dst, const uint16_t *src, size_t n, const f
 #define FL_HAVE_X86_DECODE 1
 #include <immintrin.h>
 
-#define D512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define D512 FL_TARGET_AVX512
 #define D256 __attribute__((target("avx2,f16c")))
 #define INL static inline __attribute__((always_inline))
 

@@ -19,7 +19,7 @@ CV_DERIVED uint32_t cv_nmin(const fl_format_desc *d) { return d->ebits == 8 ? 0u
 
 #define VB 32
 #define VSUF _avx2
-#define VTARGET __attribute__((target("avx2,bmi2")))
+#define VTARGET FL_TARGET_AVX2
 #include "convert_vec.h"
 #undef VB
 #undef VSUF
@@ -27,7 +27,7 @@ CV_DERIVED uint32_t cv_nmin(const fl_format_desc *d) { return d->ebits == 8 ? 0u
 
 #define VB 64
 #define VSUF _avx512
-#define VTARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define VTARGET FL_TARGET_AVX512
 #include "convert_vec.h"
 #undef VB
 #undef VSUF
@@ -45,7 +45,7 @@ CV_DERIVED uint32_t cv_nmin(const fl_format_desc *d) { return d->ebits == 8 ? 0u
    - stochastic rounding: on normal lanes the discarded bits are a << (32 - s), the 32-bit fraction
      fl_round.h defines, and the carry out of frac + rbits decides; a vector with a subnormal lane
      goes through convert_vec.h's general lane code with the same random bits. */
-#define K512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define K512 FL_TARGET_AVX512
 #define K512_INLINE K512 static inline __attribute__((always_inline))
 #define SET1(v) _mm512_set1_epi32((int)(v))
 

@@ -19,6 +19,11 @@
 
 enum { FL_ISA_SCALAR, FL_ISA_AVX2, FL_ISA_AVX512, FL_ISA_AVX512BF16, FL_ISA_COUNT };
 
+/* The GCC target attributes of the levels' kernels (fl_cpu_isa checks these features before it
+   reports the level): the integer code of FL_ISA_AVX2, and FL_ISA_AVX512's F, BW, VL and DQ. */
+#define FL_TARGET_AVX2 __attribute__((target("avx2,bmi2")))
+#define FL_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
 /* dst[i] = encoding of src[i], i < n; element i draws fl_sr_bits(seed, off + i) under SR. */
 typedef void (*fl_cvt_fn)(void *dst, const float *src, size_t n, uint64_t seed, uint64_t off);
 

@@ -21,15 +21,13 @@
 
 enum { R = 67, C = 300 };
 
-static uint64_t rng(uint64_t *s) { return fl_splitmix64(s); }
-
 /* Every 8th element a raw bit pattern (NaN, Inf, subnormals included), the rest log-uniform magnitudes
    over 2^-140 .. 2^20 with random signs, some zeros; one row of zeros and one of huge values. */
 static void fill(float *x, uint64_t seed)
 {
     uint64_t s = seed;
     for (size_t i = 0; i < (size_t)R * C; i++) {
-        const uint64_t u = rng(&s);
+        const uint64_t u = fl_splitmix64(&s);
         if (u % 8 == 0)
             x[i] = fl_f32_from_bits((uint32_t)(u >> 32));
         else if (u % 53 == 1)
