@@ -6,6 +6,7 @@
 #include "fl_round.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 void fl_cast_counts_add(fl_cast_counts *a, const fl_cast_counts *b)
@@ -18,68 +19,27 @@ void fl_cast_counts_add(fl_cast_counts *a, const fl_cast_counts *b)
     a->ftz += b->ftz;
 }
 
-/* ---- the RNE encoders of bf16, e4m3, e5m2 (u: float32 bits) ------------------------------------ */
+/* ---- encoding: the conversion kernels ------------------------------------------------------------ */
 
-static inline uint32_t enc_bf16(uint32_t u)
-{
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-        return 0x7FFFu; /* canonical NaN */
-    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16; /* a carry into the exponent gives Inf */
-}
-
-/* Round |x| < 2^-6 (e4m3) or < 2^-14 (e5m2) to an integer multiple of the subnormal step:
-   v = |x| * 2^k is exact and below 8 (4); adding and subtracting 2^23 rounds it to nearest-even. */
-static inline uint32_t rne_small(uint32_t a, float k)
-{
-    const float v = fl_f32_from_bits(a) * k;
-    return (uint32_t)((v + 0x1p23f) - 0x1p23f);
-}
-
-static inline uint32_t enc_e4m3(uint32_t u, int nosat)
-{
-    const uint32_t sg = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
-    if (a > 0x43E80000u) { /* 0x43e80000 is 464.0f, the e4m3 RNE overflow boundary (464 -> 448) */
-        if (a > 0x7F800000u)
-            return 0x7Fu; /* NaN input: the canonical NaN, sign dropped */
-        return sg | (nosat ? 0x7Fu : 0x7Eu); /* non-saturating overflow / Inf: the NaN of its sign */
-    }
-    if (a >= 0x3C800000u) /* >= 2^-6, normal: keep 3 mantissa bits, rebias 127 -> 7 */
-        return sg | (((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - (120u << 3));
-    return sg | rne_small(a, 0x1p9f);
-}
-
-static inline uint32_t enc_e5m2(uint32_t u, int nosat)
-{
-    const uint32_t sg = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
-    if (a >= 0x47700000u) { /* 0x47700000 is 61440.0f: the tie goes up to 2^16, i.e. overflow */
-        if (a > 0x7F800000u)
-            return 0x7Fu;
-        return sg | (nosat ? 0x7Cu : 0x7Bu); /* Inf, or max 57344 */
-    }
-    if (a >= 0x38800000u) /* >= 2^-14, normal: keep 2 mantissa bits, rebias 127 -> 15 */
-        return sg | (((a + 0xFFFFFu + ((a >> 21) & 1u)) >> 21) - (112u << 2));
-    return sg | rne_small(a, 0x1p16f);
-}
-
-uint32_t fl_cast_encode1(fl_format f, float x, int nosat)
-{
-    const uint32_t u = fl_f32_bits(x);
-    switch (f) {
-    case FL_FMT_BF16: return enc_bf16(u);
-    case FL_FMT_E4M3: return enc_e4m3(u, nosat);
-    case FL_FMT_E5M2: return enc_e5m2(u, nosat);
-    default: return fl_encode_f32_bits(fl_format_get(f), u, FL_RND_NE, nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE, 0);
-    }
-}
+#define ENC_CHUNK 2048 /* elements scaled into a stack buffer at a time */
 
 void fl_cast_encode_span(void *codes, const float *x, size_t n, float s, fl_format fmt, int nosat)
 {
-    if (fl_format_storage_bytes(fmt) == 2)
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)codes)[i] = (uint16_t)fl_cast_encode1(fmt, x[i] * s, nosat);
-    else
-        for (size_t i = 0; i < n; i++)
-            ((uint8_t *)codes)[i] = (uint8_t)fl_cast_encode1(fmt, x[i] * s, nosat);
+    /* a cast to bf16 overflows to Inf whatever nosat says (fl_cast_fmt.nosat) */
+    const fl_overflow ovf = nosat || fmt == FL_FMT_BF16 ? FL_OVF_NOSATURATE : FL_OVF_SATURATE;
+    if (s == 1.0f) {
+        fl_convert_from_f32(codes, fmt, x, n, FL_RND_NE, ovf, 0, 0);
+        return;
+    }
+    const size_t w = fl_format_storage_bytes(fmt), nb = (n + ENC_CHUNK - 1) / ENC_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 18) && !omp_in_parallel())
+    for (size_t b = 0; b < nb; b++) {
+        float t[ENC_CHUNK];
+        const size_t i0 = b * ENC_CHUNK, m = n - i0 < ENC_CHUNK ? n - i0 : ENC_CHUNK;
+        for (size_t i = 0; i < m; i++)
+            t[i] = x[i0 + i] * s;
+        fl_convert_from_f32((char *)codes + i0 * w, fmt, t, m, FL_RND_NE, ovf, 0, 0);
+    }
 }
 
 /* ---- element code ------------------------------------------------------------------------------ */

@@ -6,7 +6,7 @@
  *   q  = decode(round(v))             round-to-nearest-even, or stochastic rounding drawing
  *                                     fl_sr_bits(key, off + c); saturating or not
  *   y[c] = q * si * rsi * csi[c]      written dequantised (fake quantisation), or the code itself
- *                                     (fl_cast_encode_span)
+ *                                     (fl_cast_encode_span, on the conversion kernels of convert.h)
  * and counts over the span: the amax of xv (non-NaN), saturated, clipped, non-finite outputs,
  * NaN inputs, and nonzero inputs rounded to zero; optionally the moments sum xv^2, xv^4.  The
  * products run in that order, each rounded to float32 (the build has no contraction); a product
@@ -78,12 +78,12 @@ float fl_cast_fq_span(float *y, const float *x, size_t n, const fl_cast_fmt *f, 
 float fl_cast_fq_span_at(int isa, float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                          fl_cast_counts *k, double *m2, double *m4);
 
-/* codes[c] = encoding of x[c] * s (RNE, saturating unless nosat) in fmt's storage (one byte for
-   e4m3/e5m2, two for bf16; fl_convert_from_f32's layout). */
+/* codes[c] = encoding of x[c] * s (the product in float32; RNE, saturating unless nosat; bf16 always
+   overflows to Inf) in fmt's storage (one byte for e4m3/e5m2, two for bf16; fl_convert_from_f32's
+   layout).  The encoding is fl_convert_from_f32's: the products, a stack buffer at a time, go
+   through the same conversion kernels as `fp8lab convert`, at the same instruction set.  Large
+   spans run on the OpenMP threads outside a parallel region; the codes do not depend on them. */
 void fl_cast_encode_span(void *codes, const float *x, size_t n, float s, fl_format fmt, int nosat);
-
-/* The encoder behind both: RNE of x, saturating unless nosat (bf16 always overflows to Inf). */
-uint32_t fl_cast_encode1(fl_format f, float x, int nosat);
 
 /* The largest finite value of the cast's format (240 for Gaudi2's e4m3). */
 float fl_cast_fmax(const fl_cast_fmt *f);

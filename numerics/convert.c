@@ -161,6 +161,17 @@ int fl_convert_set_isa(int cap)
 static void convert_f32_span(void *dst, fl_format to, const float *src, size_t n, fl_rounding mode,
                              fl_overflow ovf, uint64_t seed, uint64_t offset, fl_cvt_fn kernel)
 {
+    const size_t bytes = fl_format_storage_bytes(to);
+    if (kernel && n * bytes >= FL_STREAM_MIN_BYTES) {
+        _Alignas(64) uint32_t buf[FL_STREAM_CHUNK];
+        for (size_t i = 0; i < n; i += FL_STREAM_CHUNK) {
+            const size_t m = n - i < FL_STREAM_CHUNK ? n - i : FL_STREAM_CHUNK;
+            kernel(buf, src + i, m, seed, offset + i);
+            fl_stream_store((char *)dst + i * bytes, buf, m * bytes);
+        }
+        fl_stream_fence();
+        return;
+    }
     if (kernel) {
         kernel(dst, src, n, seed, offset);
         return;
@@ -201,6 +212,17 @@ void fl_convert_from_f64(void *dst, fl_format to, const double *src, size_t n, f
 void fl_convert_to_f32(float *dst, fl_format from, const void *src, size_t n)
 {
     const fl_dec_fn kernel = fl_dec_kernel(fl_convert_isa(), from);
+    if (kernel && n * sizeof *dst >= FL_STREAM_MIN_BYTES) {
+        _Alignas(64) float buf[FL_STREAM_CHUNK];
+        const size_t bytes = fl_format_storage_bytes(from);
+        for (size_t i = 0; i < n; i += FL_STREAM_CHUNK) {
+            const size_t m = n - i < FL_STREAM_CHUNK ? n - i : FL_STREAM_CHUNK;
+            kernel(buf, (const char *)src + i * bytes, m);
+            fl_stream_store(dst + i, buf, m * sizeof *dst);
+        }
+        fl_stream_fence();
+        return;
+    }
     if (kernel) {
         kernel(dst, src, n);
         return;

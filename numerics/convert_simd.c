@@ -17,6 +17,21 @@ CV_DERIVED uint32_t cv_rebias(const fl_format_desc *d) { return (uint32_t)(127 -
    (bf16): RNE on the float32 bits is then right for every finite input, subnormals included */
 CV_DERIVED uint32_t cv_nmin(const fl_format_desc *d) { return d->ebits == 8 ? 0u : (uint32_t)(128 - d->bias) << 23; }
 
+/* The body of fl_stream_store: the head up to dst's first 32-byte boundary and the tail by memcpy,
+   the 32-byte lines between by VMOVNTDQ. */
+FL_TARGET_AVX2 static void stream_store_avx2(void *dst, const void *src, size_t bytes)
+{
+    char *d = dst;
+    const char *s = src;
+    size_t head = (32u - ((uintptr_t)d & 31u)) & 31u;
+    head = head < bytes ? head : bytes;
+    memcpy(d, s, head);
+    d += head, s += head, bytes -= head;
+    for (; bytes >= 32; bytes -= 32, d += 32, s += 32)
+        _mm256_stream_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
+    memcpy(d, s, bytes);
+}
+
 #define VB 32
 #define VSUF _avx2
 #define VTARGET FL_TARGET_AVX2
@@ -185,25 +200,35 @@ fp16_native_avx512(uint16_t *dst, const float *src, size_t n, int sat)
         dst[i] = (uint16_t)fl_encode_f32_bits(&d, u[i], FL_RND_NE, sat ? FL_OVF_SATURATE : FL_OVF_NOSATURATE, 0);
 }
 
+/* The lanes of VCVTPS2PH's h to re-do: a NaN result comes from a NaN input only, and becomes the
+   canonical 0x7FFF; saturating, an Inf result (an overflow or an infinite input) becomes the largest
+   finite value with its sign.  Vectors without such a lane (a compare and VPTEST on h) skip this. */
+__attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) __m256i fp16_f16c_fix(__m256i h, int sat)
+{
+    const __m256i abs16 = _mm256_set1_epi16(0x7FFF), inf16 = _mm256_set1_epi16(0x7C00), max16 = _mm256_set1_epi16(0x7BFF);
+    const __m256i mag = _mm256_and_si256(h, abs16);
+    const __m256i odd = _mm256_cmpgt_epi16(mag, sat ? max16 : inf16);
+    if (_mm256_testz_si256(odd, odd))
+        return h;
+    if (sat)
+        h = _mm256_blendv_epi8(h, _mm256_or_si256(_mm256_andnot_si256(abs16, h), max16), _mm256_cmpeq_epi16(mag, inf16));
+    const __m256i nan16 = _mm256_set1_epi16(0x7FFF); /* the canonical NaN (it is also the magnitude mask) */
+    return _mm256_blendv_epi8(h, nan16, _mm256_cmpgt_epi16(mag, inf16));
+}
+
 __attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) void
 fp16_native_f16c(uint16_t *dst, const float *src, size_t n, int sat)
 {
     static const fl_format_desc d = FL_DESC_FP16;
-    const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf32 = _mm256_set1_epi32(0x7F800000);
-    const __m128i nan16 = _mm_set1_epi16(0x7FFF), inf16 = _mm_set1_epi16(0x7C00);
-    const __m128i max16 = _mm_set1_epi16(0x7BFF), abs16 = _mm_set1_epi16(0x7FFF);
     size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), FP16_RNE_IMM)),
+                                            _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), FP16_RNE_IMM), 1);
+        _mm256_storeu_si256((__m256i *)(dst + i), fp16_f16c_fix(h, sat));
+    }
     for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(src + i);
-        __m128i h = _mm256_cvtps_ph(x, FP16_RNE_IMM);
-        const __m256i isnan32 = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x), absm), inf32);
-        const __m128i isnan = _mm_packs_epi32(_mm256_castsi256_si128(isnan32), _mm256_extracti128_si256(isnan32, 1));
-        if (sat) {
-            const __m128i isinf = _mm_cmpeq_epi16(_mm_and_si128(h, abs16), inf16);
-            h = _mm_blendv_epi8(h, _mm_or_si128(_mm_andnot_si128(abs16, h), max16), isinf);
-        }
-        h = _mm_blendv_epi8(h, nan16, isnan);
-        _mm_storeu_si128((__m128i *)(dst + i), h);
+        const __m256i h = _mm256_zextsi128_si256(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), FP16_RNE_IMM));
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(fp16_f16c_fix(h, sat)));
     }
     const uint32_t *u = (const uint32_t *)src;
     for (; i < n; i++)
@@ -323,6 +348,24 @@ int fl_bf16_native_raw(uint16_t *dst, const float *src, size_t n)
     (void)dst, (void)src, (void)n;
 #endif
     return 0;
+}
+
+void fl_stream_store(void *dst, const void *src, size_t bytes)
+{
+#ifdef FL_HAVE_X86_KERNELS
+    if (fl_cpu_isa() >= FL_ISA_AVX2) {
+        stream_store_avx2(dst, src, bytes);
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+void fl_stream_fence(void)
+{
+#ifdef FL_HAVE_X86_KERNELS
+    _mm_sfence();
+#endif
 }
 
 fl_cvt_fn fl_cvt_kernel(int isa, fl_format to, fl_rounding mode, fl_overflow ovf, int variant)

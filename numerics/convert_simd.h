@@ -44,6 +44,16 @@ enum { FL_CVT_BEST, FL_CVT_INTEGER, FL_CVT_GENERIC, FL_CVT_VARIANTS };
    caller uses convert.c's loops). */
 fl_cvt_fn fl_cvt_kernel(int isa, fl_format to, fl_rounding mode, fl_overflow ovf, int variant);
 
+/* Conversions whose output reaches FL_STREAM_MIN_BYTES (per thread) write it past the caches: the
+   kernel converts FL_STREAM_CHUNK elements at a time into a buffer that stays in L1, and
+   fl_stream_store copies the buffer out with non-temporal stores (VMOVNTDQ; memcpy without AVX2),
+   which saves reading each destination line into the cache before it is overwritten.  The bits are
+   the kernel's.  fl_stream_fence (SFENCE) orders those stores before the conversion returns. */
+#define FL_STREAM_MIN_BYTES ((size_t)8 << 20)
+#define FL_STREAM_CHUNK 2048
+void fl_stream_store(void *dst, const void *src, size_t bytes);
+void fl_stream_fence(void);
+
 /* ---- decode (numerics/convert_decode_simd.c) ----
    dst[i] = fl_decode_f32 of code src[i], i < n, bit for bit (NaN encodings included: all of them
    decode to 0x7FC00000), the codes stored as convert.h says (1 byte for 8-bit and narrower

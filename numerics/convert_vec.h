@@ -37,6 +37,13 @@ VTARGET static inline __attribute__((always_inline)) CV(vu)
 {
     const int M = d->mbits, S0 = 23 - M;
     const CV(vu) a = u & 0x7FFFFFFFu;
+    if (d->bits == 16 && d->ebits == 8 && !sr && !sat) {
+        /* bf16 RNE without saturation: float32's exponent range, so the encoding is RNE on u's upper
+           half, sign included -- a round-up never carries into the sign (a + 2^15 < 2^31), and
+           the values beyond bf16's largest round to Inf's code by themselves; NaN as below. */
+        const CV(vu) r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+        return CV_SEL((CV(vu))(a > 0x7F800000u), d->nan, r);
+    }
     const CV(vu) sign = (u >> 31) << (d->bits - 1);
     /* A result in the target's normal range is RNE on the float32 bits themselves (the carry of a
        round-up runs into the exponent), minus the exponent rebias: the common case, done first.
@@ -109,8 +116,15 @@ VTARGET static inline __attribute__((always_inline)) void CV(loop)(void *dst, co
             memcpy((uint8_t *)dst + i, &o, sizeof o);
 #endif
         } else {
+#if VB == 32
+            /* every code fits 16 bits, so VPACKUSDW's unsigned saturation keeps it; VPERMQ joins the
+               halves (GCC's narrowing masks each lane first) */
+            const __m256i p = _mm256_packus_epi32((__m256i)c, (__m256i)c);
+            _mm_storeu_si128((__m128i *)((uint16_t *)dst + i), _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08)));
+#else
             const CV(vh) o = __builtin_convertvector(c, CV(vh));
             memcpy((uint16_t *)dst + i, &o, sizeof o);
+#endif
         }
     }
     const uint32_t *u = (const uint32_t *)src;

@@ -69,6 +69,39 @@ VTARGET static inline __attribute__((always_inline)) uint32_t SV(hsum)(SV(vu) m)
 
 /* fl_sr_bits(seed, i0 + k) for the lanes k = 0 .. VB / 4 - 1: the high halves of fl_mix64 of
    seed + (i0 + 1 + k) * golden, in lane order. */
+#if VB == 32
+/* AVX2 has no 64-bit multiply: z * c mod 2^64 from three 32 x 32 -> 64 products (what GCC emits for
+   the vector product, written out so that the steps around it can be fused). */
+VTARGET static inline __attribute__((always_inline)) __m256i SV(mul64c)(__m256i z, uint64_t c)
+{
+    const __m256i cl = _mm256_set1_epi64x((long long)(c & 0xFFFFFFFFu)), ch = _mm256_set1_epi64x((long long)(c >> 32));
+    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(z, 32), cl), _mm256_mul_epu32(z, ch));
+    return _mm256_add_epi64(_mm256_mul_epu32(z, cl), _mm256_slli_epi64(cross, 32));
+}
+
+/* z ^ (z >> r) on 64-bit lanes */
+#define SV_XSH64(z, r) _mm256_xor_si256((z), _mm256_srli_epi64((z), (r)))
+
+VTARGET static inline __attribute__((always_inline)) SV(vu) SV(sr_bits)(uint64_t seed, uint64_t i0)
+{
+    const __m256i base = _mm256_set1_epi64x((long long)(seed + (i0 + 1) * FL_GOLDEN64));
+    const __m256i k0 = _mm256_setr_epi64x(0, (long long)FL_GOLDEN64, (long long)(2 * FL_GOLDEN64),
+                                          (long long)(3 * FL_GOLDEN64));
+    const __m256i k1 = _mm256_add_epi64(k0, _mm256_set1_epi64x((long long)(4 * FL_GOLDEN64)));
+    __m256i z0 = _mm256_add_epi64(base, k0), z1 = _mm256_add_epi64(base, k1);
+    z0 = SV(mul64c)(SV_XSH64(z0, 30), 0xBF58476D1CE4E5B9ull);
+    z1 = SV(mul64c)(SV_XSH64(z1, 30), 0xBF58476D1CE4E5B9ull);
+    z0 = SV(mul64c)(SV_XSH64(z0, 27), 0x94D049BB133111EBull);
+    z1 = SV(mul64c)(SV_XSH64(z1, 27), 0x94D049BB133111EBull);
+    /* the high dwords h of the eight lanes, in lane order (VSHUFPS takes dwords 1 and 3 of each
+       128-bit half of both, VPERMQ puts the quarters in order); the finaliser's last step,
+       hi32(z ^ (z >> 31)), is h ^ (h >> 31) */
+    const __m256i h = _mm256_permute4x64_epi64(
+        _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(z0), _mm256_castsi256_ps(z1), 0xDD)), 0xD8);
+    return (SV(vu))_mm256_xor_si256(h, _mm256_srli_epi32(h, 31));
+}
+#undef SV_XSH64
+#else
 VTARGET static inline __attribute__((always_inline)) SV(vu) SV(sr_bits)(uint64_t seed, uint64_t i0)
 {
     SV(vq) k0, k1;
@@ -86,9 +119,6 @@ VTARGET static inline __attribute__((always_inline)) SV(vu) SV(sr_bits)(uint64_t
     const SV(vhalf) hi = __builtin_convertvector((z1 ^ (z1 >> 31)) >> 32, SV(vhalf));
     /* the two halves joined in registers (through a union they went by the stack, and the wide
        reload of two narrow stores stalls) */
-#if VB == 32
-    return (SV(vu))_mm256_inserti128_si256(_mm256_castsi128_si256((__m128i)lo), (__m128i)hi, 1);
-#else
     return (SV(vu))_mm512_inserti64x4(_mm512_castsi256_si512((__m256i)lo), (__m256i)hi, 1);
-#endif
 }
+#endif

@@ -5,8 +5,9 @@
  *      output bits equal fl_decode_f32(fl_encode_f32_bits(x)) exactly (NaN included: the decoder's
  *      one NaN), and per chunk of 2^20 inputs the counts (saturated, clipped, NaN/Inf produced, NaN
  *      in, flushed to zero) and the amax equal those the definitions in cast.h give;
- *   2. fl_cast_encode1, the encoder of the fast-accumulation GEMM path, on all 2^32 inputs against
- *      fl_encode_f32_bits (e4m3 and e5m2 both policies, bf16);
+ *   2. fl_cast_encode_span, the encoding of the fast-accumulation GEMM path (the conversion kernels),
+ *      on all 2^32 inputs against fl_encode_f32_bits (e4m3 and e5m2 both policies, bf16); with
+ *      scales != 1, at every level, on part 3's inputs, spans that cross its buffer and its threads;
  *   3. every other kernel shape -- row scale, block scale, column smoothing, SR into e4m3 / e5m2 /
  *      bf16 -- against the reference loop (fl_cast_fmt.reference) at every instruction set, on a
  *      stride of 1021 through all float32 patterns plus the neighbourhoods of every binade edge and
@@ -124,7 +125,7 @@ static int counts_equal(const fl_cast_counts *a, const fl_cast_counts *b)
         (unsigned long long)(k).inf_out, (unsigned long long)(k).nan_in, (unsigned long long)(k).ftz
 
 /* Parts 1 and 2: all 2^32 inputs, each mode; per chunk the reference once, then every level's
-   fake quantisation and (modes with a fast encoder) fl_cast_encode1. */
+   fake quantisation and (the modes fl_cast_encode_span has) the encoding. */
 static void check_exhaustive(void)
 {
     for (size_t m = 0; m < FL_ARRAY_LEN(modes); m++) {
@@ -145,6 +146,7 @@ static void check_exhaustive(void)
             float *x = malloc(CHUNK * sizeof *x), *want = malloc(CHUNK * sizeof *want);
             float *got = malloc(CHUNK * sizeof *got);
             uint32_t *code = malloc(CHUNK * sizeof *code);
+            uint16_t *enc = malloc(CHUNK * sizeof *enc);
 #pragma omp for schedule(dynamic)
             for (size_t ch = 0; ch < NCHUNK; ch += CHUNK_STEP) {
                 const uint32_t u0 = (uint32_t)(ch * CHUNK);
@@ -153,17 +155,18 @@ static void check_exhaustive(void)
                     x[i] = fl_f32_from_bits(u0 + (uint32_t)i);
                     want[i] = dec[code[i]];
                 }
-                uint32_t ediff = 0;
-                if (!md->f.gaudi2)
-                    for (size_t i = 0; i < CHUNK; i++)
-                        ediff |= fl_cast_encode1(md->f.fmt, x[i], md->f.nosat) ^ code[i];
-                if (ediff)
-                    for (size_t i = 0; i < CHUNK; i++)
-                        if (fl_cast_encode1(md->f.fmt, x[i], md->f.nosat) != code[i] && bad++ == 0) {
+                if (!md->f.gaudi2) {
+                    /* part 2: the encoding, the conversion kernels at the default level */
+                    fl_cast_encode_span(enc, x, CHUNK, 1.0f, md->f.fmt, md->f.nosat);
+                    for (size_t i = 0; i < CHUNK; i++) {
+                        const uint32_t e = md->d.bits == 8 ? ((const uint8_t *)enc)[i] : ((const uint16_t *)enc)[i];
+                        if (e != code[i] && bad++ == 0) {
 #pragma omp critical
-                            fprintf(stderr, "encode1 %s: x = 0x%08x: got 0x%x want 0x%x\n", md->name, u0 + (uint32_t)i,
-                                    fl_cast_encode1(md->f.fmt, x[i], md->f.nosat), code[i]);
+                            fprintf(stderr, "encode_span %s: x = 0x%08x: got 0x%x want 0x%x\n", md->name,
+                                    u0 + (uint32_t)i, e, code[i]);
                         }
+                    }
+                }
                 fl_cast_counts kw = { 0 };
                 uint32_t amb = 0;
                 expected_counts(x, want, CHUNK, fmax, bound, ties_ovf, &kw, &amb);
@@ -193,29 +196,14 @@ static void check_exhaustive(void)
             free(want);
             free(got);
             free(code);
+            free(enc);
         }
         CHECK(bad == 0, "%s: %ld mismatching elements or chunks", md->name, bad);
         free(dec);
     }
-    printf("  RNE fake quantisation (%zu modes x %d levels) and fl_cast_encode1 (5 modes), %s inputs each: bits, "
+    printf("  RNE fake quantisation (%zu modes x %d levels) and fl_cast_encode_span (5 modes), %s inputs each: bits, "
            "counts and amax agree with fl_encode_f32_bits / fl_decode_f32\n",
            FL_ARRAY_LEN(modes), nlevels, CHUNK_STEP == 1 ? "all 2^32" : "every 251st chunk of 2^20");
-}
-
-static void check_encode_span(void)
-{
-    float x[37];
-    uint8_t c8[37];
-    uint16_t c16[37];
-    for (int i = 0; i < 37; i++)
-        x[i] = (float)(i - 18) * 13.7f;
-    fl_cast_encode_span(c8, x, 37, 3.0f, FL_FMT_E4M3, 0);
-    fl_cast_encode_span(c16, x, 37, 3.0f, FL_FMT_BF16, 0);
-    for (int i = 0; i < 37; i++) {
-        CHECK(c8[i] == fl_encode_f32(FL_FMT_E4M3, x[i] * 3.0f, FL_RND_NE, FL_OVF_SATURATE, 0), "encode_span e4m3 %d", i);
-        CHECK(c16[i] == fl_encode_f32(FL_FMT_BF16, x[i] * 3.0f, FL_RND_NE, FL_OVF_NOSATURATE, 0), "encode_span bf16 %d",
-              i);
-    }
 }
 
 /* Part 3's inputs: a stride of 1021 through all patterns and +-40 patterns around every binade edge
@@ -245,6 +233,51 @@ static size_t stride_inputs(float **out)
     }
     *out = x;
     return n;
+}
+
+/* Part 2 with scales: fl_cast_encode_span(x, s) against fl_encode_f32_bits of x * s, at every level,
+   on part 3's inputs (spans of 2^18 + 37 elements: several stack buffers and, on 2 threads, both
+   threads), scales exact (3 * 2^-4, a power of two) and not (1 / 3). */
+static void check_encode_span(void)
+{
+    float *x;
+    const size_t n = stride_inputs(&x), span = ((size_t)1 << 18) + 37;
+    static const float scales[] = { 0.1875f, 0x1p-7f, 1.0f / 3.0f, 1.0f };
+    static const struct {
+        fl_format f;
+        int nosat;
+        fl_format_desc d;
+        fl_overflow ovf;
+    } fm[] = { { FL_FMT_E4M3, 0, FL_DESC_E4M3, FL_OVF_SATURATE },   { FL_FMT_E4M3, 1, FL_DESC_E4M3, FL_OVF_NOSATURATE },
+               { FL_FMT_E5M2, 0, FL_DESC_E5M2, FL_OVF_SATURATE },   { FL_FMT_E5M2, 1, FL_DESC_E5M2, FL_OVF_NOSATURATE },
+               { FL_FMT_BF16, 0, FL_DESC_BF16, FL_OVF_NOSATURATE } };
+    uint16_t *enc = malloc(span * sizeof *enc);
+    long bad = 0, checked = 0;
+    for (int li = 0; li < nlevels; li++) {
+        fl_convert_set_isa(levels[li]);
+        for (size_t k = 0; k < FL_ARRAY_LEN(fm); k++)
+            for (size_t si = 0; si < FL_ARRAY_LEN(scales); si++)
+                for (size_t i0 = 0; i0 < n; i0 += span) {
+                    const size_t m = n - i0 < span ? n - i0 : span;
+                    fl_cast_encode_span(enc, x + i0, m, scales[si], fm[k].f, fm[k].nosat);
+                    for (size_t i = 0; i < m; i++) {
+                        const float v = x[i0 + i] * scales[si];
+                        const uint32_t want = fl_encode_f32_bits(&fm[k].d, fl_f32_bits(v), FL_RND_NE, fm[k].ovf, 0);
+                        const uint32_t got = fm[k].d.bits == 8 ? ((const uint8_t *)enc)[i] : enc[i];
+                        checked++;
+                        if (got != want && bad++ == 0)
+                            fprintf(stderr, "encode_span %s nosat %d at %s: x = %a, s = %a: got 0x%x want 0x%x\n",
+                                    fl_format_name(fm[k].f), fm[k].nosat, fl_isa_name(levels[li]), x[i0 + i],
+                                    scales[si], got, want);
+                    }
+                }
+    }
+    fl_convert_set_isa(-1);
+    CHECK(bad == 0, "fl_cast_encode_span: %ld of %ld codes differ", bad, checked);
+    printf("  fl_cast_encode_span with scales: %ld codes at %d levels agree with fl_encode_f32_bits\n", checked,
+           nlevels);
+    free(enc);
+    free(x);
 }
 
 /* Part 3: the spans of the harness's shapes against the reference loop.  The scales keep v = x * ...

@@ -353,32 +353,50 @@ static void test_decode(void)
            TAIL - 1, SOFF, DOFF, paths, calls);
 }
 
-/* fl_convert_from_f32 gives the same bits on 1 and 2 threads (and at every instruction-set cap). */
+/* fl_convert_from_f32 gives the same bits on 1 and 2 threads (and at every instruction-set cap), for
+   an array below FL_STREAM_MIN_BYTES of output and (1 thread) one above it, whose output goes
+   through fl_stream_store, into a destination one element off a 32-byte boundary; the decodes of
+   the large one the same at every cap (fl_convert_to_f32 streams from FL_STREAM_MIN_BYTES of
+   float32 on). */
 static void test_threads_and_caps(void)
 {
-    const size_t n = ((size_t)1 << 20) + 7;
-    uint32_t *u = malloc(n * 4);
-    uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
-    CHECK(u && a && b, "out of memory");
+    const size_t nbig = FL_STREAM_MIN_BYTES + 7;
+    uint32_t *u = malloc(nbig * 4);
+    uint16_t *a = malloc(nbig * 2), *b = malloc(nbig * 2 + 64);
+    float *da = malloc(nbig * 4), *db = malloc(nbig * 4 + 64);
+    CHECK(u && a && b && da && db, "out of memory");
     uint64_t s = 42;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < nbig; i++)
         u[i] = (uint32_t)fl_splitmix64(&s);
-    for (int k = 0; k < 4; k++)
-        for (int sr = 0; sr < 2; sr++) {
-            const fl_rounding mode = sr ? FL_RND_SR : FL_RND_NE;
-            const size_t bytes = fl_format_storage_bytes(fmts[k]);
-            omp_set_num_threads(1);
-            fl_convert_set_isa(FL_ISA_SCALAR);
-            fl_convert_from_f32(a, fmts[k], (const float *)u, n, mode, FL_OVF_SATURATE, 7, 99);
-            for (int isa = FL_ISA_SCALAR; isa <= fl_cpu_isa(); isa++) {
-                omp_set_num_threads(2);
-                CHECK(fl_convert_set_isa(isa) == isa, "cap %s not taken", fl_isa_name(isa));
-                memset(b, 0, n * bytes);
-                fl_convert_from_f32(b, fmts[k], (const float *)u, n, mode, FL_OVF_SATURATE, 7, 99);
-                CHECK(memcmp(a, b, n * bytes) == 0, "%s %s: 2 threads on %s differ from 1 thread on scalar",
-                      fl_format_name(fmts[k]), sr ? "sr" : "rne", fl_isa_name(isa));
+    for (int big = 0; big < 2; big++)
+        for (int k = 0; k < 4; k++)
+            for (int sr = 0; sr < 2; sr++) {
+                const size_t n = big ? nbig : ((size_t)1 << 20) + 7, threads = big ? 1 : 2;
+                const fl_rounding mode = sr ? FL_RND_SR : FL_RND_NE;
+                const size_t bytes = fl_format_storage_bytes(fmts[k]);
+                omp_set_num_threads(1);
+                fl_convert_set_isa(FL_ISA_SCALAR);
+                fl_convert_from_f32(a, fmts[k], (const float *)u, n, mode, FL_OVF_SATURATE, 7, 99);
+                if (big && !sr)
+                    fl_convert_to_f32(da, fmts[k], a, n);
+                for (int isa = FL_ISA_SCALAR; isa <= fl_cpu_isa(); isa++) {
+                    omp_set_num_threads((int)threads);
+                    CHECK(fl_convert_set_isa(isa) == isa, "cap %s not taken", fl_isa_name(isa));
+                    /* big: one element past a 64-byte boundary */
+                    char *bd = big ? (char *)b + bytes : (char *)b;
+                    memset(bd, 0, n * bytes);
+                    fl_convert_from_f32(bd, fmts[k], (const float *)u, n, mode, FL_OVF_SATURATE, 7, 99);
+                    CHECK(memcmp(a, bd, n * bytes) == 0, "%s %s, %zu elements: %zu threads on %s differ from 1 thread on scalar",
+                          fl_format_name(fmts[k]), sr ? "sr" : "rne", n, threads, fl_isa_name(isa));
+                    if (big && !sr) {
+                        memset(db + 1, 0, n * 4);
+                        fl_convert_to_f32(db + 1, fmts[k], a, n);
+                        CHECK(memcmp(da, db + 1, n * 4) == 0, "decode %s, %zu codes: %s differs from scalar",
+                              fl_format_name(fmts[k]), n, fl_isa_name(isa));
+                    }
+                }
             }
-        }
+    omp_set_num_threads(2);
     fl_convert_set_isa(-1);
     CHECK(fl_convert_isa() <= fl_cpu_isa(), "isa above the CPU's");
     CHECK(fl_isa_parse("avx512") == FL_ISA_AVX512 && fl_isa_parse("scalar") == FL_ISA_SCALAR &&
@@ -386,6 +404,8 @@ static void test_threads_and_caps(void)
     free(u);
     free(a);
     free(b);
+    free(da);
+    free(db);
 }
 
 int main(void)
@@ -400,7 +420,9 @@ int main(void)
     t = omp_get_wtime();
     test_bf16_instruction();
     printf("VCVTNEPS2BF16: %.1f s\n", omp_get_wtime() - t);
+    t = omp_get_wtime();
     test_threads_and_caps();
+    printf("threads, caps and streamed stores: %.1f s\n", omp_get_wtime() - t);
     t = omp_get_wtime();
     test_decode();
     printf("decode, every path: %.1f s\n", omp_get_wtime() - t);

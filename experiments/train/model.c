@@ -1,6 +1,7 @@
 /* model.c — forward and backward of the harness's transformer (see model.h). */
 #include "model.h"
 
+#include "convert.h" /* fl_format_storage_bytes */
 #include "gemm.h"
 #include "gemm_fp8.h"
 #include "model_simd.h"
@@ -328,16 +329,14 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
     }
     const fl_site *sx = &r->sites[si], *sw_ = &r->sites[sw];
     if (r->cfg.fast_accum && !r->hp_phase && !sm && (sx->scaling == FL_SCALING_DELAYED || sx->scaling == FL_SCALING_TENSOR) &&
-        (sw_->scaling == FL_SCALING_DELAYED || sw_->scaling == FL_SCALING_TENSOR)) {
+        (sw_->scaling == FL_SCALING_DELAYED || sw_->scaling == FL_SCALING_TENSOR) &&
+        fl_format_storage_bytes((fl_format)sx->fmt) == 1 && fl_format_storage_bytes((fl_format)sw_->fmt) == 1) {
         /* Hopper fast accumulation: the FP8 GEMM twin on the codes the casts produced (re-encoded
            from x * scale, the same operation the cast did), per-tensor scales as dequant factors. */
         uint8_t *qx = malloc(N * K), *qw = malloc(M * K);
         const int nosat = (int)r->cfg.nosat;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < N * K; i++)
-            qx[i] = (uint8_t)fl_cast_encode1((fl_format)sx->fmt, X[i] * sx->scale, nosat);
-        for (size_t i = 0; i < M * K; i++)
-            qw[i] = (uint8_t)fl_cast_encode1((fl_format)sw_->fmt, W[i] * sw_->scale, nosat);
+        fl_cast_encode_span(qx, X, N * K, sx->scale, (fl_format)sx->fmt, nosat);
+        fl_cast_encode_span(qw, W, M * K, sw_->scale, (fl_format)sw_->fmt, nosat);
         const float xsi = 1.0f / sx->scale, wsi = 1.0f / sw_->scale;
         for (size_t p = 0; p < P; p++) {
             const fl_gemm_fp8 g = { .m = Mp, .n = N, .k = K, .a_fmt = (fl_format)sw_->fmt, .b_fmt = (fl_format)sx->fmt,
