@@ -9,6 +9,8 @@
 #include "cast.h"
 
 #include <assert.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +352,86 @@ void fl_mx_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const flo
         add_cast_counts(st, &k, R * C);
         st->n_nan += nan_block_nans;
     }
+}
+
+/* ---- NVFP4 --------------------------------------------------------------------------------------- */
+
+float fl_nvfp4_global_scale(float amax, int four_over_six)
+{
+    if (!(amax > 0.0f) || isinf(amax))
+        return 1.0f;
+    const float s = (four_over_six ? 1536.0f : 2688.0f) / amax; /* 6 x 256, 6 x 448 */
+    return s < FLT_MAX ? s : FLT_MAX;
+}
+
+/* One block of NVFP4 (scaling.h): its scale code sb = e4m3(amax_b * t), y = the fake quantisation,
+   counts into *k.  t = s_enc / 6 (s_enc / 4: Four Over Six's map to 4). */
+static uint8_t nvfp4_block(float *y, const float *x, size_t len, float t, float s_dec, const fl_cast_fmt *cf,
+                           uint64_t off, fl_cast_counts *k)
+{
+    const fl_format_desc *e4 = fl_format_get(FL_FMT_E4M3);
+    const float amax_b = fl_amax_f32(NULL, x, len);
+    const uint32_t sb = fl_encode_f32_bits(e4, fl_f32_bits(amax_b * t), FL_RND_NE, FL_OVF_SATURATE, 0);
+    const float dec_sb = fl_decode_f32(e4, sb), enc = 1.0f / (dec_sb * s_dec);
+    /* y = q * dec(sb) * s_dec: the engine's q * si * rsi */
+    const fl_cast_scales cs = { .rs = 1.0f, .rsi = s_dec, .s = enc < FLT_MAX ? enc : FLT_MAX, .si = dec_sb, .off = off };
+    if (dec_sb != 0.0f) {
+        fl_cast_fq_span(y, x, len, cf, &cs, k, NULL, NULL);
+        return (uint8_t)sb;
+    }
+    /* the block scale is 0: every element decodes to a zero (x * FLT_MAX saturates, and q * 0 = 0),
+       so the nonzero finite ones count as flushed, none as saturated */
+    fl_cast_counts kb = { 0 };
+    fl_cast_fq_span(y, x, len, cf, &cs, &kb, NULL, NULL);
+    k->nan_in += kb.nan_in;
+    for (size_t j = 0; j < len; j++)
+        k->ftz += x[j] != 0.0f && isfinite(x[j]);
+    return (uint8_t)sb;
+}
+
+/* sum (y - x)^2 over the block's non-NaN x (Inf: its y is finite, so +Inf; both candidates alike) */
+static double block_sse(const float *y, const float *x, size_t len)
+{
+    double e = 0;
+    for (size_t j = 0; j < len; j++)
+        if (x[j] == x[j])
+            e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
+    return e;
+}
+
+void fl_nvfp4_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                            float s_enc, int four_over_six, int sr, uint64_t key)
+{
+    FL_REQUIRE(s_enc > 0.0f && s_enc <= FLT_MAX);
+    const fl_cast_fmt cf = { .fmt = FL_FMT_E2M1, .sr = sr, .key = key };
+    const float s_dec = 1.0f / s_enc, t6 = s_enc * (1.0f / 6.0f), t4 = s_enc * 0.25f;
+    const size_t nc = (C + FL_NVFP4_BLOCK - 1) / FL_NVFP4_BLOCK;
+    fl_cast_counts k = { 0 };
+    for (size_t i = 0; i < R; i++)
+        for (size_t jb = 0; jb < nc; jb++) {
+            const size_t j0 = jb * FL_NVFP4_BLOCK, len = C - j0 < FL_NVFP4_BLOCK ? C - j0 : FL_NVFP4_BLOCK;
+            const float *xb = x + i * C + j0;
+            float *yb = y + i * C + j0;
+            uint8_t sb;
+            if (!four_over_six) {
+                sb = nvfp4_block(yb, xb, len, t6, s_dec, &cf, i * C + j0, &k);
+            } else {
+                /* Four Over Six: the block mapped to 6 and to 4, the one with the smaller squared
+                   error kept (6 on a tie) */
+                float y6[FL_NVFP4_BLOCK], y4[FL_NVFP4_BLOCK];
+                fl_cast_counts k6 = { 0 }, k4 = { 0 };
+                const uint8_t s6 = nvfp4_block(y6, xb, len, t6, s_dec, &cf, i * C + j0, &k6);
+                const uint8_t s4 = nvfp4_block(y4, xb, len, t4, s_dec, &cf, i * C + j0, &k4);
+                const int four = block_sse(y4, xb, len) < block_sse(y6, xb, len);
+                memcpy(yb, four ? y4 : y6, len * sizeof *yb);
+                fl_cast_counts_add(&k, four ? &k4 : &k6);
+                sb = four ? s4 : s6;
+            }
+            if (scale)
+                scale[i * nc + jb] = sb;
+        }
+    if (st)
+        add_cast_counts(st, &k, R * C);
 }
 
 /* ---- delayed scaling --------------------------------------------------------------------------- */

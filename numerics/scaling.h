@@ -85,6 +85,22 @@
  *   (TE quantizes a code-0x00 block with multiplier 1 instead of 2^127; only blocks with
  *   amax <= fmt_max * 2^-127 are affected, which TE flushes to zero and we keep.)
  *
+ * NVFP4 (NVIDIA Blackwell; "Pretraining Large Language Models with NVFP4", arXiv 2509.25149, App. B;
+ * TransformerEngine's NVFP4BlockScaling, common/util/..._nvfp4 quantize): e2m1 elements in blocks of
+ * FL_NVFP4_BLOCK = 16 consecutive elements of a row, each block with a positive e4m3 scale, and one
+ * float32 scale per tensor that moves the block scales into e4m3's range.  In float32, each step
+ * rounded:
+ *   s_enc = 2688 / amax (6 x 448; amax of the tensor, NaN ignored), capped at FLT_MAX; amax 0 or
+ *           Inf gives 1 (fl_nvfp4_global_scale; TE's compute_global_encode_scaling_factor_FP4)
+ *   s_dec = 1 / s_enc
+ *   sb    = e4m3(amax_b * (s_enc * (1/6)))   RNE, saturating at 448: the block's decode scale code
+ *           (amax_b: the block's amax, NaN ignored)
+ *   enc_b = min(1 / (dec(sb) * s_dec), FLT_MAX)   (1 / 0 = Inf -> FLT_MAX)
+ *   q     = e2m1(x * enc_b)                  RNE (or SR), saturating at 6
+ *   y     = q * dec(sb) * s_dec              the dequantised value
+ * A block whose scale rounds to 0 (a zero block, or amax_b / amax below about 2^-21) decodes to
+ * zeros.  Where dec(sb) is within e4m3's normal range, the block's largest element encodes to +-6.
+ *
  * Statistics (fl_quant_stats) are ADDED to, so one struct can sum over calls; zero it first.
  */
 #ifndef FL_SCALING_H
@@ -312,6 +328,25 @@ void fl_fake_quantize(float *y, fl_quant_stats *st, const float *x, size_t R, si
    the e8m0 codes.  y may not be x (each block's code is taken from x before the block is cast). */
 void fl_mx_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
                          fl_format elem, fl_mx_rule rule);
+
+/* ---- NVFP4 (see the header comment) ----------------------------------------------------------- */
+#define FL_NVFP4_BLOCK 16
+
+/* s_enc of a tensor whose amax (NaN ignored) is amax: 2688 / amax, or with four_over_six 1536 / amax
+   (6 x 256: Four Over Six's 256 keeps the blocks mapped to 4, whose scales are 1.5 times larger,
+   within e4m3's 448). */
+float fl_nvfp4_global_scale(float amax, int four_over_six);
+
+/* y (R, C) = the NVFP4 fake quantisation of x with the tensor scale s_enc (fl_nvfp4_global_scale of
+   the tensor's amax, or any positive finite value), on the cast engine; scale (R, ceil(C/16)) the e4m3
+   codes of the block scales (may be NULL).  four_over_six: each block also mapped to 4 (its scale code
+   e4m3(amax_b * (s_enc * 0.25))), and of the two the one with the smaller sum of squared errors kept,
+   6 on a tie (Four Over Six, Cook et al., arXiv 2512.02010).  sr: the elements by stochastic
+   rounding, element (i, j) drawing fl_sr_bits(key, i * C + j); else RNE.  Counts added to *st (NULL:
+   not counted): saturated and clipped at 6, flushed to zero (x != 0 with y = 0: the block's scale
+   set by a larger element, or the block scale itself underflowing).  y may not be x. */
+void fl_nvfp4_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                            float s_enc, int four_over_six, int sr, uint64_t key);
 
 const char *fl_mx_rule_name(fl_mx_rule r);                 /* "floor", "ceil" */
 int fl_mx_rule_parse(fl_mx_rule *out, const char *name);    /* 0, or -1 if unknown */

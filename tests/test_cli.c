@@ -56,6 +56,8 @@ int main(void)
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CHECK(system(args) == 0, "cleanup");
     CHECK(run_sh(buf, sizeof buf, "quant --rows 64 --cols 256 --json") == 0 && strstr(buf, "\"results\""), "quant --json: %s", buf);
+    CHECK(run_sh(buf, sizeof buf, "quant --rows 64 --cols 256 --json | grep -c '\"scaling\": \"nvfp4'") == 0 && atoi(buf) == 2,
+          "quant --json has not the two NVFP4 rows: %s", buf);
     printf("checked %d subcommands\n", ncmd);
     PASS("test_cli");
 }

@@ -21,7 +21,9 @@ static const char *const help =
     "\n"
     "Casts a 2-D float tensor (rows = tokens, cols = channels) to e4m3, e5m2, bf16, fp16 and the MX\n"
     "formats under each scaling scheme (none, per-tensor current scaling, per-row, 1x128 tiles, MX 1x32\n"
-    "e8m0 with the OCP floor rule and TE's round-up rule) and reports, for each, the fraction of\n"
+    "e8m0 with the OCP floor rule and TE's round-up rule; for e2m1 also NVFP4: 1x16 blocks with e4m3\n"
+    "scales under a float32 tensor scale 6*448/amax, and NVFP4 with Four Over Six's choice per block of\n"
+    "the map to 6 or to 4, whichever has the smaller squared error) and reports, for each, the fraction of\n"
     "elements saturated (|x*scale| > max), clipped (beyond the RNE overflow boundary), flushed to zero\n"
     "(x != 0 stored as 0), and the relative error ||x - dequant(quant(x))|| / ||x||.\n"
     "  --input X.npy   float16/32/64 .npy or a .safetensors file's first floating tensor (fl_tensor.h); 1-D is\n"
@@ -61,13 +63,15 @@ typedef struct {
     const char *name; /* the scheme's fl_scaling_name, with MX's scale rule */
     fl_scaling scaling;
     fl_mx_rule rule; /* FL_SCALING_MX32 only */
+    int nvfp4;       /* NVFP4: 1x16 blocks, e4m3 block scales, a float32 tensor scale (e2m1 only); 2: Four Over Six */
 } scheme;
 
 /* The schemes, in the table's order; 16-bit formats take none and tensor only. */
 static const scheme schemes[] = {
-    { "none", FL_SCALING_NONE, FL_MX_FLOOR },        { "tensor", FL_SCALING_TENSOR, FL_MX_FLOOR },
-    { "row", FL_SCALING_ROW, FL_MX_FLOOR },          { "1x128", FL_SCALING_1X128, FL_MX_FLOOR },
-    { "mx32-floor", FL_SCALING_MX32, FL_MX_FLOOR }, { "mx32-ceil", FL_SCALING_MX32, FL_MX_CEIL },
+    { "none", FL_SCALING_NONE, FL_MX_FLOOR, 0 },        { "tensor", FL_SCALING_TENSOR, FL_MX_FLOOR, 0 },
+    { "row", FL_SCALING_ROW, FL_MX_FLOOR, 0 },          { "1x128", FL_SCALING_1X128, FL_MX_FLOOR, 0 },
+    { "mx32-floor", FL_SCALING_MX32, FL_MX_FLOOR, 0 }, { "mx32-ceil", FL_SCALING_MX32, FL_MX_CEIL, 0 },
+    { "nvfp4", FL_SCALING_NONE, FL_MX_FLOOR, 1 },         { "nvfp4-4/6", FL_SCALING_NONE, FL_MX_FLOOR, 2 },
 };
 static const fl_format quant_formats[] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_FMT_FP16, FL_FMT_E2M1, FL_FMT_E3M2 };
 
@@ -135,7 +139,11 @@ static void quant_run(fl_quant_stats *st, quant_bufs *b, const float *x, size_t 
                       const scheme *sc, float amax)
 {
     memset(st, 0, sizeof *st);
-    if (sc->scaling == FL_SCALING_MX32) {
+    if (sc->nvfp4) {
+        /* NVFP4 on the cast engine (scaling.h), RNE, the tensor scale from the tensor's amax */
+        const int f46 = sc->nvfp4 == 2;
+        fl_nvfp4_fake_quantize(b->back, NULL, st, x, R, C, fl_nvfp4_global_scale(amax, f46), f46, 0, 0);
+    } else if (sc->scaling == FL_SCALING_MX32) {
         /* on the cast engine (scaling.h): fl_mx_quantize + fl_mx_dequantize's values and counts */
         fl_mx_fake_quantize(b->back, b->mxs, st, x, R, C, f, sc->rule);
     } else if (fl_format_get(f)->bits > 8) {
@@ -263,6 +271,8 @@ int fl_cmd_quant(int argc, char **argv)
             const fl_format f = quant_formats[fi];
             if (fl_format_get(f)->bits > 8 && schemes[si].scaling > FL_SCALING_TENSOR)
                 continue; /* 16-bit formats: no scaling and per-tensor only */
+            if (schemes[si].nvfp4 && f != FL_FMT_E2M1)
+                continue; /* NVFP4 is e2m1's */
             fl_quant_stats st;
             quant_run(&st, &b, x, R, C, f, &schemes[si], amax);
             double num = 0;
