@@ -306,6 +306,98 @@ static float fq_reference(float *y, const float *x, size_t n, const fl_cast_fmt 
     return am;
 }
 
+/* ---- e2m1 (NVFP4 and MXFP4 elements) ------------------------------------------------------------ */
+
+/* The reference loop's values and counts for e2m1 (FL_DESC_E2M1: 0, 0.5, 1, 1.5, 2, 3, 4, 6; no Inf or
+   NaN, so every cast saturates and a NaN encodes as +6), with the rounding done on float32 bits:
+   - RNE: |v| >= 1 keeps one mantissa bit, (a + 0x1FFFFF + lsb) & ~0x3FFFFF; |v| < 1 rounds on the
+     subnormal grid of 0.5 by the 2^23 trick on 2|v|; |v| >= 7 (the RNE boundary, a tie that overflows:
+     6's mantissa bit is odd) and Inf give 6;
+   - SR: frac32 = floor(the discarded fraction of an ulp * 2^32) -- |v| >= 1: the 22 discarded bits
+     shifted up by 10; |v| < 1: (2|v| - floor(2|v|)) * 2^32, exact in float32 and truncated by the
+     conversion -- and away from zero iff frac32 + fl_sr_bits(key, off + c) >= 2^32, as
+     fl_encode_f32_bits does (fl_round.h); every |v| > 6 gives 6.
+   tests/test_cast.c compares this with the reference loop on all 2^32 inputs (RNE) and on a stride
+   plus the binade edges (SR). */
+static inline __attribute__((always_inline)) float fq_e2m1_body(float *y, const float *x, size_t n,
+                                                                  const fl_cast_scales *sc, uint64_t key, int sr,
+                                                                  int plain, fl_cast_counts *k, double *m2, double *m4)
+{
+    /* plain (a constant): no column smoothing, no moments -- a loop without control flow, which the
+       compiler vectorises */
+    uint64_t sat = 0, clip = 0, ftz = 0, nan_in = 0;
+    uint32_t amb = 0;
+    double s2 = 0.0, s4 = 0.0;
+    const float rs = sc->rs, s = sc->s, si = sc->si, rsi = sc->rsi;
+    for (size_t c = 0; c < n; c++) {
+        const float x0 = x[c] * rs;
+        const float xv = !plain && sc->cs ? x0 * sc->cs[c] : x0;
+        const float v = xv * s;
+        const uint32_t u = fl_f32_bits(v), a = u & 0x7FFFFFFFu;
+        const uint32_t mnorm = 0u - (uint32_t)(a >= 0x3F800000u);
+        /* 2|v| where |v| < 1, else 0 (no float-to-integer conversion out of range below) */
+        const float a2 = fl_f32_from_bits(SEL(mnorm, 0u, fl_f32_bits(fl_f32_from_bits(a) * 2.0f)));
+        uint32_t r;
+        if (!sr) {
+            const uint32_t rn = (a + 0x1FFFFFu + ((a >> 22) & 1u)) & ~0x3FFFFFu;
+            const uint32_t rsub = fl_f32_bits(((a2 + 0x1p23f) - 0x1p23f) * 0.5f);
+            r = SEL(0u - (uint32_t)(a >= 0x40E00000u), 0x40C00000u, SEL(mnorm, rn, rsub)); /* NaN and Inf: 6 */
+        } else {
+            const uint32_t mhi = 0u - (uint32_t)(a2 >= 1.0f);
+            const float fl = fl_f32_from_bits(mhi & 0x3F800000u);
+            const uint32_t lo = SEL(mnorm, a & ~0x3FFFFFu, mhi & 0x3F000000u);
+            const uint32_t frac32 = SEL(mnorm, (a & 0x3FFFFFu) << 10, (uint32_t)((a2 - fl) * 0x1p32f));
+            const uint32_t away = (uint32_t)(((uint64_t)frac32 + fl_sr_bits(key, sc->off + c)) >> 32);
+            /* one step up: + 2^22 in the bits from 1 up (a carry moves the binade); below 1, + 0.5 */
+            const uint32_t up = SEL(mnorm, lo + 0x400000u, SEL(mhi, 0x3F800000u, 0x3F000000u));
+            r = SEL(0u - (uint32_t)(a > 0x40C00000u), 0x40C00000u, SEL(0u - away, up, lo)); /* NaN and Inf: 6 */
+        }
+        const uint32_t isn = (uint32_t)(a > 0x7F800000u);
+        const float q = fl_f32_from_bits(r | (u & 0x80000000u & (isn - 1u))); /* NaN: +6 */
+        const float q1 = q * si * rsi;
+        y[c] = !plain && sc->csi ? q1 * sc->csi[c] : q1;
+        const uint32_t axb = fl_f32_bits(xv) & 0x7FFFFFFFu, num = (uint32_t)(axb <= 0x7F800000u);
+        nan_in += num ^ 1u;
+        const uint32_t axn = axb & (0u - num);
+        amb = axn > amb ? axn : amb;
+        if (!plain && m2) {
+            const double d2 = num ? (double)xv * xv : 0.0;
+            s2 += d2;
+            s4 += d2 * d2;
+        }
+        sat += num & (uint32_t)(a > 0x40C00000u);
+        clip += num & (uint32_t)(sr ? a > 0x40C00000u : a >= 0x40E00000u);
+        ftz += num & (uint32_t)(r == 0) & (uint32_t)(sr ? a != 0 : axb != 0);
+    }
+    k->sat += sat;
+    k->clip += clip;
+    k->ftz += ftz;
+    k->nan_in += nan_in;
+    if (m2) {
+        *m2 += s2;
+        *m4 += s4;
+    }
+    return fl_f32_from_bits(amb);
+}
+
+static float fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
+                     fl_cast_counts *k, double *m2, double *m4);
+
+float fl_cast_fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
+                      fl_cast_counts *k)
+{
+    return fq_e2m1(y, x, n, f, sc, k, NULL, NULL);
+}
+
+static float fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
+                     fl_cast_counts *k, double *m2, double *m4)
+{
+    if (!m2 && !sc->cs && !sc->csi)
+        return f->sr ? fq_e2m1_body(y, x, n, sc, f->key, 1, 1, k, NULL, NULL)
+                     : fq_e2m1_body(y, x, n, sc, 0, 0, 1, k, NULL, NULL);
+    return f->sr ? fq_e2m1_body(y, x, n, sc, f->key, 1, 0, k, m2, m4) : fq_e2m1_body(y, x, n, sc, 0, 0, 0, k, m2, m4);
+}
+
 float fl_cast_fq_span(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                       fl_cast_counts *k, double *m2, double *m4)
 {
@@ -318,6 +410,8 @@ float fl_cast_fq_span_at(int isa, float *y, const float *x, size_t n, const fl_c
     if (isa > fl_cpu_isa())
         isa = fl_cpu_isa();
     const int fused = f->fmt == FL_FMT_E4M3 || f->fmt == FL_FMT_E5M2 || (f->fmt == FL_FMT_BF16 && !f->gaudi2);
+    if (f->fmt == FL_FMT_E2M1 && !f->reference && !f->gaudi2)
+        return fq_e2m1(y, x, n, f, sc, k, m2, m4);
     if (f->reference || !fused || (f->sr && f->gaudi2))
         return fq_reference(y, x, n, f, sc, k, m2, m4);
 #if FL_HAVE_X86_CAST

@@ -74,6 +74,11 @@ typedef struct {
 float fl_cast_fq_span(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                       fl_cast_counts *k, double *m2, double *m4);
 
+/* The loop fl_cast_fq_span runs for f->fmt == e2m1 (not f->reference) at every level, called
+   directly (no moments): NVFP4 and MXFP4 cast blocks of 16 and 32 elements. */
+float fl_cast_fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
+                      fl_cast_counts *k);
+
 /* The same at instruction set isa (FL_ISA_*; capped by the CPU's own) instead of fl_convert_isa(). */
 float fl_cast_fq_span_at(int isa, float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                          fl_cast_counts *k, double *m2, double *m4);

@@ -7,10 +7,12 @@
 #include "scaling.h"
 
 #include "cast.h"
+#include "convert.h"
 
 #include <assert.h>
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +77,7 @@ static int is_element_format(fl_format f)
 
 /* ---- amax and block grids ---------------------------------------------------------------------- */
 
-static const char *const scaling_names[] = { "none", "delayed", "tensor", "row", "1x128", "mx32" };
+static const char *const scaling_names[] = { "none", "delayed", "tensor", "row", "1x128", "mx32", "nvfp4" };
 _Static_assert(FL_ARRAY_LEN(scaling_names) == FL_SCALING_COUNT, "scaling names");
 
 const char *fl_scaling_name(fl_scaling s) { return (unsigned)s < FL_SCALING_COUNT ? scaling_names[s] : "?"; }
@@ -86,6 +88,7 @@ fl_block fl_scaling_block(fl_scaling s)
     case FL_SCALING_ROW: return FL_BLOCK_ROW;
     case FL_SCALING_1X128: return FL_BLOCK_1X128;
     case FL_SCALING_MX32: return FL_BLOCK_MX;
+    case FL_SCALING_NVFP4: return FL_BLOCK_NVFP4;
     default: return FL_BLOCK_TENSOR;
     }
 }
@@ -364,74 +367,164 @@ float fl_nvfp4_global_scale(float amax, int four_over_six)
     return s < FLT_MAX ? s : FLT_MAX;
 }
 
-/* One block of NVFP4 (scaling.h): its scale code sb = e4m3(amax_b * t), y = the fake quantisation,
-   counts into *k.  t = s_enc / 6 (s_enc / 4: Four Over Six's map to 4). */
-static uint8_t nvfp4_block(float *y, const float *x, size_t len, float t, float s_dec, const fl_cast_fmt *cf,
-                           uint64_t off, fl_cast_counts *k)
+/* One tile of NVFP4 (scaling.h): rows x len elements of x (row stride ldx) whose block scale decodes to
+   dec_sb (the e4m3 code's value), fake-quantised into y (row stride ldy), counts into *k.  off: the
+   stream index of x[0]. */
+static void nvfp4_tile(float *y, size_t ldy, const float *x, size_t ldx, size_t rows, size_t len, float dec_sb,
+                       float s_dec, const fl_cast_fmt *cf, uint64_t off, fl_cast_counts *k)
 {
-    const fl_format_desc *e4 = fl_format_get(FL_FMT_E4M3);
-    const float amax_b = fl_amax_f32(NULL, x, len);
-    const uint32_t sb = fl_encode_f32_bits(e4, fl_f32_bits(amax_b * t), FL_RND_NE, FL_OVF_SATURATE, 0);
-    const float dec_sb = fl_decode_f32(e4, sb), enc = 1.0f / (dec_sb * s_dec);
+    const float enc = 1.0f / (dec_sb * s_dec);
     /* y = q * dec(sb) * s_dec: the engine's q * si * rsi */
-    const fl_cast_scales cs = { .rs = 1.0f, .rsi = s_dec, .s = enc < FLT_MAX ? enc : FLT_MAX, .si = dec_sb, .off = off };
-    if (dec_sb != 0.0f) {
-        fl_cast_fq_span(y, x, len, cf, &cs, k, NULL, NULL);
-        return (uint8_t)sb;
+    fl_cast_scales cs = { .rs = 1.0f, .rsi = s_dec, .s = enc < FLT_MAX ? enc : FLT_MAX, .si = dec_sb };
+    for (size_t r = 0; r < rows; r++) {
+        cs.off = off + r * ldx;
+        if (dec_sb != 0.0f) {
+            if (cf->reference) /* the engine's reference loop (tests) */
+                fl_cast_fq_span(y + r * ldy, x + r * ldx, len, cf, &cs, k, NULL, NULL);
+            else
+                fl_cast_fq_e2m1(y + r * ldy, x + r * ldx, len, cf, &cs, k);
+            continue;
+        }
+        /* the block scale is 0: every element decodes to a zero (x * FLT_MAX saturates, and q * 0 = 0),
+           so the nonzero finite ones count as flushed, none as saturated */
+        fl_cast_counts kb = { 0 };
+        fl_cast_fq_span(y + r * ldy, x + r * ldx, len, cf, &cs, &kb, NULL, NULL);
+        k->nan_in += kb.nan_in;
+        for (size_t j = 0; j < len; j++)
+            k->ftz += x[r * ldx + j] != 0.0f && isfinite(x[r * ldx + j]);
     }
-    /* the block scale is 0: every element decodes to a zero (x * FLT_MAX saturates, and q * 0 = 0),
-       so the nonzero finite ones count as flushed, none as saturated */
-    fl_cast_counts kb = { 0 };
-    fl_cast_fq_span(y, x, len, cf, &cs, &kb, NULL, NULL);
-    k->nan_in += kb.nan_in;
-    for (size_t j = 0; j < len; j++)
-        k->ftz += x[j] != 0.0f && isfinite(x[j]);
-    return (uint8_t)sb;
 }
 
-/* sum (y - x)^2 over the block's non-NaN x (Inf: its y is finite, so +Inf; both candidates alike) */
-static double block_sse(const float *y, const float *x, size_t len)
+/* sum (y - x)^2 over a tile's non-NaN x (Inf: its y is finite, so +Inf; both candidates alike);
+   y has row stride len */
+static double tile_sse(const float *y, const float *x, size_t ldx, size_t rows, size_t len)
 {
     double e = 0;
-    for (size_t j = 0; j < len; j++)
-        if (x[j] == x[j])
-            e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < len; j++) {
+            const double xv = x[r * ldx + j], d = (double)y[r * len + j] - xv;
+            if (xv == xv)
+                e += d * d;
+        }
     return e;
 }
 
 void fl_nvfp4_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
                             float s_enc, int four_over_six, int sr, uint64_t key)
 {
+    fl_nvfp4_fake_quantize_tiles(y, scale, st, x, R, C, 1, s_enc, four_over_six, sr, key, 0);
+}
+
+void fl_nvfp4_fake_quantize_tiles(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                                  size_t br, float s_enc, int four_over_six, int sr, uint64_t key, int reference)
+{
     FL_REQUIRE(s_enc > 0.0f && s_enc <= FLT_MAX);
-    const fl_cast_fmt cf = { .fmt = FL_FMT_E2M1, .sr = sr, .key = key };
+    FL_REQUIRE(br >= 1 && br <= FL_NVFP4_BLOCK);
+    const fl_cast_fmt cf = { .fmt = FL_FMT_E2M1, .sr = sr, .key = key, .reference = reference };
     const float s_dec = 1.0f / s_enc, t6 = s_enc * (1.0f / 6.0f), t4 = s_enc * 0.25f;
-    const size_t nc = (C + FL_NVFP4_BLOCK - 1) / FL_NVFP4_BLOCK;
-    fl_cast_counts k = { 0 };
-    for (size_t i = 0; i < R; i++)
-        for (size_t jb = 0; jb < nc; jb++) {
-            const size_t j0 = jb * FL_NVFP4_BLOCK, len = C - j0 < FL_NVFP4_BLOCK ? C - j0 : FL_NVFP4_BLOCK;
-            const float *xb = x + i * C + j0;
-            float *yb = y + i * C + j0;
-            uint8_t sb;
-            if (!four_over_six) {
-                sb = nvfp4_block(yb, xb, len, t6, s_dec, &cf, i * C + j0, &k);
-            } else {
-                /* Four Over Six: the block mapped to 6 and to 4, the one with the smaller squared
-                   error kept (6 on a tie) */
-                float y6[FL_NVFP4_BLOCK], y4[FL_NVFP4_BLOCK];
-                fl_cast_counts k6 = { 0 }, k4 = { 0 };
-                const uint8_t s6 = nvfp4_block(y6, xb, len, t6, s_dec, &cf, i * C + j0, &k6);
-                const uint8_t s4 = nvfp4_block(y4, xb, len, t4, s_dec, &cf, i * C + j0, &k4);
-                const int four = block_sse(y4, xb, len) < block_sse(y6, xb, len);
-                memcpy(yb, four ? y4 : y6, len * sizeof *yb);
-                fl_cast_counts_add(&k, four ? &k4 : &k6);
-                sb = four ? s4 : s6;
+    const size_t nc = (C + FL_NVFP4_BLOCK - 1) / FL_NVFP4_BLOCK, nr = (R + br - 1) / br;
+    float e4[256]; /* the e4m3 codes' values */
+    for (uint32_t c = 0; c < 256; c++)
+        e4[c] = fl_decode_f32(fl_format_get(FL_FMT_E4M3), c);
+    uint64_t k_sat = 0, k_clip = 0, k_nan = 0, k_ftz = 0;
+    /* tile rows on the OpenMP threads; the counts are integers (their sum does not depend on the split) */
+#pragma omp parallel reduction(+ : k_sat, k_clip, k_nan, k_ftz) if (R * C >= 65536 && !omp_in_parallel())
+    {
+        /* per tile row: the tiles' amax, their scale codes by the conversion kernel (e4m3 RNE,
+           saturating: fl_encode_f32_bits's codes), then the tiles */
+        float *v6 = malloc(2 * (nc ? nc : 1) * sizeof *v6), *v4 = v6 + nc;
+        uint8_t *c6 = malloc(2 * (nc ? nc : 1)), *c4 = c6 + nc;
+#pragma omp for schedule(static)
+        for (size_t ib = 0; ib < nr; ib++) {
+            const size_t i0 = ib * br, rows = R - i0 < br ? R - i0 : br;
+            fl_cast_counts kr = { 0 };
+            for (size_t jb = 0; jb < nc; jb++) {
+                const size_t j0 = jb * FL_NVFP4_BLOCK, len = C - j0 < FL_NVFP4_BLOCK ? C - j0 : FL_NVFP4_BLOCK;
+                float amax_b = 0.0f; /* NaN ignored: a comparison with NaN is false */
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t j = 0; j < len; j++) {
+                        const float ax = fabsf(x[(i0 + r) * C + j0 + j]);
+                        amax_b = ax > amax_b ? ax : amax_b;
+                    }
+                v6[jb] = amax_b * t6;
+                v4[jb] = amax_b * t4;
             }
-            if (scale)
-                scale[i * nc + jb] = sb;
+            fl_convert_from_f32(c6, FL_FMT_E4M3, v6, nc, FL_RND_NE, FL_OVF_SATURATE, 0, 0);
+            if (four_over_six)
+                fl_convert_from_f32(c4, FL_FMT_E4M3, v4, nc, FL_RND_NE, FL_OVF_SATURATE, 0, 0);
+            for (size_t jb = 0; jb < nc; jb++) {
+                const size_t j0 = jb * FL_NVFP4_BLOCK, len = C - j0 < FL_NVFP4_BLOCK ? C - j0 : FL_NVFP4_BLOCK;
+                const float *xb = x + i0 * C + j0;
+                float *yb = y + i0 * C + j0;
+                uint8_t sb = c6[jb];
+                if (!four_over_six) {
+                    nvfp4_tile(yb, C, xb, C, rows, len, e4[sb], s_dec, &cf, i0 * C + j0, &kr);
+                } else {
+                    /* Four Over Six: the tile mapped to 6 and to 4, the one with the smaller squared
+                       error kept (6 on a tie) */
+                    float y6[FL_NVFP4_BLOCK * FL_NVFP4_BLOCK], y4[FL_NVFP4_BLOCK * FL_NVFP4_BLOCK];
+                    fl_cast_counts k6 = { 0 }, k4 = { 0 };
+                    nvfp4_tile(y6, len, xb, C, rows, len, e4[c6[jb]], s_dec, &cf, i0 * C + j0, &k6);
+                    nvfp4_tile(y4, len, xb, C, rows, len, e4[c4[jb]], s_dec, &cf, i0 * C + j0, &k4);
+                    const int four = tile_sse(y4, xb, C, rows, len) < tile_sse(y6, xb, C, rows, len);
+                    for (size_t r = 0; r < rows; r++)
+                        memcpy(yb + r * C, (four ? y4 : y6) + r * len, len * sizeof *yb);
+                    fl_cast_counts_add(&kr, four ? &k4 : &k6);
+                    sb = four ? c4[jb] : c6[jb];
+                }
+                if (scale)
+                    scale[ib * nc + jb] = sb;
+            }
+            k_sat += kr.sat;
+            k_clip += kr.clip;
+            k_nan += kr.nan_in;
+            k_ftz += kr.ftz;
         }
+        free(v6);
+        free(c6);
+    }
+    const fl_cast_counts k = { .sat = k_sat, .clip = k_clip, .nan_in = k_nan, .ftz = k_ftz };
     if (st)
         add_cast_counts(st, &k, R * C);
+}
+
+/* ---- the random Hadamard transform of size 16 --------------------------------------------------- */
+
+void fl_rht16_signs(float signs[FL_RHT_SIZE], uint64_t seed)
+{
+    uint64_t st = seed ^ 0x5248543136000000ull; /* "RHT16" */
+    const uint64_t r = fl_splitmix64(&st);
+    for (int j = 0; j < FL_RHT_SIZE; j++)
+        signs[j] = (r >> j) & 1u ? -1.0f : 1.0f;
+}
+
+/* The Walsh-Hadamard butterflies of 16 in place, in the fixed order of the stages h = 1, 2, 4, 8:
+   v = H16 v (entries +-1, H16 H16 = 16 I, symmetric). */
+static void wht16(float *v)
+{
+    for (int h = 1; h < FL_RHT_SIZE; h <<= 1)
+        for (int i = 0; i < FL_RHT_SIZE; i += h << 1)
+            for (int j = i; j < i + h; j++) {
+                const float a = v[j], b = v[j + h];
+                v[j] = a + b;
+                v[j + h] = a - b;
+            }
+}
+
+void fl_rht16(float *v, const float signs[FL_RHT_SIZE])
+{
+    for (int j = 0; j < FL_RHT_SIZE; j++)
+        v[j] *= signs[j];
+    wht16(v);
+    for (int j = 0; j < FL_RHT_SIZE; j++)
+        v[j] *= 0.25f;
+}
+
+void fl_rht16_inv(float *v, const float signs[FL_RHT_SIZE])
+{
+    wht16(v);
+    for (int j = 0; j < FL_RHT_SIZE; j++)
+        v[j] = v[j] * 0.25f * signs[j];
 }
 
 /* ---- delayed scaling --------------------------------------------------------------------------- */

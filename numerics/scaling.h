@@ -272,6 +272,7 @@ typedef struct {
 #define FL_BLOCK_1X128 ((fl_block){ 1, 128 })    /* scale (R, ceil(C/128)): activations, gradients */
 #define FL_BLOCK_128X128 ((fl_block){ 128, 128 }) /* scale (ceil(R/128), ceil(C/128)): weights */
 #define FL_BLOCK_MX ((fl_block){ 1, FL_MX_BLOCK }) /* scale (R, ceil(C/32)) */
+#define FL_BLOCK_NVFP4 ((fl_block){ 1, 16 })      /* scale (R, ceil(C/16)): FL_NVFP4_BLOCK */
 
 /* NR, NC: the number of blocks down and across.  A zero extent gives 0 blocks that way, except
    that a block dimension of 0 always gives 1. */
@@ -348,6 +349,28 @@ float fl_nvfp4_global_scale(float amax, int four_over_six);
 void fl_nvfp4_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
                             float s_enc, int four_over_six, int sr, uint64_t key);
 
+/* The same with tiles of br rows x 16 columns sharing one block scale (1 <= br <= 16): br = 1 is
+   fl_nvfp4_fake_quantize; br = 16 NVIDIA's 2D weight blocks, whose quantised values are the same
+   whether the tensor is read row- or column-wise (so W and W^T of a GEMM's forward and backward
+   agree).  A tile's amax is over all its elements; Four Over Six compares the tiles' squared errors.
+   scale (ceil(R/br), ceil(C/16)).  Tile rows run on the OpenMP threads (the results do not depend on
+   the thread count).  reference: the elements by the cast engine's reference loop (tests compare). */
+void fl_nvfp4_fake_quantize_tiles(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                                  size_t br, float s_enc, int four_over_six, int sr, uint64_t key, int reference);
+
+/* ---- the random Hadamard transform (NVIDIA's NVFP4 recipe, arXiv 2509.25149 Sec. 4) ----------- *
+ * Applied to both inputs of the weight-gradient GEMM along its reduction axis (tokens), in groups of
+ * FL_RHT_SIZE: v <- M v with M = H16 diag(signs) / 4, H16 the Sylvester Hadamard matrix of order 16.
+ * M is orthogonal (M^T M = I), so sum_t dY'_t X'_t over a group equals sum_t dY_t X_t: the GEMM needs
+ * no inverse, while the quantisation sees values whose outliers are spread over 16.  Each output is
+ * one fixed chain of float32 additions (the butterflies of stages 1, 2, 4, 8) times the exact 1/4. */
+#define FL_RHT_SIZE 16
+/* 16 signs +-1 from the seed (NVIDIA's recipe fixes one sign vector; here it is drawn per run). */
+void fl_rht16_signs(float signs[FL_RHT_SIZE], uint64_t seed);
+/* v (16) <- M v, and its inverse v <- M^T v = diag(signs) H16 v / 4. */
+void fl_rht16(float *v, const float signs[FL_RHT_SIZE]);
+void fl_rht16_inv(float *v, const float signs[FL_RHT_SIZE]);
+
 const char *fl_mx_rule_name(fl_mx_rule r);                 /* "floor", "ceil" */
 int fl_mx_rule_parse(fl_mx_rule *out, const char *name);    /* 0, or -1 if unknown */
 
@@ -393,10 +416,12 @@ typedef enum {
     FL_SCALING_ROW,     /* per row (token), current */
     FL_SCALING_1X128,   /* 1x128 tiles, current; the recipes scale weights in 128x128 blocks (DeepSeek-V3) */
     FL_SCALING_MX32,    /* MX: blocks of 32 along a row, e8m0 scales (OCP Microscaling v1.0) */
+    FL_SCALING_NVFP4,   /* NVFP4: blocks of 16 along a row, e4m3 scales under a per-tensor float32 scale
+                           (fl_nvfp4_fake_quantize); the recipes scale weights in 16x16 tiles */
     FL_SCALING_COUNT
 } fl_scaling;
 
-/* "none", "delayed", "tensor", "row", "1x128", "mx32"; "?" outside the enum. */
+/* "none", "delayed", "tensor", "row", "1x128", "mx32", "nvfp4"; "?" outside the enum. */
 const char *fl_scaling_name(fl_scaling s);
 
 /* The blocking of a scheme for an activation-like tensor (weights of 1x128: FL_BLOCK_128X128). */

@@ -1,6 +1,6 @@
 /* test_cast.c — the cast engine (numerics/cast.h), the one path of every cast the training harness
  * makes, against the plain encoder and decoder of fl_round.h:
- *   1. RNE fake quantisation into e4m3 and e5m2 (saturating and not), bf16 and Gaudi2's e4m3, on
+ *   1. RNE fake quantisation into e4m3 and e5m2 (saturating and not), bf16, Gaudi2's e4m3 and e2m1, on
  *      all 2^32 float32 inputs, at every instruction set this CPU has (scalar, AVX2, AVX-512): the
  *      output bits equal fl_decode_f32(fl_encode_f32_bits(x)) exactly (NaN included: the decoder's
  *      one NaN), and per chunk of 2^20 inputs the counts (saturated, clipped, NaN/Inf produced, NaN
@@ -9,7 +9,7 @@
  *      on all 2^32 inputs against fl_encode_f32_bits (e4m3 and e5m2 both policies, bf16); with
  *      scales != 1, at every level, on part 3's inputs, spans that cross its buffer and its threads;
  *   3. every other kernel shape -- row scale, block scale, column smoothing, SR into e4m3 / e5m2 /
- *      bf16 -- against the reference loop (fl_cast_fmt.reference) at every instruction set, on a
+ *      bf16 / e2m1 -- against the reference loop (fl_cast_fmt.reference) at every instruction set, on a
  *      stride of 1021 through all float32 patterns plus the neighbourhoods of every binade edge and
  *      overflow boundary, with scales that are and are not powers of two, odd span lengths and a
  *      nonzero stream offset: bits, counts, amax and moments;
@@ -66,6 +66,7 @@ REF_LOOP(ref_e5m2_sat, FL_DESC_E5M2, FL_OVF_SATURATE)
 REF_LOOP(ref_e5m2_nosat, FL_DESC_E5M2, FL_OVF_NOSATURATE)
 REF_LOOP(ref_bf16, FL_DESC_BF16, FL_OVF_NOSATURATE)
 REF_LOOP(ref_gaudi2, FL_DESC_E4M3_GAUDI2, FL_OVF_SATURATE)
+REF_LOOP(ref_e2m1, FL_DESC_E2M1, FL_OVF_SATURATE)
 
 /* One format/policy of parts 1 and 2. */
 typedef struct {
@@ -82,6 +83,7 @@ static const fmode modes[] = {
     { "e5m2 nosat", { FL_FMT_E5M2, 0, 1, 0, 0, 0 }, FL_DESC_E5M2, ref_e5m2_nosat },
     { "bf16", { FL_FMT_BF16, 0, 0, 0, 0, 0 }, FL_DESC_BF16, ref_bf16 },
     { "gaudi2 e4m3", { FL_FMT_E4M3, 1, 0, 0, 0, 0 }, FL_DESC_E4M3_GAUDI2, ref_gaudi2 },
+    { "e2m1", { FL_FMT_E2M1, 0, 0, 0, 0, 0 }, FL_DESC_E2M1, ref_e2m1 },
 };
 
 /* The counts of cast.h's definitions for v = x (scales 1), from the decoded result dq (branch-free,
@@ -155,7 +157,7 @@ static void check_exhaustive(void)
                     x[i] = fl_f32_from_bits(u0 + (uint32_t)i);
                     want[i] = dec[code[i]];
                 }
-                if (!md->f.gaudi2) {
+                if (!md->f.gaudi2 && md->f.fmt != FL_FMT_E2M1) {
                     /* part 2: the encoding, the conversion kernels at the default level */
                     fl_cast_encode_span(enc, x, CHUNK, 1.0f, md->f.fmt, md->f.nosat);
                     for (size_t i = 0; i < CHUNK; i++) {
@@ -201,7 +203,7 @@ static void check_exhaustive(void)
         CHECK(bad == 0, "%s: %ld mismatching elements or chunks", md->name, bad);
         free(dec);
     }
-    printf("  RNE fake quantisation (%zu modes x %d levels) and fl_cast_encode_span (5 modes), %s inputs each: bits, "
+    printf("  RNE fake quantisation (%zu modes x %d levels; e2m1: its one bit-arithmetic loop) and fl_cast_encode_span (5 modes), %s inputs each: bits, "
            "counts and amax agree with fl_encode_f32_bits / fl_decode_f32\n",
            FL_ARRAY_LEN(modes), nlevels, CHUNK_STEP == 1 ? "all 2^32" : "every 251st chunk of 2^20");
 }
@@ -212,7 +214,8 @@ static size_t stride_inputs(float **out)
 {
     const size_t nstride = ((size_t)1 << 32) / STRIDE + 1;
     static const uint32_t extra[] = { 0x43E80000u, 0x43E00000u, 0x47700000u, 0x47600000u, 0x7F7F8000u,
-                                      0x7F800000u, 0x43780000u, 0x43700000u };
+                                      0x7F800000u, 0x43780000u, 0x43700000u, 0x40E00000u, 0x40C00000u,
+                                      0x3F400000u, 0x40A00000u }; /* e2m1: 7, 6, the ties 0.75 and 5 */
     const size_t nedge = (256 + FL_ARRAY_LEN(extra)) * 81 * 2;
     float *x = malloc((nstride + nedge) * sizeof *x);
     size_t n = 0;
@@ -302,7 +305,7 @@ static void check_shapes(void)
         { "unit", 1.0f, 1.0f, 0 },        { "block 2^-3", 1.0f, 0x1p-3f, 0 }, { "scale 0.7", 1.0f, 0.7f, 0 },
         { "row 2^5, s 3.1", 0x1p5f, 3.1f, 0 }, { "columns, s 0.37", 1.0f, 0.37f, 1 }, { "row and columns", 0x1p-2f, 0x1p6f, 1 },
     };
-    static const fl_format fmts[3] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16 };
+    static const fl_format fmts[5] = { FL_FMT_E4M3, FL_FMT_E5M2, FL_FMT_BF16, FL_FMT_E4M3, FL_FMT_E2M1 };
     long spans = 0;
     const size_t span = m; /* one span per cast, all inputs */
     float *got = malloc(span * sizeof *got), *want = malloc(span * sizeof *want);
@@ -313,18 +316,18 @@ static void check_shapes(void)
         csi[c] = 1.0f / cs[c];
     }
     for (size_t h = 0; h < FL_ARRAY_LEN(shapes); h++)
-        for (int fi = 0; fi < 4; fi++)
+        for (int fi = 0; fi < 5; fi++)
             for (int nosat = 0; nosat < 2; nosat++)
                 for (int sr = 0; sr < 2; sr++) {
                     const int g240 = fi == 3;
-                    if ((g240 && (sr || nosat)) || (fi == 2 && nosat))
+                    if ((g240 && (sr || nosat)) || ((fi == 2 || fi == 4) && nosat))
                         continue;
                     const shape *sh = &shapes[h];
                     /* an odd length (vector tails at every level), a nonzero stream offset */
                     const size_t nn = m - 3;
                     const fl_cast_scales sc = { sh->rs, 1.0f / sh->rs, sh->s, 1.0f / sh->s, sh->col ? cs : NULL,
                                                 sh->col ? csi : NULL, 12345 };
-                    fl_cast_fmt f = { g240 ? FL_FMT_E4M3 : fmts[fi], g240, nosat, sr, 0x9E3779B97F4A7C15ull ^ h, 1 };
+                    fl_cast_fmt f = { fmts[fi], g240, nosat, sr, 0x9E3779B97F4A7C15ull ^ h, 1 };
                     fl_cast_counts kw = { 0 };
                     double w2 = 0, w4 = 0;
                     const float aw = fl_cast_fq_span(want, x, nn, &f, &sc, &kw, &w2, &w4);

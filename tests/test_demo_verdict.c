@@ -375,8 +375,29 @@ static void check_args(void)
     printf("  train_args parse back to the same configuration (15 arms)\n");
 }
 
+/* The FP4 demo's predictions F2-F4: each condition alone flips the result; NaN seeds are left out. */
+static void check_fp4_predictions(void)
+{
+    const double sw[3] = { 0.03, 0.02, NAN }, ge[3] = { 0.01, 0.015, 0.04 }, re[3] = { 0.01, 0.012, 0.011 };
+    CHECK(fl_pred_f2(sw, ge, re, 3) == 1, "F2 held: medians 0.025 > 0.015, 0.011");
+    const double ge_hi[3] = { 0.03, 0.026, 0.001 }, re_hi[3] = { 0.025, 0.03, 0.04 };
+    CHECK(fl_pred_f2(sw, ge_hi, re, 3) == 0 && fl_pred_f2(sw, ge, re_hi, 3) == 0, "F2 fails on either control");
+    const double nan3[3] = { NAN, NAN, NAN };
+    CHECK(fl_pred_f2(nan3, ge, re, 3) == -1, "F2 not measured");
+    const double sm[3] = { 0.01, 0.02, 0.0 }, sm_hi[3] = { 0.05, 0.04, 0.03 };
+    CHECK(fl_pred_f3(sw, ge, sm, 3) == 1 && fl_pred_f3(sw, ge, sm_hi, 3) == 0 && fl_pred_f3(sw, ge_hi, sm, 3) == 0,
+          "F3: both conditions");
+    CHECK(fl_pred_f3(sw, ge, nan3, 3) == -1, "F3 not measured");
+    const double snr[4] = { 4.0, 2.0, INFINITY, NAN }, low[3] = { 4.0, 1.7, 9.0 };
+    CHECK(fl_pred_f4(snr, 4, sqrt(3.0)) == 1 && fl_pred_f4(low, 3, sqrt(3.0)) == 0 && fl_pred_f4(nan3, 3, 1.0) == -1,
+          "F4: every run above the threshold");
+    CHECK(!strcmp(fl_pred_name(1), "held") && !strcmp(fl_pred_name(0), "FAILED"), "names");
+    printf("  FP4 predictions F2-F4: held, failed and not measured as defined\n");
+}
+
 int main(void)
 {
+    check_fp4_predictions();
     present = precondition(12, 1.5, 2, 1.2);
     CHECK(present.present, "the present precondition");
     check_judge();

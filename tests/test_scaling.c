@@ -860,7 +860,7 @@ static void test_names(void)
 /* The one vocabulary of scaling schemes: names and blockings. */
 static void test_scaling_vocabulary(void)
 {
-    static const char *const want[FL_SCALING_COUNT] = { "none", "delayed", "tensor", "row", "1x128", "mx32" };
+    static const char *const want[FL_SCALING_COUNT] = { "none", "delayed", "tensor", "row", "1x128", "mx32", "nvfp4" };
     for (int s = 0; s < FL_SCALING_COUNT; s++)
         CHECK(!strcmp(fl_scaling_name((fl_scaling)s), want[s]), "name of scaling %d: %s", s, fl_scaling_name((fl_scaling)s));
     CHECK(!strcmp(fl_scaling_name(FL_SCALING_COUNT), "?"), "out of range");

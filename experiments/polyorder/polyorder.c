@@ -911,6 +911,8 @@ int fl_order_scale_applies(fl_format f, fl_scaling s)
     const int mx_elem = f == FL_FMT_E3M2 || f == FL_FMT_E2M3 || f == FL_FMT_E2M1;
     if (s == FL_SCALING_DELAYED || (unsigned)s >= FL_SCALING_COUNT)
         return 0; /* a history of amaxes: a training run's, not a tensor's */
+    if (s == FL_SCALING_NVFP4)
+        return 0; /* two levels of scales (tensor and e4m3 block): not a scheme of tq_store's */
     if (mx_elem)
         return s == FL_SCALING_NONE || s == FL_SCALING_MX32;
     if (fl_format_get(f)->bits > 8)

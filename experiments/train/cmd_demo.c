@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 static const char *const help =
-    "usage: fp8lab demo [--out DIR] [--json FILE] [--seeds N] [--jobs N] [--long] [train options]\n"
+    "usage: fp8lab demo [--fp4] [--out DIR] [--json FILE] [--seeds N] [--jobs N] [--long] [train options]\n"
     "\n"
     "The FP8 SwiGLU instability experiment (Fishman et al., ICLR 2025) on a CPU.  Arms, each over\n"
     "the same seeds, data and batches:\n"
@@ -81,6 +81,11 @@ static const char *const help =
     "  --seeds N      seeds --seed .. --seed + N - 1 (default 3; --long: 6)\n"
     "  --jobs N       runs at a time, one thread each (default: the cores online)\n"
     "  --long         6000 steps and 6 seeds instead of 1500 and 3\n"
+    "  --fp4          the same question at 4 bits (TRAINING.md, \"The FP4 experiment\"): the arms */fp4\n"
+    "                 under NVIDIA's NVFP4 recipe (--recipe nvfp4 --grad-sr --rht: e2m1 in 1x16 blocks,\n"
+    "                 e4m3 block scales, 16x16 weight tiles, Hadamard transform of the wgrad inputs),\n"
+    "                 plus swiglu/fp4+last=bf16 and swiglu/fp4-rht (reported, not judged); 1000 steps;\n"
+    "                 predictions F2-F4 printed as held or failed\n"
     "  train options  any 'fp8lab train' option changes every arm alike (the recipe options the FP8\n"
     "                 arms), e.g. --steps N --seed S --ffn F (SwiGLU's; GeLU/ReLU get 1.5 F) --wd 0\n"
     "                 --fp8-start 200 --site 'L0.fc.in=current'; the settings paper-gaudi2 fixes change\n"
@@ -98,29 +103,57 @@ static void demo_preset(fl_train_cfg *c, int lng)
     c->ckpt_every = lng ? 2000 : 1000000;
 }
 
-/* One arm: activation, FFN width in halves of SwiGLU's F, FP8 or BF16, its own site override, its
-   role in the verdict and its BF16 reference (an index into arms[]). */
+/* One arm: activation, FFN width in halves of SwiGLU's F, quantised (the demo's FP8 or FP4 recipe) or
+   BF16, its own site override (FP4_LAST: the last layer's sites in bf16), the Hadamard transform off,
+   its role in the verdict and its BF16 reference (an index into the arms). */
 typedef struct {
     const char *name, *dir;
     fl_act_kind act;
     unsigned f_halves;
     int fp8;
     const char *site;
+    int no_rht;
     int role, ref;
 } demo_arm;
 
-static const demo_arm arms[] = {
-    { "swiglu/bf16", "swiglu-bf16", FL_ACT_SWIGLU, 2, 0, NULL, FL_ARM_CONTROL, -1 },
-    { "gelu/bf16", "gelu-bf16", FL_ACT_GELU, 3, 0, NULL, FL_ARM_CONTROL, -1 },
-    { "relu/bf16", "relu-bf16", FL_ACT_RELU, 3, 0, NULL, FL_ARM_CONTROL, -1 },
-    { "swiglu/fp8", "swiglu-fp8", FL_ACT_SWIGLU, 2, 1, NULL, FL_ARM_SUBJECT, 0 },
-    { "smooth_swiglu/fp8", "smooth_swiglu-fp8", FL_ACT_SMOOTH_SWIGLU, 2, 1, NULL, FL_ARM_CONTROL, 0 },
-    { "swiglu/fp8+down.in=bf16", "swiglu-fp8-down_bf16", FL_ACT_SWIGLU, 2, 1, "*.down.in=bf16", FL_ARM_CONTROL, 0 },
-    { "gelu/fp8", "gelu-fp8", FL_ACT_GELU, 3, 1, NULL, FL_ARM_CONTROL, 1 },
-    { "relu/fp8", "relu-fp8", FL_ACT_RELU, 3, 1, NULL, FL_ARM_CONTROL, 2 },
-    { "swiglu/fp8+down.in=current", "swiglu-fp8-down_current", FL_ACT_SWIGLU, 2, 1, "*.down.in=current", FL_ARM_INFO, 0 },
+#define FP4_LAST "LAST"
+
+static const demo_arm arms_fp8[] = {
+    { "swiglu/bf16", "swiglu-bf16", FL_ACT_SWIGLU, 2, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "gelu/bf16", "gelu-bf16", FL_ACT_GELU, 3, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "relu/bf16", "relu-bf16", FL_ACT_RELU, 3, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "swiglu/fp8", "swiglu-fp8", FL_ACT_SWIGLU, 2, 1, NULL, 0, FL_ARM_SUBJECT, 0 },
+    { "smooth_swiglu/fp8", "smooth_swiglu-fp8", FL_ACT_SMOOTH_SWIGLU, 2, 1, NULL, 0, FL_ARM_CONTROL, 0 },
+    { "swiglu/fp8+down.in=bf16", "swiglu-fp8-down_bf16", FL_ACT_SWIGLU, 2, 1, "*.down.in=bf16", 0, FL_ARM_CONTROL, 0 },
+    { "gelu/fp8", "gelu-fp8", FL_ACT_GELU, 3, 1, NULL, 0, FL_ARM_CONTROL, 1 },
+    { "relu/fp8", "relu-fp8", FL_ACT_RELU, 3, 1, NULL, 0, FL_ARM_CONTROL, 2 },
+    { "swiglu/fp8+down.in=current", "swiglu-fp8-down_current", FL_ACT_SWIGLU, 2, 1, "*.down.in=current", 0, FL_ARM_INFO, 0 },
 };
-enum { NARM = (int)(sizeof arms / sizeof arms[0]), MAX_SEEDS = 64, DIR_MAX = PATH_MAX + 64 };
+
+/* `demo --fp4` (TRAINING.md, "The FP4 experiment"): the same references and judged arms at 4 bits, and
+   two informational arms: the last layer in bf16 (as NVIDIA's recipe keeps some layers), and no
+   Hadamard transform. */
+static const demo_arm arms_fp4[] = {
+    { "swiglu/bf16", "swiglu-bf16", FL_ACT_SWIGLU, 2, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "gelu/bf16", "gelu-bf16", FL_ACT_GELU, 3, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "relu/bf16", "relu-bf16", FL_ACT_RELU, 3, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "swiglu/fp4", "swiglu-fp4", FL_ACT_SWIGLU, 2, 1, NULL, 0, FL_ARM_SUBJECT, 0 },
+    { "smooth_swiglu/fp4", "smooth_swiglu-fp4", FL_ACT_SMOOTH_SWIGLU, 2, 1, NULL, 0, FL_ARM_CONTROL, 0 },
+    { "swiglu/fp4+down.in=bf16", "swiglu-fp4-down_bf16", FL_ACT_SWIGLU, 2, 1, "*.down.in=bf16", 0, FL_ARM_CONTROL, 0 },
+    { "gelu/fp4", "gelu-fp4", FL_ACT_GELU, 3, 1, NULL, 0, FL_ARM_CONTROL, 1 },
+    { "relu/fp4", "relu-fp4", FL_ACT_RELU, 3, 1, NULL, 0, FL_ARM_CONTROL, 2 },
+    { "swiglu/fp4+last=bf16", "swiglu-fp4-last_bf16", FL_ACT_SWIGLU, 2, 1, FP4_LAST, 0, FL_ARM_INFO, 0 },
+    { "swiglu/fp4-rht", "swiglu-fp4-no_rht", FL_ACT_SWIGLU, 2, 1, NULL, 1, FL_ARM_INFO, 0 },
+};
+/* the arm indices F2-F4 read (the same in both tables where they exist) */
+enum { ARM_SW_BF16, ARM_GE_BF16, ARM_RE_BF16, ARM_SW_Q, ARM_SM_Q, ARM_SW_DOWN_BF16, ARM_GE_Q, ARM_RE_Q };
+
+/* the table of this demo: arms_fp8, or arms_fp4 with --fp4 */
+static const demo_arm *arms = arms_fp8;
+static int narm = (int)(sizeof arms_fp8 / sizeof arms_fp8[0]);
+enum { MAX_ARMS = 10, MAX_SEEDS = 64, DIR_MAX = PATH_MAX + 64 };
+_Static_assert(sizeof arms_fp8 / sizeof arms_fp8[0] <= MAX_ARMS && sizeof arms_fp4 / sizeof arms_fp4[0] <= MAX_ARMS,
+               "MAX_ARMS");
 
 /* One run (arm x seed): its configuration, folder and what was measured. */
 typedef struct {
@@ -138,11 +171,14 @@ typedef struct {
     double stale_p50, stale_p99, stale_max, stale_all_max;
     double clip_down_max, clip_down_mean, clip_all_max, underflow_mean;
     uint64_t sat_down, sat_all;
+    /* sites.csv of an FP4 run (telemetry.h): means over steps and layers at the down projections'
+       inputs, and the smallest all.gout snr */
+    double flush_down_mean, under_down_mean, snr_gout_min;
 } demo_run;
 
 typedef struct {
     const char *out, *json_path;
-    int jobs, nseeds;
+    int jobs, nseeds, fp4;
     fl_train_cfg base;
     demo_run *runs;
     int nruns;
@@ -177,14 +213,23 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
             return FL_EXIT_OK;
         }
         lng |= !strcmp(argv[i], "--long");
+        d->fp4 |= !strcmp(argv[i], "--fp4");
     }
     demo_preset(&d->base, lng);
+    if (d->fp4) { /* NVIDIA's NVFP4 recipe (TRAINING.md, "The FP4 experiment"), 1000 steps */
+        arms = arms_fp4;
+        narm = (int)(sizeof arms_fp4 / sizeof arms_fp4[0]);
+        fl_recipe_cfg_default(&d->base.recipe, FL_RECIPE_NVFP4);
+        d->base.recipe.grad_sr = 1;
+        d->base.recipe.rht = 1;
+        d->base.steps = lng ? 6000 : 1000;
+    }
     d->nseeds = lng ? 6 : 3;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     d->jobs = cores > 0 ? (int)cores : 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--long"))
+        if (!strcmp(f, "--long") || !strcmp(f, "--fp4"))
             continue;
         if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--seeds") || !strcmp(f, "--jobs")) {
             if (!v)
@@ -214,9 +259,11 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
             return fl_cli_usage_error(cmd, "unknown option '%s'", f);
         i += used;
     }
-    if (!fl_recipe_per_tensor((fl_recipe_kind)d->base.recipe.kind))
+    if (d->fp4 && !fl_recipe_is_fp4((fl_recipe_kind)d->base.recipe.kind))
+        return fl_cli_usage_error(cmd, "--fp4 takes --recipe nvfp4 (the default) or mxfp4");
+    if (!d->fp4 && !fl_recipe_per_tensor((fl_recipe_kind)d->base.recipe.kind))
         return fl_cli_usage_error(cmd, "--recipe must be paper-gaudi2, fp8-delayed or fp8-current (the arms' site "
-                                  "overrides need per-tensor scales)");
+                                  "overrides need per-tensor scales), or nvfp4 / mxfp4 with --fp4");
     if (d->base.model.F % 2)
         return fl_cli_usage_error(cmd, "--ffn must be even (GeLU/ReLU get 1.5 x F)");
     return DEMO_GO_ON;
@@ -225,13 +272,13 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
 /* The runs, arm-major within a seed; every configuration checked (exit 2 before any training). */
 static int demo_configure(demo_setup *d)
 {
-    d->nruns = NARM * d->nseeds;
+    d->nruns = narm * d->nseeds;
     d->runs = calloc((size_t)d->nruns, sizeof *d->runs);
     if (!d->runs)
         return FL_EXIT_FAIL;
     for (int s = 0; s < d->nseeds; s++)
-        for (int a = 0; a < NARM; a++) {
-            demo_run *r = &d->runs[s * NARM + a];
+        for (int a = 0; a < narm; a++) {
+            demo_run *r = &d->runs[s * narm + a];
             r->arm = a;
             r->seed = d->base.seed + (uint64_t)s;
             r->cfg = d->base;
@@ -239,11 +286,16 @@ static int demo_configure(demo_setup *d)
             r->cfg.model.act.kind = arms[a].act;
             r->cfg.model.act.order = 0;
             r->cfg.model.F = d->base.model.F / 2 * arms[a].f_halves;
+            char last[32];
+            snprintf(last, sizeof last, "L%u.*=bf16", d->base.model.L - 1);
+            const char *site = arms[a].site && !strcmp(arms[a].site, FP4_LAST) ? last : arms[a].site;
             if (!arms[a].fp8) {
                 fl_recipe_cfg_default(&r->cfg.recipe, FL_RECIPE_BF16);
-            } else if (arms[a].site && fl_recipe_sites_add(&r->cfg.recipe, arms[a].site)) {
-                return fl_cli_usage_error("demo", "the --site overrides leave no room for the arm's own (%s)", arms[a].site);
+            } else if (site && fl_recipe_sites_add(&r->cfg.recipe, site)) {
+                return fl_cli_usage_error("demo", "the --site overrides leave no room for the arm's own (%s)", site);
             }
+            if (arms[a].fp8 && arms[a].no_rht)
+                r->cfg.recipe.rht = 0;
             const char *why = fl_train_cfg_check(&r->cfg);
             if (why)
                 return fl_cli_usage_error("demo", "%s: %s", arms[a].name, why);
@@ -252,8 +304,9 @@ static int demo_configure(demo_setup *d)
     return DEMO_GO_ON;
 }
 
-/* How the FP8 arms' recipe deviates from the paper's (into buf, "" when it does not). */
-static void recipe_deviations(char *buf, size_t n, const fl_recipe_cfg *r)
+/* How the FP8 arms' recipe deviates from the paper's, or (fp4) the FP4 arms' from NVIDIA's NVFP4
+   recipe (into buf, "" when it does not). */
+static void recipe_deviations(char *buf, size_t n, const fl_recipe_cfg *r, int fp4)
 {
     fl_train_cfg p;
     demo_preset(&p, 0);
@@ -268,6 +321,18 @@ static void recipe_deviations(char *buf, size_t n, const fl_recipe_cfg *r)
             snprintf(buf + w2, n - w2, __VA_ARGS__);                                       \
         }                                                                                  \
     } while (0)
+    if (fp4) {
+        DEV(r->kind != FL_RECIPE_NVFP4, "recipe %s (OCP MXFP4: 1x32 blocks, e8m0 scales)", fl_recipe_name((fl_recipe_kind)r->kind));
+        DEV(!r->grad_sr, "round-to-nearest gradients");
+        DEV(!r->rht, "no Hadamard transform of the wgrad inputs");
+        DEV(r->update_sr, "stochastically rounded wgrad copy of X");
+        DEV(r->four_over_six, "Four Over Six block scales");
+        DEV(r->fp4_w1d, "weights in 1x16 blocks");
+        DEV(r->fp8_start, "FP4 from step %u", r->fp8_start);
+        DEV(r->fp8_adam, "FP8 Adam moments");
+        DEV(r->sites[0], "site overrides %s", r->sites);
+        return;
+    }
     DEV(r->kind != q->kind, "recipe %s%s", fl_recipe_name((fl_recipe_kind)r->kind),
         r->kind == FL_RECIPE_FP8_DELAYED ? " (TE's e4m3 with max 448; the backward GEMMs reuse the forward e4m3 casts)"
         : r->kind == FL_RECIPE_FP8_CURRENT ? " (TE's formats, scales from the current tensors)" : "");
@@ -294,18 +359,31 @@ static void demo_announce(const demo_setup *d, const char *dev)
         (unsigned long long)b->seed, (unsigned long long)(b->seed + (uint64_t)d->nseeds - 1), (unsigned long long)b->steps,
         b->model.C, b->model.L, b->model.F, b->model.F / 2 * 3, b->model.T, b->model.B, b->lr,
         b->schedule == FL_SCHED_COSINE ? "cosine" : "constant", b->wd);
-    say("  FP8 recipe: %s, %s casts, %s scales, amax history %u (%s), margin %d, dY e5m2 %s, FP8 from step %u%s%s\n",
-        fl_recipe_name((fl_recipe_kind)r->kind), r->nosat ? "non-saturating" : "saturating",
-        r->pow2 ? "power-of-two" : "exact", r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin,
-        r->grad_sr ? "stochastically rounded" : "round-to-nearest", r->fp8_start, r->sites[0] ? ", sites " : "",
-        r->sites);
-    if (r->kind == FL_RECIPE_PAPER_GAUDI2)
-        say("  paper-gaudi2: X and W in Gaudi2's e4m3 (largest value 240, scales 2^floor(log2(240 / amax))); the "
-            "backward GEMMs read e5m2 copies of X and W\n");
-    if (dev[0])
-        say("  the recipe DEVIATES from the paper's: %s.  The verdict below holds for this recipe only.\n", dev);
-    else
-        say("  the recipe is the paper's stack (TRAINING.md, \"The demo\").\n");
+    if (d->fp4) {
+        say("  FP4 recipe: %s (e2m1, %s), dY %s, %s the wgrad inputs%s%s%s\n", fl_recipe_name((fl_recipe_kind)r->kind),
+            r->kind == FL_RECIPE_NVFP4 ? "1x16 blocks with e4m3 scales under 2688 / amax per tensor, weights in 16x16 tiles"
+                                       : "1x32 blocks with e8m0 scales",
+            r->grad_sr ? "stochastically rounded" : "round-to-nearest",
+            r->rht ? "random Hadamard transform of 16 tokens on" : "no Hadamard transform of",
+            r->four_over_six ? ", Four Over Six" : "", r->sites[0] ? ", sites " : "", r->sites);
+        if (dev[0])
+            say("  the recipe DEVIATES from NVIDIA's NVFP4 recipe: %s.  The verdict below holds for this recipe only.\n", dev);
+        else
+            say("  the recipe is NVIDIA's NVFP4 recipe (TRAINING.md, \"The FP4 experiment\"), every layer in FP4.\n");
+    } else {
+        say("  FP8 recipe: %s, %s casts, %s scales, amax history %u (%s), margin %d, dY e5m2 %s, FP8 from step %u%s%s\n",
+            fl_recipe_name((fl_recipe_kind)r->kind), r->nosat ? "non-saturating" : "saturating",
+            r->pow2 ? "power-of-two" : "exact", r->history, fl_amax_algo_name((fl_amax_algo)r->algo), r->margin,
+            r->grad_sr ? "stochastically rounded" : "round-to-nearest", r->fp8_start, r->sites[0] ? ", sites " : "",
+            r->sites);
+        if (r->kind == FL_RECIPE_PAPER_GAUDI2)
+            say("  paper-gaudi2: X and W in Gaudi2's e4m3 (largest value 240, scales 2^floor(log2(240 / amax))); the "
+                "backward GEMMs read e5m2 copies of X and W\n");
+        if (dev[0])
+            say("  the recipe DEVIATES from the paper's: %s.  The verdict below holds for this recipe only.\n", dev);
+        else
+            say("  the recipe is the paper's stack (TRAINING.md, \"The demo\").\n");
+    }
     say("  failure: non-finite loss, divergence (train.h), or loss EMA > %.0f%% above the BF16 reference's for %d "
         "consecutive steps (EMA weight %g)\n",
         100.0 * FL_GAP_THRESHOLD, FL_GAP_WINDOW, FL_GAP_EMA);
@@ -313,7 +391,7 @@ static void demo_announce(const demo_setup *d, const char *dev)
     say("  precondition: the BF16 references' down-projection input amax grows or jumps >= %gx after 2 tau for SwiGLU, "
         "for GeLU neither (medians over seeds); the runs end at t/tau = %.2f%s\n",
         FL_LATE_FACTOR, tau_end, tau_end < 2 ? ": too short to measure it (no REPRODUCED possible)" : "");
-    say("  %d arms x %d seeds = %d runs, %d at a time -> %s/\n", NARM, d->nseeds, d->nruns, d->jobs, d->out);
+    say("  %d arms x %d seeds = %d runs, %d at a time -> %s/\n", narm, d->nseeds, d->nruns, d->jobs, d->out);
     fflush(stdout);
 }
 
@@ -481,14 +559,19 @@ static void late_of(demo_run *r)
 
 /* sites.csv: staleness quantiles and clip mass at the down projections' inputs, the largest over all
    sites, the mean underflow.  Staleness counts steps whose scale came from an amax (amax_from > 0). */
+static int read_sites_fp4(demo_run *r, FILE *f, char *line, size_t ln);
+
 static int read_sites(demo_run *r)
 {
     char p[DIR_MAX + 32], line[512];
     r->stale_p50 = r->stale_p99 = r->stale_max = r->stale_all_max = NAN;
     r->clip_down_max = r->clip_down_mean = r->clip_all_max = r->underflow_mean = NAN;
+    r->flush_down_mean = r->under_down_mean = r->snr_gout_min = NAN;
     FILE *f = open_csv(r, "sites.csv", p, sizeof p, line, sizeof line);
     if (!f)
         return -1;
+    if (fl_recipe_is_fp4((fl_recipe_kind)r->cfg.recipe.kind))
+        return read_sites_fp4(r, f, line, sizeof line);
     long cap = 4096, ns = 0, nd = 0, nall = 0;
     double *st = malloc((size_t)cap * sizeof *st), clip_sum = 0.0, uf_sum = 0.0;
     double smax = 0.0, sall = 0.0, cmax = 0.0, call = 0.0;
@@ -551,6 +634,60 @@ static int read_sites(demo_run *r)
     return 0;
 }
 
+/* sites.csv of an FP4 run (telemetry.h): at the down projections' inputs the means of the flush,
+   underflow and clip masses and the largest clip mass, over all sites the largest clip mass and the
+   mean underflow fraction, and the smallest all.gout snr.  Closes f. */
+static int read_sites_fp4(demo_run *r, FILE *f, char *line, size_t ln)
+{
+    long nd = 0, nall = 0;
+    double fl = 0, un = 0, cl = 0, cmax = 0, call = 0, uf_sum = 0, snr_min = INFINITY;
+    while (fgets(line, (int)ln, f)) {
+        char *s = line;
+        field(&s); /* step */
+        char *comma = strchr(s, ',');
+        if (!comma)
+            continue;
+        *comma = 0;
+        const int down = strlen(s) >= 8 && !strcmp(s + strlen(s) - 8, ".down.in"), gout = !strcmp(s, "all.gout");
+        s = comma + 1;
+        if (gout) { /* step,all.gout,,,,,,,snr,,, */
+            for (int k = 0; k < 6; k++)
+                s = strchr(s, ',') ? strchr(s, ',') + 1 : s;
+            const double v = field(&s);
+            if (v < snr_min)
+                snr_min = v;
+            continue;
+        }
+        field(&s); /* amax */
+        const double sat = field(&s), clip = field(&s), flush = field(&s), under = field(&s), uf = field(&s);
+        nall++;
+        uf_sum += uf;
+        r->sat_all += (uint64_t)sat;
+        call = clip > call ? clip : call;
+        if (!down)
+            continue;
+        nd++;
+        r->sat_down += (uint64_t)sat;
+        fl += flush;
+        un += under;
+        cl += clip;
+        cmax = clip > cmax ? clip : cmax;
+    }
+    fclose(f);
+    if (nd) {
+        r->flush_down_mean = fl / (double)nd;
+        r->under_down_mean = un / (double)nd;
+        r->clip_down_mean = cl / (double)nd;
+        r->clip_down_max = cmax;
+    }
+    if (nall) {
+        r->clip_all_max = call;
+        r->underflow_mean = uf_sum / (double)nall;
+    }
+    r->snr_gout_min = isinf(snr_min) ? NAN : snr_min;
+    return 0;
+}
+
 static double jnum(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
@@ -590,7 +727,8 @@ static int demo_analyse(demo_setup *d)
 static void demo_table(const demo_setup *d)
 {
     say("\n%-27s %-4s %-6s %-6s %-16s %-8s %-8s %-8s %-9s %-24s %s\n", "arm", "seed", "failed", "step", "reason",
-        "loss", "gap end", "gap max", "clip dn", "staleness dn p50/p99/max", "align |cos| p99 0 -> end");
+        "loss", "gap end", "gap max", "clip dn", d->fp4 ? "flush/under dn, snr dY min" : "staleness dn p50/p99/max",
+        "align |cos| p99 0 -> end");
     for (int k = 0; k < d->nruns; k++) {
         const demo_run *r = &d->runs[k];
         char step[24] = "-", st[64] = "-", gap[2][16] = { "-", "-" };
@@ -602,6 +740,8 @@ static void demo_table(const demo_setup *d)
         }
         if (isfinite(r->stale_max))
             snprintf(st, sizeof st, "%.3f/%.3f/%.3f", r->stale_p50, r->stale_p99, r->stale_max);
+        if (isfinite(r->flush_down_mean))
+            snprintf(st, sizeof st, "%.3g/%.3g, %.3g", r->flush_down_mean, r->under_down_mean, r->snr_gout_min);
         char clip[16] = "-", align[32] = "-";
         if (isfinite(r->clip_down_max))
             snprintf(clip, sizeof clip, "%.3g", r->clip_down_max);
@@ -612,10 +752,10 @@ static void demo_table(const demo_setup *d)
             jnum(r->sum, "final_loss"), gap[0], gap[1], clip, st, align);
     }
     say("\n");
-    for (int a = 0; a < NARM; a++) {
+    for (int a = 0; a < narm; a++) {
         int fails = 0;
         for (int s = 0; s < d->nseeds; s++)
-            fails += d->runs[s * NARM + a].fail.failed;
+            fails += d->runs[s * narm + a].fail.failed;
         say("  %-27s %-8s failed in %d of %d seeds\n", arms[a].name,
             arms[a].role == FL_ARM_SUBJECT ? "subject" : arms[a].role == FL_ARM_CONTROL ? "control" : "info", fails,
             d->nseeds);
@@ -664,6 +804,15 @@ static json_t *demo_run_json(const demo_run *r)
     json_object_set_new(o, "saturated_down_in", json_integer((json_int_t)r->sat_down));
     json_object_set_new(o, "saturated_all", json_integer((json_int_t)r->sat_all));
     json_object_set_new(o, "underflow_mean", jnum_or_null(r->underflow_mean));
+    if (fl_recipe_is_fp4((fl_recipe_kind)rc->kind)) {
+        json_t *b = json_object();
+        json_object_set_new(b, "flush_mass_down_in_mean", jnum_or_null(r->flush_down_mean));
+        json_object_set_new(b, "under_mass_down_in_mean", jnum_or_null(r->under_down_mean));
+        json_object_set_new(b, "snr_gout_min", jnum_or_null(r->snr_gout_min));
+        json_object_set_new(b, "rht", json_boolean(rc->rht));
+        json_object_set_new(b, "four_over_six", json_boolean(rc->four_over_six));
+        json_object_set_new(o, "fp4", b);
+    }
     const int gated = fl_act_gated(r->cfg.model.act); /* gate/up alignment exists for the gated FFNs only */
     json_object_set_new(o, "alignment_start", gated ? jnum_or_null(jnum(r->sum, "alignment_start")) : json_null());
     json_object_set_new(o, "alignment_end", gated ? jnum_or_null(jnum(r->sum, "alignment_end")) : json_null());
@@ -676,15 +825,15 @@ static json_t *demo_run_json(const demo_run *r)
 static void demo_precondition(fl_precondition *p, const demo_setup *d)
 {
     int isw = -1, ige = -1;
-    for (int a = 0; a < NARM; a++)
+    for (int a = 0; a < narm; a++)
         if (!arms[a].fp8 && arms[a].act == FL_ACT_SWIGLU)
             isw = a;
         else if (!arms[a].fp8 && arms[a].act == FL_ACT_GELU)
             ige = a;
     fl_late *sw = calloc((size_t)d->nseeds, sizeof *sw), *ge = calloc((size_t)d->nseeds, sizeof *ge);
     for (int s = 0; sw && ge && s < d->nseeds; s++) {
-        sw[s] = d->runs[s * NARM + isw].late;
-        ge[s] = d->runs[s * NARM + ige].late;
+        sw[s] = d->runs[s * narm + isw].late;
+        ge[s] = d->runs[s * narm + ige].late;
     }
     fl_precondition_judge(p, sw, ge, sw && ge ? d->nseeds : 0, fl_train_tau_at(&d->base, d->base.steps));
     free(sw);
@@ -724,12 +873,75 @@ static json_t *precondition_json(const fl_precondition *p, const demo_setup *d)
     return o;
 }
 
+/* The FP4 demo's predictions F2-F4 (TRAINING.md, "The FP4 experiment"; verdict.h) and the medians
+   over seeds behind them. */
+typedef struct {
+    int f2, f3, f4;
+    double gap_sw, gap_ge, gap_re, flush_sw, flush_ge, flush_sm, snr_min;
+} fp4_preds;
+
+static void fp4_predictions(fp4_preds *p, const demo_setup *d)
+{
+    const int n = d->nseeds;
+    double gs[MAX_SEEDS], gg[MAX_SEEDS], gr[MAX_SEEDS], fs[MAX_SEEDS], fg[MAX_SEEDS], fm[MAX_SEEDS];
+    double snr[MAX_SEEDS * MAX_ARMS];
+    int ns = 0;
+    p->snr_min = INFINITY;
+    for (int s = 0; s < n; s++) {
+        const demo_run *r = &d->runs[s * narm];
+        gs[s] = r[ARM_SW_Q].fail.gap_final;
+        gg[s] = r[ARM_GE_Q].fail.gap_final;
+        gr[s] = r[ARM_RE_Q].fail.gap_final;
+        fs[s] = r[ARM_SW_Q].flush_down_mean;
+        fg[s] = r[ARM_GE_Q].flush_down_mean;
+        fm[s] = r[ARM_SM_Q].flush_down_mean;
+        for (int a = 0; a < narm; a++)
+            if (arms[a].fp8) {
+                snr[ns++] = r[a].snr_gout_min;
+                if (r[a].snr_gout_min < p->snr_min)
+                    p->snr_min = r[a].snr_gout_min;
+            }
+    }
+    p->f2 = fl_pred_f2(gs, gg, gr, n);
+    p->f3 = fl_pred_f3(fs, fg, fm, n);
+    p->f4 = fl_pred_f4(snr, ns, sqrt(3.0));
+    p->gap_sw = fl_median_range(gs, 0, n), p->gap_ge = fl_median_range(gg, 0, n), p->gap_re = fl_median_range(gr, 0, n);
+    p->flush_sw = fl_median_range(fs, 0, n), p->flush_ge = fl_median_range(fg, 0, n), p->flush_sm = fl_median_range(fm, 0, n);
+}
+
+static void fp4_predictions_say(const fp4_preds *p)
+{
+    say("  predictions (TRAINING.md, written before the first run; they do not change the verdict):\n");
+    say("    F2 SwiGLU's final loss gap the largest: medians swiglu %+.4f, gelu %+.4f, relu %+.4f: %s\n", p->gap_sw,
+        p->gap_ge, p->gap_re, fl_pred_name(p->f2));
+    say("    F3 down-input flush mass swiglu > gelu and smooth_swiglu < swiglu: medians %.4g, %.4g, %.4g: %s\n",
+        p->flush_sw, p->flush_ge, p->flush_sm, fl_pred_name(p->f3));
+    say("    F4 every FP4 run's smallest dY snr above sqrt(3): smallest %.3g: %s\n", p->snr_min, fl_pred_name(p->f4));
+}
+
+static json_t *fp4_predictions_json(const fp4_preds *p)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "F2_swiglu_gap_largest", json_string(fl_pred_name(p->f2)));
+    json_object_set_new(o, "F3_flush_swiglu_gt_gelu_and_smooth_lt_swiglu", json_string(fl_pred_name(p->f3)));
+    json_object_set_new(o, "F4_snr_above_sqrt3", json_string(fl_pred_name(p->f4)));
+    json_object_set_new(o, "gap_median_swiglu", jnum_or_null(p->gap_sw));
+    json_object_set_new(o, "gap_median_gelu", jnum_or_null(p->gap_ge));
+    json_object_set_new(o, "gap_median_relu", jnum_or_null(p->gap_re));
+    json_object_set_new(o, "flush_median_swiglu", jnum_or_null(p->flush_sw));
+    json_object_set_new(o, "flush_median_gelu", jnum_or_null(p->flush_ge));
+    json_object_set_new(o, "flush_median_smooth_swiglu", jnum_or_null(p->flush_sm));
+    json_object_set_new(o, "snr_gout_min", jnum_or_null(p->snr_min));
+    return o;
+}
+
 typedef struct {
     const demo_setup *d;
     const fl_verdict *v;
     const fl_precondition *pre;
     const char *dev;
     double wall;
+    const fp4_preds *fp4; /* NULL for the FP8 demo */
 } demo_doc;
 
 static int fill_doc(FILE *f, void *ctx)
@@ -762,6 +974,9 @@ static int fill_doc(FILE *f, void *ctx)
     json_object_set_new(verdict, "criteria", crit);
     json_object_set_new(doc, "verdict", verdict);
     json_object_set_new(doc, "recipe_deviations", fl_json_string(c->dev));
+    json_object_set_new(doc, "precision", json_string(c->fp4 ? "fp4" : "fp8"));
+    if (c->fp4)
+        json_object_set_new(doc, "fp4_predictions", fp4_predictions_json(c->fp4));
     json_object_set_new(doc, "seeds", json_integer(c->d->nseeds));
     json_object_set_new(doc, "steps", json_integer((json_int_t)c->d->base.steps));
     json_object_set_new(doc, "wall_s", json_real(c->wall));
@@ -845,7 +1060,7 @@ int fl_cmd_demo(int argc, char **argv)
     char sp[DIR_MAX + 32], dev[1024];
     snprintf(sp, sizeof sp, "%s/summary.txt", d.out);
     summary_file = fopen(sp, "w");
-    recipe_deviations(dev, sizeof dev, &d.base.recipe);
+    recipe_deviations(dev, sizeof dev, &d.base.recipe, d.fp4);
     demo_announce(&d, dev);
     double wall;
     if (demo_train(&d, &wall)) {
@@ -858,12 +1073,12 @@ int fl_cmd_demo(int argc, char **argv)
         return FL_EXIT_FAIL;
     }
     /* plots: the first seed's arms */
-    char *plot_runs[NARM];
-    for (int a = 0; a < NARM; a++)
+    char *plot_runs[MAX_ARMS];
+    for (int a = 0; a < narm; a++)
         plot_runs[a] = d.runs[a].dir;
     char title[128];
     snprintf(title, sizeof title, "demo seed %llu:", (unsigned long long)d.base.seed);
-    const int prc = fl_plot_runs(d.out, title, NARM, plot_runs);
+    const int prc = fl_plot_runs(d.out, title, narm, plot_runs);
 
     demo_table(&d);
     fl_arm_outcome *oc = calloc((size_t)d.nruns, sizeof *oc);
@@ -881,7 +1096,12 @@ int fl_cmd_demo(int argc, char **argv)
         la[0] = -1;
     say("\n  verdict: %s\n  (%.0f s wall for %d runs, %d at a time; load average %.2f at the end; plots of seed %llu in %s/*.png)\n",
         v.text, wall, d.nruns, d.jobs, la[0], (unsigned long long)d.base.seed, d.out);
-    demo_doc doc = { &d, &v, &pre, dev, wall };
+    fp4_preds fp;
+    if (d.fp4) {
+        fp4_predictions(&fp, &d);
+        fp4_predictions_say(&fp);
+    }
+    demo_doc doc = { &d, &v, &pre, dev, wall, d.fp4 ? &fp : NULL };
     char jp[DIR_MAX + 32], err[4400];
     snprintf(jp, sizeof jp, "%s/demo.json", d.out);
     int jerr = fl_write_atomic(jp, fill_doc, &doc, err, sizeof err);

@@ -17,6 +17,8 @@ static const char *const recipe_names[] = {
     [FL_RECIPE_FP8_BLOCK] = "fp8-block",
     [FL_RECIPE_MXFP8] = "mxfp8",
     [FL_RECIPE_PAPER_GAUDI2] = "paper-gaudi2",
+    [FL_RECIPE_NVFP4] = "nvfp4",
+    [FL_RECIPE_MXFP4] = "mxfp4",
 };
 _Static_assert(FL_ARRAY_LEN(recipe_names) == FL_RECIPE_COUNT, "recipe name table");
 
@@ -36,6 +38,8 @@ int fl_recipe_parse(fl_recipe_kind *out, const char *s)
 }
 
 int fl_recipe_is_fp8(fl_recipe_kind r) { return r >= FL_RECIPE_FP8_DELAYED && r < FL_RECIPE_COUNT; }
+
+int fl_recipe_is_fp4(fl_recipe_kind r) { return r == FL_RECIPE_NVFP4 || r == FL_RECIPE_MXFP4; }
 
 int fl_recipe_per_tensor(fl_recipe_kind r)
 {
@@ -148,10 +152,16 @@ const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const ch
     char pat[FL_SITE_SPEC_MAX];
     int mode, r;
     const int per_tensor = fl_recipe_per_tensor((fl_recipe_kind)cfg->kind);
+    const int fp4 = fl_recipe_is_fp4((fl_recipe_kind)cfg->kind);
     while ((r = site_next(&p, pat, sizeof pat, &mode, err, errlen)) == 1) {
-        if (!per_tensor) {
-            snprintf(err, errlen, "--site %s: per-site overrides need fp8-delayed or fp8-current (or paper-gaudi2; the recipe is %s)", pat,
+        if (fp4 && mode != SITE_BF16) {
+            snprintf(err, errlen, "--site %s: under %s a site can only be kept in bf16 (PATTERN=bf16)", pat,
                      fl_recipe_name((fl_recipe_kind)cfg->kind));
+            return err;
+        }
+        if (!per_tensor && !fp4) {
+            snprintf(err, errlen, "--site %s: per-site overrides need fp8-delayed or fp8-current (or paper-gaudi2, or bf16 "
+                     "sites under nvfp4 / mxfp4; the recipe is %s)", pat, fl_recipe_name((fl_recipe_kind)cfg->kind));
             return err;
         }
         int hits = 0;
@@ -172,8 +182,17 @@ const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const ch
     }
     if (r < 0)
         return err;
-    if (cfg->grad_sr && !per_tensor) {
-        snprintf(err, errlen, "--grad-sr needs fp8-delayed or fp8-current (or paper-gaudi2: e5m2 gradients with a per-tensor scale)");
+    if (cfg->grad_sr && !per_tensor && !fp4) {
+        snprintf(err, errlen, "--grad-sr needs fp8-delayed or fp8-current (or paper-gaudi2: e5m2 gradients with a per-tensor "
+                 "scale), or nvfp4 / mxfp4");
+        return err;
+    }
+    if ((cfg->update_sr || cfg->rht) && !fp4) {
+        snprintf(err, errlen, "--update-sr and --rht need nvfp4 or mxfp4");
+        return err;
+    }
+    if ((cfg->four_over_six || cfg->fp4_w1d) && cfg->kind != FL_RECIPE_NVFP4) {
+        snprintf(err, errlen, "--four-over-six and --fp4-w1d need nvfp4");
         return err;
     }
     return NULL;
@@ -252,6 +271,9 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
             s->scaling = cfg->kind != FL_RECIPE_FP8_CURRENT && !(roles[i] == FL_ROLE_GOUT && cfg->grad_current)
                              ? FL_SCALING_DELAYED
                              : FL_SCALING_TENSOR;
+        } else if (fl_recipe_is_fp4((fl_recipe_kind)cfg->kind)) {
+            s->fmt = FL_FMT_E2M1;
+            s->scaling = cfg->kind == FL_RECIPE_NVFP4 ? FL_SCALING_NVFP4 : FL_SCALING_MX32;
         } else {
             s->fmt = FL_FMT_E4M3;
             s->scaling = cfg->kind == FL_RECIPE_FP8_BLOCK ? FL_SCALING_1X128 : FL_SCALING_MX32;
@@ -319,8 +341,10 @@ void fl_recipe_step_end(fl_recipe *r)
 int fl_recipe_needs_bwd_copy(const fl_recipe *r, int site)
 {
     const fl_site *s = &r->sites[site];
-    const int blocks = s->scaling == FL_SCALING_1X128 || s->scaling == FL_SCALING_MX32;
-    return (blocks && s->role != FL_ROLE_W) || s->gaudi2; /* block / MX weights: 128x128 or 1x32 both ways */
+    const int blocks = s->scaling == FL_SCALING_1X128 || s->scaling == FL_SCALING_MX32 || s->scaling == FL_SCALING_NVFP4;
+    if (blocks && s->role == FL_ROLE_W) /* FP8: 128x128 blocks, or (mxfp8) 1x32 both ways; nvfp4: 16x16 tiles */
+        return s->fmt == FL_FMT_E2M1 && (s->scaling == FL_SCALING_MX32 || r->cfg.fp4_w1d);
+    return blocks || s->gaudi2;
 }
 
 float fl_recipe_delayed_amax_from(const fl_delayed *d)
@@ -642,6 +666,260 @@ static float xv_amax(const float *x, size_t R, size_t C, const cast_smoothing *s
     return am;
 }
 
+/* ---- FP4 (nvfp4, mxfp4) ------------------------------------------------------------------------ */
+
+/* MXFP4 over rows: blocks of 32 along each row of a (rows, cols), e8m0 codes by TE's round-up rule
+   (fl_mx_block_code: a block holding a NaN gets 0xFF and decodes to NaNs, as fl_mx_fake_quantize),
+   element (i, j) of the stream at i * cols + j; unit[b] = the block's decode scale.  Counts summed
+   over the rows (integers). */
+static fl_cast_counts mxfp4_rows(float *b, float *unit, const float *a, size_t rows, size_t cols, const fl_cast_fmt *cf)
+{
+    const size_t nc = (cols + FL_MX_BLOCK - 1) / FL_MX_BLOCK;
+    fl_cast_counts tot = { 0 };
+#pragma omp parallel for schedule(static) reduction(cnt_add : tot)
+    for (size_t i = 0; i < rows; i++)
+        for (size_t jb = 0; jb < nc; jb++) {
+            const size_t j0 = jb * FL_MX_BLOCK, len = cols - j0 < FL_MX_BLOCK ? cols - j0 : FL_MX_BLOCK;
+            const float *ab = a + i * cols + j0;
+            size_t nans;
+            const uint8_t code = fl_mx_block_code(&nans, ab, len, FL_FMT_E2M1, FL_MX_CEIL);
+            if (code == 0xFFu) { /* a NaN in the block: e2m1 has none, the block's e8m0 code carries it */
+                for (size_t j = 0; j < len; j++)
+                    b[i * cols + j0 + j] = NAN;
+                unit[i * nc + jb] = NAN;
+                tot.nan_in += nans;
+                continue;
+            }
+            const fl_cast_scales sc = { .rs = 1.0f, .rsi = 1.0f, .s = fl_mx_mul_from_code(code),
+                                        .si = fl_mx_scale_from_code(code), .off = i * cols + j0 };
+            unit[i * nc + jb] = sc.si;
+            fl_cast_counts k = { 0 };
+            fl_cast_fq_span(b + i * cols + j0, ab, len, cf, &sc, &k, NULL, NULL);
+            fl_cast_counts_add(&tot, &k);
+        }
+    return tot;
+}
+
+static int cmp_float(const void *p, const void *q)
+{
+    const float a = *(const float *)p, b = *(const float *)q;
+    return (a > b) - (a < b);
+}
+
+/* Eight float32 lanes (GCC's vector extension: each operation lane by lane, so the bits do not depend
+   on the instruction set the compiler picks for it). */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+/* The block telemetry of an FP4 forward cast (recipe.h, fl_cast_stats): a the tensor as cast (rows,
+   cols), b its fake quantisation, unit[tile] the decode unit of each tile of br x bc (the element
+   grid's 1; 6 units is the block's largest value), tensor amax am.  Sums per row in double, then over
+   the rows in order (the thread count does not matter). */
+static void fp4_block_stats(fl_cast_stats *st, const float *a, const float *b, size_t rows, size_t cols, size_t br,
+                            size_t bc, const float *unit, float am, int quantiles)
+{
+    const size_t nc = (cols + bc - 1) / bc, nr = (rows + br - 1) / br;
+    double *acc = calloc(rows * 5, sizeof *acc); /* per row: sum |x|, clip, flush, under, sum (q - x)^2; */
+    double *x2 = calloc(rows, sizeof *x2);
+    float *seg = quantiles ? malloc(rows * nc * sizeof *seg) : NULL; /* per row segment: its amax */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < rows; i++) {
+        double sa = 0, cl = 0, fl = 0, un = 0, e2 = 0, s2 = 0;
+        for (size_t jb = 0; jb < nc; jb++) {
+            /* a block's sums in float32 on 8 lanes (element j on lane (j - j0) % 8, each lane in index
+               order, the lanes added pairwise: a fixed order), then in double */
+            const float u = unit[(i / br) * nc + jb], top = 6.0f * u;
+            const size_t j0 = jb * bc, j1 = cols < (jb + 1) * bc ? cols : (jb + 1) * bc;
+            v8f vm = { 0 }, va = { 0 }, vx2 = { 0 }, ve2 = { 0 }, vcl = { 0 }, vfl = { 0 };
+            const v8f vtop = { top, top, top, top, top, top, top, top };
+            const float *ab = a + i * cols, *bb = b + i * cols;
+            for (size_t j8 = j0; j8 < j1; j8 += 8) {
+                float xs[8] = { 0 }, qs[8] = { 0 }; /* a short tail: zeros, which add nothing */
+                const size_t m = j1 - j8 < 8 ? j1 - j8 : 8;
+                memcpy(xs, ab + j8, m * sizeof *xs);
+                memcpy(qs, bb + j8, m * sizeof *qs);
+                v8f xv, q;
+                memcpy(&xv, xs, sizeof xv);
+                memcpy(&q, qs, sizeof q);
+                const v8i fin = ((v8i)xv & 0x7F800000) != 0x7F800000; /* lanes of -1 or 0 */
+                const v8f ax = (v8f)((v8i)xv & 0x7FFFFFFF & fin), d = (v8f)((v8i)(q - xv) & fin);
+                const v8i gt = ax > vm;
+                vm = (v8f)(((v8i)ax & gt) | ((v8i)vm & ~gt));
+                va += ax;
+                vx2 += ax * ax;
+                ve2 += d * d;
+                vcl += (v8f)((v8i)(ax - vtop) & (ax > vtop));
+                vfl += (v8f)((v8i)ax & (q == 0.0f));
+            }
+#define LANES8(v) (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])))
+            float sm = 0.0f;
+            for (int l = 0; l < 8; l++)
+                sm = vm[l] > sm ? vm[l] : sm;
+            const float fa = LANES8(va), fx2 = LANES8(vx2), fe2 = LANES8(ve2), fcl = LANES8(vcl), ffl = LANES8(vfl);
+#undef LANES8
+            sa += fa, s2 += fx2, e2 += fe2, cl += fcl;
+            if (u == 0.0f)
+                un += ffl;
+            else
+                fl += ffl;
+            if (seg)
+                seg[i * nc + jb] = sm;
+        }
+        double *w = acc + i * 5;
+        w[0] = sa, w[1] = cl, w[2] = fl, w[3] = un, w[4] = e2;
+        x2[i] = s2;
+    }
+    double t[5] = { 0 }, tx2 = 0;
+    for (size_t i = 0; i < rows; i++) {
+        for (int k = 0; k < 5; k++)
+            t[k] += acc[i * 5 + k];
+        tx2 += x2[i];
+    }
+    st->clip_mass = t[0] > 0 ? t[1] / t[0] : 0.0;
+    st->flush_mass = t[0] > 0 ? t[2] / t[0] : 0.0;
+    st->under_mass = t[0] > 0 ? t[3] / t[0] : 0.0;
+    st->norm2 = tx2;
+    st->err2 = t[4];
+    st->blk_q[0] = st->blk_q[1] = st->blk_q[2] = NAN;
+    if (seg) {
+        /* tiles of br rows: the amax of each tile, from its rows' segments */
+        const size_t nb = nr * nc;
+        if (br > 1)
+            for (size_t ib = 0; ib < nr; ib++)
+                for (size_t jb = 0; jb < nc; jb++) {
+                    float m = 0.0f;
+                    for (size_t i = ib * br; i < rows && i < (ib + 1) * br; i++)
+                        m = fl_fmax_f32(m, seg[i * nc + jb]);
+                    seg[ib * nc + jb] = m;
+                }
+        qsort(seg, nb, sizeof *seg, cmp_float);
+        static const double qs[3] = { 0.01, 0.50, 0.99 };
+        for (int k = 0; k < 3; k++)
+            st->blk_q[k] = am > 0.0f ? seg[(size_t)(qs[k] * (double)(nb - 1) + 0.5)] / am : NAN;
+    }
+    free(acc);
+    free(x2);
+    free(seg);
+}
+
+/* An FP4 cast (recipe.h: nvfp4, mxfp4).  The tensor as the cast sees it -- smoothed, and for the wgrad
+   copies (transposed) laid out with the tokens along the rows, after the Hadamard transform where
+   --rht -- goes to a scratch buffer; it is quantised in blocks along its rows; the result goes back
+   to y in x's layout, unsmoothed (the transform stays: both operands of the wgrad GEMM carry it). */
+static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C, int transposed, int record,
+                     fl_smooth *sm)
+{
+    fl_site *site = &r->sites[si_];
+    const int nv = site->scaling == FL_SCALING_NVFP4;
+    const size_t n = R * C, rows = transposed ? C : R, cols = transposed ? R : C;
+    const cast_smoothing smo = smooth_scales(sm, x, R, C);
+    const int smoothed = smo.row_s || smo.col_s, rht = transposed && r->cfg.rht && site->role != FL_ROLE_W;
+    /* a: the tensor as cast (x itself when it is), b: its quantisation (y itself when it can be) */
+    float *abuf = NULL, *bbuf = NULL;
+    const float *a = x;
+    if (smoothed || transposed) {
+        float *t = abuf = malloc((n ? n : 1) * sizeof *t);
+        if (!transposed) {
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < R; i++)
+                for (size_t c = 0; c < C; c++)
+                    t[i * C + c] = smo.row_s ? x[i * C + c] * smo.row_s[i] : x[i * C + c] * smo.col_s[c];
+        } else { /* in tiles of 32 x 32 (the cache lines of both sides) */
+#pragma omp parallel for schedule(static)
+            for (size_t i0 = 0; i0 < R; i0 += 32)
+                for (size_t c0 = 0; c0 < C; c0 += 32)
+                    for (size_t c = c0; c < C && c < c0 + 32; c++)
+                        for (size_t i = i0; i < R && i < i0 + 32; i++) {
+                            const float v = x[i * C + c];
+                            t[c * R + i] = smo.row_s ? v * smo.row_s[i] : smo.col_s ? v * smo.col_s[c] : v;
+                        }
+        }
+        a = t;
+    }
+    const int direct = !smoothed && !transposed && y != x;
+    float *b = direct ? y : (bbuf = malloc((n ? n : 1) * sizeof *b));
+    if (rht) {
+        if (cols % FL_RHT_SIZE) { /* fl_train_cfg_check refuses --rht unless batch x seq is a multiple of 16 */
+            fprintf(stderr, "recipe: --rht needs a multiple of %d tokens (%zu)\n", FL_RHT_SIZE, cols);
+            abort();
+        }
+        float signs[FL_RHT_SIZE];
+        fl_rht16_signs(signs, r->sr_seed);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = 0; j < cols; j += FL_RHT_SIZE)
+                fl_rht16(abuf + i * cols + j, signs);
+    }
+    fl_cast_fmt cf = { .fmt = FL_FMT_E2M1 };
+    cf.sr = (site->role == FL_ROLE_GOUT && r->cfg.grad_sr) || (site->role == FL_ROLE_IN && transposed && r->cfg.update_sr);
+    cf.key = fl_recipe_sr_key(r, si_) ^ (transposed ? FL_RECIPE_SR_COPY : 0); /* the copy: its own stream */
+    cf.reference = r->slow_cast;
+    const float am = fl_cast_amax(a, n);
+    /* tiles: nvfp4 weights 16x16 (not with --fp4-w1d), else one row */
+    const size_t br = nv && site->role == FL_ROLE_W && !r->cfg.fp4_w1d ? FL_NVFP4_BLOCK : 1;
+    const size_t bc = nv ? FL_NVFP4_BLOCK : FL_MX_BLOCK, nc = (cols + bc - 1) / bc, nr = (rows + br - 1) / br;
+    const size_t ntile = nr * nc > 0 ? nr * nc : 1;
+    float *unit = malloc(ntile * sizeof *unit);
+    cast_counts k = { { 0 }, am };
+    if (nv) {
+        const float s_enc = fl_nvfp4_global_scale(am, (int)r->cfg.four_over_six), s_dec = 1.0f / s_enc;
+        uint8_t *code = malloc(ntile);
+        fl_quant_stats q = { 0 };
+        fl_nvfp4_fake_quantize_tiles(b, code, &q, a, rows, cols, br, s_enc, (int)r->cfg.four_over_six, cf.sr, cf.key,
+                                     cf.reference);
+        for (size_t t = 0; t < nr * nc; t++)
+            unit[t] = fl_decode_f32(fl_format_get(FL_FMT_E4M3), code[t]) * s_dec;
+        k.tot.sat = q.n_sat, k.tot.clip = q.n_clip, k.tot.nan_in = q.n_nan, k.tot.ftz = q.n_ftz;
+        free(code);
+    } else {
+        k.tot = mxfp4_rows(b, unit, a, rows, cols, &cf);
+    }
+    fl_cast_stats *st = &site->st;
+    double *rm = NULL;
+    if (!transposed) {
+        fp4_block_stats(st, a, b, rows, cols, br, bc, unit, am, r->moments);
+        if (r->moments) { /* the moments of the tensor as cast, per row in order */
+            rm = calloc(2 * (R ? R : 1), sizeof *rm);
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < R; i++) {
+                double m2 = 0.0, m4 = 0.0;
+                for (size_t c = 0; c < C; c++) {
+                    const float v = a[i * C + c];
+                    if (v == v) {
+                        const double d2 = (double)v * v;
+                        m2 += d2;
+                        m4 += d2 * d2;
+                    }
+                }
+                rm[2 * i] = m2, rm[2 * i + 1] = m4;
+            }
+        }
+    }
+    if (transposed) {
+#pragma omp parallel for schedule(static)
+        for (size_t i0 = 0; i0 < R; i0 += 32)
+            for (size_t c0 = 0; c0 < C; c0 += 32)
+                for (size_t i = i0; i < R && i < i0 + 32; i++)
+                    for (size_t c = c0; c < C && c < c0 + 32; c++) {
+                        const float v = b[c * R + i];
+                        y[i * C + c] = smo.row_si ? v * smo.row_si[i] : smo.col_si ? v * smo.col_si[c] : v;
+                    }
+    } else if (!direct) {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < R; i++)
+            for (size_t c = 0; c < C; c++) {
+                const float v = b[i * C + c];
+                y[i * C + c] = smo.row_si ? v * smo.row_si[i] : smo.col_si ? v * smo.col_si[c] : v;
+            }
+    }
+    cast_record_stats(site, &k, R, C, transposed, rm);
+    (void)record; /* no delayed history: every FP4 scale is current */
+    free(rm);
+    free(unit);
+    free(abuf);
+    free(bbuf);
+}
+
 void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C,
                     int transposed, int record, fl_smooth *sm)
 {
@@ -657,6 +935,10 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     if (hp) {
         site->scale = 1.0f;
         site->amax_from = 0.0f; /* no staleness: nothing was scaled */
+    }
+    if (!hp && site->fmt == FL_FMT_E2M1) {
+        fp4_cast(r, si_, y, x, R, C, transposed, record, sm);
+        return;
     }
     /* paper-gaudi2's backward copy: e5m2 with its own scale from the same amax, round-to-nearest */
     const int bwd = !hp && transposed && site->gaudi2;

@@ -45,6 +45,21 @@
  *                   gradient accumulation), so that is the amax of the previous step: a delayed
  *                   history of 1, "max", margin 0, and scale 1 before the first amax, as theirs.
  *                 Saturating casts, the head in bf16 and the site overrides as under fp8-delayed.
+ *   nvfp4         NVIDIA's NVFP4 pretraining recipe (arXiv 2509.25149; TE's NVFP4BlockScaling): e2m1
+ *                 elements everywhere, blocks of 16 along the GEMM's contraction dimension with e4m3
+ *                 scales under one float32 scale per tensor from its current amax
+ *                 (fl_nvfp4_fake_quantize_tiles).  Weights in 16x16 tiles (one quantised W serves the
+ *                 forward and the dgrad GEMM; --fp4-w1d: 1x16 blocks, with a 16x1 copy for dgrad).  The
+ *                 wgrad GEMM contracts over tokens: X and dY are quantised a second time in 16x1
+ *                 blocks, optionally after a random Hadamard transform of 16 tokens (--rht, both
+ *                 operands, fl_rht16).  Options: Four Over Six block scales (--four-over-six),
+ *                 stochastically rounded dY (--grad-sr, both copies), and of the wgrad copy of X
+ *                 (--update-sr).
+ *   mxfp4         OCP MXFP4: e2m1 elements, 1x32 blocks along the contraction dimension (32x1 for the
+ *                 wgrad copies of X and dY, and for the dgrad copy of W), e8m0 scales with TE's
+ *                 round-up rule; --grad-sr, --update-sr as under nvfp4.
+ *                 Under both, --site PATTERN=bf16 keeps sites in bf16 (e.g. the last layers, as
+ *                 NVIDIA's recipe keeps about 15% of the linear layers).
  * The output head always runs in bf16 under the FP8 recipes (TE practice: the LM head is not an
  * FP8 GEMM); attention scores/softmax, norms, activations and the loss are float32 everywhere.
  *
@@ -87,12 +102,15 @@ typedef enum {
     FL_RECIPE_FP8_BLOCK,
     FL_RECIPE_MXFP8,
     FL_RECIPE_PAPER_GAUDI2, /* appended: the values above are stored in version-5 checkpoints */
+    FL_RECIPE_NVFP4,
+    FL_RECIPE_MXFP4,
     FL_RECIPE_COUNT
 } fl_recipe_kind;
 
 const char *fl_recipe_name(fl_recipe_kind r);          /* as on the CLI: "fp8-delayed" ... */
 int fl_recipe_parse(fl_recipe_kind *out, const char *s); /* 0, or -1 if unknown */
-int fl_recipe_is_fp8(fl_recipe_kind r);
+int fl_recipe_is_fp8(fl_recipe_kind r); /* every recipe from fp8-delayed on: FP8 and FP4 (the head in bf16) */
+int fl_recipe_is_fp4(fl_recipe_kind r); /* nvfp4, mxfp4 */
 /* The recipes with per-tensor FP8 scales (fp8-delayed, fp8-current, paper-gaudi2): the ones that take
    site overrides and stochastically rounded gradients. */
 int fl_recipe_per_tensor(fl_recipe_kind r);
@@ -113,8 +131,12 @@ typedef struct {
                               recipe, as torchao's float8 training allowed; not a TE DelayedScaling option) */
     uint32_t fp8_start;    /* FP8 recipes: steps before this one cast to bf16 instead, while the delayed
                               histories record their amaxes (a BF16 start, as when FP8 continues from a BF16 run) */
-    uint32_t grad_sr;      /* 1: the e5m2 gradient casts (dY) round stochastically (fp8-delayed, fp8-current) */
-    uint32_t pad_;
+    uint32_t grad_sr;      /* 1: the e5m2 gradient casts (dY) round stochastically (fp8-delayed, fp8-current);
+                              under nvfp4 / mxfp4 the e2m1 casts of dY, both copies */
+    uint32_t update_sr;    /* nvfp4 / mxfp4, 1: the wgrad GEMM's copy of X rounds stochastically too */
+    uint32_t four_over_six; /* nvfp4, 1: Four Over Six block scales (fl_nvfp4_fake_quantize) */
+    uint32_t fp4_w1d;      /* nvfp4, 1: weights in 1x16 blocks (and a 16x1 copy for dgrad), not 16x16 tiles */
+    uint32_t rht;          /* nvfp4 / mxfp4, 1: random Hadamard transform of the wgrad copies of X and dY */
     char sites[FL_SITE_SPEC_MAX]; /* per-site overrides "PATTERN=MODE;..." (fl_recipe_sites_check), "" none */
 } fl_recipe_cfg;
 
@@ -154,7 +176,19 @@ typedef struct {
     uint64_t n, sat, clip, nan_out, inf_out, nan_in, ftz;
     double clip_mass;  /* per-tensor scales, a cast with saturated elements: sum of |x| beyond the largest
                           finite value (in x's units; all of |x| where the cast gave NaN/Inf) over sum |x|,
-                          finite x only; 0 without saturation; NaN for block / MX scales */
+                          finite x only; 0 without saturation; NaN for block / MX scales of FP8 recipes.
+                          FP4 recipes: sum of |x| beyond its block's largest value (6 block units) */
+    /* FP4 recipes, the forward cast (x: the tensor as the cast sees it, smoothed where smoothing applies): */
+    double flush_mass; /* sum |x| of the finite x != 0 that became 0 in a block whose scale is not 0 (below
+                          half the smallest step of a scale set by a larger element of the block), over sum |x| */
+    double under_mass; /* sum |x| of the finite x != 0 in blocks whose scale itself is 0 (NVFP4: the e4m3
+                          block scale underflows under the tensor scale), over sum |x| */
+    double norm2, err2; /* sum x^2 and sum (Q(x) - x)^2 over the finite x: sqrt(norm2 / err2) is the signal
+                           to quantisation noise ratio; for dY the quantity of FP4 All the Way's sqrt(3)
+                           threshold (gradient norm over quantisation noise norm) */
+    float blk_q[3];    /* telemetry steps: the 1st, 50th and 99th percentile of the block amaxes over the
+                          tensor's amax (blocks: 1x16 / 1x32 row segments, 16x16 tiles of 2D weights);
+                          NaN otherwise */
     float amax;        /* max |x| over non-NaN elements */
     double sum2, sum4; /* sum x^2, x^4 (telemetry steps only, else 0) */
     uint64_t nmom;     /* elements in sum2/sum4 */
@@ -220,6 +254,9 @@ void fl_recipe_cast(fl_recipe *r, int site, float *y, const float *x, size_t R, 
 /* The stochastic-rounding stream of a site's dY cast this step (cfg.grad_sr): element i of the cast
    (row-major index) rounds with fl_sr_bits(key, i) as fl_encode_f32_bits's FL_RND_SR does. */
 uint64_t fl_recipe_sr_key(const fl_recipe *r, int site);
+/* FP4 recipes: the wgrad copy (transposed = 1) of a site draws from the key fl_recipe_sr_key(r, site) ^
+   FL_RECIPE_SR_COPY, its element (i, j) of the transposed (C, R) layout at index i * R + j. */
+#define FL_RECIPE_SR_COPY 0x7472616E73706F73ull
 
 /* Whether the backward GEMMs read a copy of site `site`'s tensor cast for them (fl_recipe_cast with
    transposed = 1) instead of the forward cast: column-wise tiles for the wgrad GEMM of the X and dY

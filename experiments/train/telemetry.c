@@ -146,10 +146,56 @@ void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m)
     json_decref(line);
 }
 
-void fl_tele_sites_header(FILE *f) { fputs("step,site,amax,amax_from,staleness,saturated,clip_mass,underflow\n", f); }
+void fl_tele_sites_header(FILE *f, const fl_recipe *r)
+{
+    if (fl_recipe_is_fp4((fl_recipe_kind)r->cfg.kind))
+        fputs("step,site,amax,saturated,clip_mass,flush_mass,under_mass,underflow,snr,blk_p01,blk_p50,blk_p99\n", f);
+    else
+        fputs("step,site,amax,amax_from,staleness,saturated,clip_mass,underflow\n", f);
+}
+
+static double snr(double norm2, double err2) { return err2 > 0 ? sqrt(norm2) / sqrt(err2) : INFINITY; }
+
+/* The FP4 rows of a step (fl_tele_sites_header). */
+static void fp4_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
+{
+    double g2 = 0, ge2 = 0;
+    int ng = 0;
+    for (int i = 0; i < r->nsites; i++) {
+        const fl_site *s = &r->sites[i];
+        if (s->fmt != FL_FMT_E2M1 || r->hp_phase || s->st.n == 0)
+            continue;
+        const fl_cast_stats *st = &s->st;
+        fprintf(f, "%llu,%s", (unsigned long long)step, s->name);
+        put_csv(f, st->amax);
+        fprintf(f, ",%llu", (unsigned long long)st->sat);
+        put_csv(f, st->clip_mass);
+        put_csv(f, st->flush_mass);
+        put_csv(f, st->under_mass);
+        put_csv(f, (double)st->ftz / (double)st->n);
+        put_csv(f, snr(st->norm2, st->err2));
+        for (int k = 0; k < 3; k++)
+            put_csv(f, st->blk_q[k]);
+        fputc('\n', f);
+        if (s->role == FL_ROLE_GOUT) {
+            g2 += st->norm2;
+            ge2 += st->err2;
+            ng++;
+        }
+    }
+    if (ng) {
+        fprintf(f, "%llu,all.gout,,,,,,", (unsigned long long)step);
+        put_csv(f, snr(g2, ge2));
+        fputs(",,,\n", f);
+    }
+}
 
 void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
 {
+    if (fl_recipe_is_fp4((fl_recipe_kind)r->cfg.kind)) {
+        fp4_sites_rows(f, step, r);
+        return;
+    }
     for (int i = 0; i < r->nsites; i++) {
         const fl_site *s = &r->sites[i];
         if (s->scaling != FL_SCALING_DELAYED && s->scaling != FL_SCALING_TENSOR)

@@ -50,7 +50,15 @@ void fl_tele_summarize(fl_step_summary *s, const fl_model *m);
 void fl_tele_metrics_header(FILE *f);
 void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, float lr, float gnorm,
                          const fl_step_summary *s);
-void fl_tele_sites_header(FILE *f);
+/* sites.csv's header: under the per-tensor recipes
+     step,site,amax,amax_from,staleness,saturated,clip_mass,underflow
+   one row per site with a delayed or current scale; under nvfp4 / mxfp4 (recipe.h, fl_cast_stats)
+     step,site,amax,saturated,clip_mass,flush_mass,under_mass,underflow,snr,blk_p01,blk_p50,blk_p99
+   one row per FP4 site (the forward cast; underflow: the fraction of all its casts' elements flushed
+   to zero; snr: ||x|| / ||Q(x) - x||; blk_*: telemetry steps, else nan), then a row "all.gout": the
+   snr of all dY casts together, sqrt(sum ||dY||^2 / sum ||Q(dY) - dY||^2), the other fields empty.
+   Other recipes: the header only. */
+void fl_tele_sites_header(FILE *f, const fl_recipe *r);
 /* The sites.csv rows of a step (after forward and backward). */
 void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r);
 void fl_tele_jsonl(FILE *f, uint64_t step, float loss, const fl_model *m);

@@ -85,6 +85,15 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--grad-scaling current applies to fp8-delayed (the other recipes scale dY as they scale X)";
     if (c->recipe.kind == FL_RECIPE_PAPER_GAUDI2 && (why = fl_recipe_paper_gaudi2_check(&c->recipe)))
         return why;
+    const int fp4 = fl_recipe_is_fp4((fl_recipe_kind)c->recipe.kind);
+    if ((c->recipe.update_sr || c->recipe.rht) && !fp4)
+        return "--update-sr and --rht apply to the FP4 recipes (nvfp4, mxfp4)";
+    if ((c->recipe.four_over_six || c->recipe.fp4_w1d) && c->recipe.kind != FL_RECIPE_NVFP4)
+        return "--four-over-six and --fp4-w1d apply to nvfp4";
+    if (c->recipe.grad_sr && !fp4 && !fl_recipe_per_tensor((fl_recipe_kind)c->recipe.kind))
+        return "--grad-sr needs fp8-delayed, fp8-current, paper-gaudi2, nvfp4 or mxfp4";
+    if (c->recipe.rht && ((uint64_t)c->model.B * c->model.T) % FL_RHT_SIZE)
+        return "--rht transforms groups of 16 tokens: batch x seq must be a multiple of 16";
     if (c->data_kind == FL_DATA_TRIGGERS && !(c->trigger_rate > 0))
         return "--data triggers needs a --trigger-rate in (0, 1]";
     if (c->data_kind != FL_DATA_TEXT && c->data_len < (uint64_t)c->model.T + 2)
@@ -663,7 +672,7 @@ static int run_open_files(train_run *r)
         if (r->fm)
             fl_tele_metrics_header(r->fm);
         if (r->fs)
-            fl_tele_sites_header(r->fs);
+            fl_tele_sites_header(r->fs, &r->rec);
         if (chan && r->fc && r->fr)
             fl_chan_headers(r->fc, r->fr);
     }

@@ -317,11 +317,21 @@ const fl_train_opt fl_train_opt_table[] = {
               "continues from a BF16 run)" },
     { .flag = "--grad-sr", .flag_off = "--no-grad-sr", .key = "grad_sr", BOOL, AT(recipe.grad_sr), .def = "0",
       .attr = FL_OPT_NEWLINE, .group = "recipe",
-      .help = "(e5m2 dY casts round stochastically; streams from --seed, step, site, element)\n"
+      .help = "(dY casts round stochastically: e5m2 under fp8-*, e2m1 under nvfp4 / mxfp4; streams from --seed, step, "
+              "site, element)\n"
               "--no-pow2, --no-grad-sr: switch those off again (the demo's recipe has them on)" },
+    { .flag = "--update-sr", .key = "update_sr", BOOL, AT(recipe.update_sr), .def = "0", .attr = FL_OPT_NEWLINE,
+      .group = "recipe", .help = "(nvfp4 / mxfp4: the wgrad GEMM's copy of X rounds stochastically too)" },
+    { .flag = "--rht", .flag_off = "--no-rht", .key = "rht", BOOL, AT(recipe.rht), .def = "0", .group = "recipe",
+      .help = "(nvfp4 / mxfp4: random Hadamard transform of 16 tokens on the wgrad copies of X and dY; --no-rht: off, "
+              "as the FP4 demo has it on)" },
+    { .flag = "--four-over-six", .key = "four_over_six", BOOL, AT(recipe.four_over_six), .def = "0",
+      .attr = FL_OPT_NEWLINE, .group = "recipe", .help = "(nvfp4: each block scaled to 6 or to 4, the smaller error)" },
+    { .flag = "--fp4-w1d", .key = "fp4_w1d", BOOL, AT(recipe.fp4_w1d), .def = "0", .group = "recipe",
+      .help = "(nvfp4: weights in 1x16 blocks, not 16x16 tiles)" },
     { .flag = "--site", .key = "sites", CUSTOM(sites_ops), AT(recipe.sites), .def = "", .attr = FL_OPT_ECHO_SET,
       .group = "sites", .arg = "PATTERN=bf16|current|delayed",
-      .help = "(repeatable, a later one wins; fp8-delayed/current): the cast sites a name or fnmatch pattern names, "
+      .help = "(repeatable, a later one wins; fp8-delayed/current; nvfp4/mxfp4 take bf16): the cast sites a name or fnmatch pattern names, "
               "kept in bf16 or scaled per tensor from the current tensor / the site's amax history.  Sites: "
               "L<l>.<lin>.<role>, l = 0..layers-1, lin = qkv proj fc down, role = in (X) w (W) gout (dY); head.* "
               "stays bf16.\nE.g. --site L0.down.in=bf16, or --site '*.down.in=current' for every FFN's down input" },

@@ -1,6 +1,8 @@
 /* verdict.c — the demo's failure measure and verdict (see verdict.h). */
 #include "verdict.h"
 
+#include "mech.h" /* fl_median_range */
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,3 +167,35 @@ void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n, const fl_pre
         snprintf(v->text, sizeof v->text, "NOT REPRODUCED: %s; precondition present (%s)", subj, pt);
     }
 }
+
+/* ---- the FP4 demo's predictions ------------------------------------------------------------------ */
+
+int fl_pred_f2(const double *sw, const double *ge, const double *re, int n)
+{
+    const double s = fl_median_range(sw, 0, n), g = fl_median_range(ge, 0, n), r = fl_median_range(re, 0, n);
+    if (isnan(s) || isnan(g) || isnan(r))
+        return -1;
+    return s > g && s > r;
+}
+
+int fl_pred_f3(const double *sw, const double *ge, const double *sm, int n)
+{
+    const double s = fl_median_range(sw, 0, n), g = fl_median_range(ge, 0, n), m = fl_median_range(sm, 0, n);
+    if (isnan(s) || isnan(g) || isnan(m))
+        return -1;
+    return s > g && m < s;
+}
+
+int fl_pred_f4(const double *v, int n, double thr)
+{
+    int finite = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i])) { /* +Inf: a run whose dY casts were exact */
+            finite++;
+            if (!(v[i] > thr))
+                return 0;
+        }
+    return finite ? 1 : -1;
+}
+
+const char *fl_pred_name(int held) { return held > 0 ? "held" : held == 0 ? "FAILED" : "not measured"; }

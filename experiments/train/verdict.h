@@ -97,4 +97,16 @@ void fl_demo_verdict(fl_verdict *v, const fl_arm_outcome *a, int n, const fl_pre
 /* Its exit status: 0, FL_EXIT_GATE (3) or FL_EXIT_INCONCLUSIVE (4). */
 int fl_verdict_exit(const fl_verdict *v);
 
+/* The FP4 demo's predictions F2-F4 (TRAINING.md, "The FP4 experiment"), from per-seed values (n
+   each; non-finite values are left out of the medians).  Each returns 1 held, 0 failed, -1 not
+   measured (a side without a finite value).
+   F2: median(sw) > median(ge) and median(sw) > median(re)  (final loss gaps);
+   F3: median(sw) > median(ge) and median(sm) < median(sw)  (mean flush mass at the down input);
+   F4: every non-NaN v[i] > thr, at least one                (the smallest dY snr of each run; +Inf:
+                                                              no quantisation error). */
+int fl_pred_f2(const double *sw, const double *ge, const double *re, int n);
+int fl_pred_f3(const double *sw, const double *ge, const double *sm, int n);
+int fl_pred_f4(const double *v, int n, double thr);
+const char *fl_pred_name(int held); /* "held", "FAILED", "not measured" */
+
 #endif /* FL_VERDICT_H */
