@@ -389,6 +389,38 @@ static void test_cli(void)
                   "fused per-tensor: outputs within 1/2 ulp (+ fp32's error): %s", json_dumps(o, 0));
     }
     json_decref(root);
+    /* NVFP4 on e2m1: +-1 everywhere except row 1's second block of 16, at 2^-20.  The fused PolyReLU_2
+       outputs there are about 2^-20 of the tensor's amax (the linear term), which puts that block's e4m3
+       scale (about 2^-20 x 448, below half e4m3's smallest subnormal 2^-9) at 0: its 16 outputs flush to
+       zero -- flushed, not clipped -- while every other block keeps a scale (no other flush: the
+       negative inputs' outputs are PolyReLU's exact zeros, which do not count) */
+    {
+        float z[128];
+        for (int i = 0; i < 128; i++)
+            z[i] = (i & 1) ? -1.0f : 1.0f;
+        for (int i = 64 + 16; i < 64 + 32; i++)
+            z[i] = 0x1p-20f;
+        fl_array az = { FL_DT_F32, 2, { 2, 64 }, 128, 0, z };
+        CHECK(fl_npy_write(path, &az, err, sizeof err) == 0, "write: %s", err);
+        snprintf(args, sizeof args, "order --input %s --act polyrelu --order 2 --format e2m1 --json", path);
+        CHECK(run_sh(out, sizeof out, args) == 0, "order --input e2m1: %s", out);
+        root = json_loads(out, 0, &jerr);
+        CHECK(root, "order --input e2m1 --json is not JSON: %s", jerr.text);
+        res = json_object_get(root, "results");
+        int seen = 0;
+        for (size_t i = 0; i < json_array_size(res); i++) {
+            json_t *o = json_array_get(res, i);
+            if (strcmp(json_string_value(json_object_get(o, "scaling")), "nvfp4") ||
+                strcmp(json_string_value(json_object_get(o, "strategy")), "fused"))
+                continue;
+            seen++;
+            const double fs = json_number_value(json_object_get(o, "frac_clipped"));
+            const double ff = json_number_value(json_object_get(o, "frac_flushed"));
+            CHECK(fs == 0 && ff == 16.0 / 128, "nvfp4 fused: clipped %g (want 0), flushed %g (want 16/128)", fs, ff);
+        }
+        CHECK(seen == 1, "one nvfp4 fused row for e2m1, got %d", seen);
+        json_decref(root);
+    }
     /* PolyNorm_3 in fp16: a 7 in row 0 makes (x^3)^2 = 117649 overflow, the row's mean is Inf and the
        whole row is hit (64 of 128 elements); fused computes the same row in fp32 without overflow */
     x[0] = 7.0f;

@@ -5,8 +5,8 @@
  *     same counts: nvfp4 X (1x16, tensor scale 2688 / amax), W in 16x16 tiles (and Q(W)^T equals the
  *     tiles of W^T: one quantised W serves both GEMMs), W with --fp4-w1d (1x16, and its 16x1 copy),
  *     dY with stochastic rounding on the stream fl_recipe_sr_key, the wgrad copies (16x1, transposed
- *     by hand) with and without the Hadamard transform of 16 tokens, Four Over Six, per-channel
- *     smoothing; mxfp4 against fl_mx_fake_quantize (e2m1, TE's round-up rule, a NaN block).
+ *     by hand) with and without the Hadamard transform of 16 tokens (not when the other input of the
+ *     wgrad GEMM is kept in bf16), Four Over Six, per-channel smoothing; mxfp4 against fl_mx_fake_quantize (e2m1, TE's round-up rule, a NaN block).
  *  2. The block telemetry of a cast (clip, flush and underflow mass, the signal-to-noise ratio, the
  *     block amax percentiles) equals its definition computed here in double, on a tensor built so
  *     that every term is nonzero: an outlier block that clips after the e4m3 scale rounds down, small
@@ -16,7 +16,8 @@
  *  4. Through the CLI: an nvfp4 run with --grad-sr --update-sr --rht --four-over-six gives the same
  *     metrics.csv and sites.csv on 1 and 2 threads and at FP8LAB_ISA avx2 and scalar; a run resumed
  *     from its step-20 checkpoint ends with the same metrics.csv and sites.csv; sites.csv has the FP4 header, one row per site and
- *     step plus all.gout, masses in [0, 1]; bad FP4 flags exit 2 naming the flag.
+ *     step plus all.gout, masses in [0, 1]; bad FP4 flags exit 2 naming the flag (--rht with a
+ *     per-token smoothing among them: the transform mixes tokens of different scales).
  */
 #include "check.h"
 #include "cli_test.h"
@@ -94,6 +95,20 @@ static void nv_ref(float *y, const float *x, size_t R, size_t C, size_t br, int 
                                  key, 1);
 }
 
+/* A wgrad copy by hand: w (R, C) = the 1x16 NVFP4 quantisation of x^T (C, R), its rows (tokens) first
+   transformed 16 at a time with signs (NULL: not), transposed back; t, u scratch of R * C. */
+static void copy_ref(float *w, const float *x, size_t R, size_t C, const float *signs, int f46, int sr, uint64_t key,
+                     float *t, float *u)
+{
+    transpose(t, x, R, C);
+    if (signs)
+        for (size_t i = 0; i < C; i++)
+            for (size_t j = 0; j < R; j += FL_RHT_SIZE)
+                fl_rht16(t + i * R + j, signs);
+    nv_ref(u, t, C, R, 1, f46, sr, key, NULL);
+    transpose(w, u, C, R);
+}
+
 /* 1. */
 static void check_casts(void)
 {
@@ -123,14 +138,13 @@ static void check_casts(void)
         CHECK(fl_recipe_needs_bwd_copy(&r, 0) && fl_recipe_needs_bwd_copy(&r, 2) && !fl_recipe_needs_bwd_copy(&r, 1),
               "nvfp4: copies of X and dY, not of the 16x16 W");
         fl_recipe_cast(&r, 0, y, x, R, C, 1, 0, NULL);
-        transpose(t, x, R, C);
-        nv_ref(u, t, C, R, 1, f46, 0, 0, NULL);
-        transpose(w, u, C, R);
+        copy_ref(w, x, R, C, NULL, f46, 0, 0, t, u);
         expect_equal(y, w, n, "nvfp4 X wgrad copy");
         /* W: 16x16 tiles, and the tiles of W^T are Q(W)^T */
         fl_recipe_cast(&r, 1, y, x, R, C, 0, 1, NULL);
         nv_ref(w, x, R, C, 16, f46, 0, 0, NULL);
         expect_equal(y, w, n, "nvfp4 W 16x16");
+        transpose(t, x, R, C);
         nv_ref(u, t, C, R, 16, f46, 0, 0, NULL);
         transpose(w, u, C, R);
         expect_equal(y, w, n, "nvfp4 Q(W)^T = Q(W^T)");
@@ -148,9 +162,7 @@ static void check_casts(void)
         nv_ref(w, x, R, C, 1, 0, 0, 0, NULL);
         expect_equal(y, w, n, "nvfp4 W 1x16");
         fl_recipe_cast(&r, 1, y, x, R, C, 1, 0, NULL);
-        transpose(t, x, R, C);
-        nv_ref(u, t, C, R, 1, 0, 0, 0, NULL);
-        transpose(w, u, C, R);
+        copy_ref(w, x, R, C, NULL, 0, 0, 0, t, u);
         expect_equal(y, w, n, "nvfp4 W 16x1 copy");
         fl_recipe_free(&r);
     }
@@ -174,15 +186,26 @@ static void check_casts(void)
         fl_rht16_signs(signs, r.sr_seed);
         for (int site = 0; site < 3; site += 2) {
             fl_recipe_cast(&r, site, y, x, R, C, 1, 0, NULL);
-            transpose(t, x, R, C); /* (C, R): tokens along the rows */
-            if (rht)
-                for (size_t i = 0; i < C; i++)
-                    for (size_t j = 0; j < R; j += FL_RHT_SIZE)
-                        fl_rht16(t + i * R + j, signs);
-            nv_ref(u, t, C, R, 1, 0, 1, (site ? kg : kx) ^ FL_RECIPE_SR_COPY, NULL);
-            transpose(w, u, C, R);
+            copy_ref(w, x, R, C, rht ? signs : NULL, 0, 1, (site ? kg : kx) ^ FL_RECIPE_SR_COPY, t, u);
             expect_equal(y, w, n, site ? "nvfp4 dY wgrad copy" : "nvfp4 X wgrad copy (--update-sr)");
         }
+        fl_recipe_free(&r);
+    }
+
+    /* --rht with X kept in bf16 (--site L0.fc.in=bf16): the transform needs both inputs of the wgrad GEMM,
+       so dY's copy is not transformed (M^T M = I only when both sides carry M) */
+    {
+        fl_recipe_cfg c;
+        fl_recipe_cfg_default(&c, FL_RECIPE_NVFP4);
+        c.grad_sr = 1;
+        c.rht = 1;
+        CHECK(!fl_recipe_sites_add(&c, "L0.fc.in=bf16"), "site");
+        recipe(&r, FL_RECIPE_NVFP4, &c);
+        CHECK(r.sites[0].fmt == FL_FMT_BF16 && !r.sites[2].rht && !fl_recipe_needs_bwd_copy(&r, 0),
+              "X in bf16: no transform on dY's copy");
+        fl_recipe_cast(&r, 2, y, x, R, C, 1, 0, NULL);
+        copy_ref(w, x, R, C, NULL, 0, 1, fl_recipe_sr_key(&r, 2) ^ FL_RECIPE_SR_COPY, t, u);
+        expect_equal(y, w, n, "nvfp4 dY wgrad copy, X in bf16: no transform");
         fl_recipe_free(&r);
     }
 
@@ -205,6 +228,23 @@ static void check_casts(void)
         for (size_t i = 0; i < n; i++)
             w[i] = u[i] * (1.0f / ws[i % C]);
         expect_equal(y, w, n, "nvfp4 smoothed X");
+        fl_recipe_free(&r);
+        /* its wgrad copy under --rht: per-channel scales commute with a transform of the tokens */
+        fl_recipe_cfg c;
+        fl_recipe_cfg_default(&c, FL_RECIPE_NVFP4);
+        c.rht = 1;
+        recipe(&r, FL_RECIPE_NVFP4, &c);
+        fl_recipe_cast(&r, 0, y, x, R, C, 1, 0, &sm);
+        float signs[FL_RHT_SIZE];
+        fl_rht16_signs(signs, r.sr_seed);
+        float *xs = malloc(n * sizeof *xs);
+        for (size_t i = 0; i < n; i++)
+            xs[i] = x[i] * ws[i % C];
+        copy_ref(w, xs, R, C, signs, 0, 0, 0, t, u);
+        free(xs);
+        for (size_t i = 0; i < n; i++)
+            w[i] = w[i] * (1.0f / ws[i % C]);
+        expect_equal(y, w, n, "nvfp4 smoothed X, wgrad copy after the Hadamard transform");
         free(s);
         free(si);
         free(ws);
@@ -467,8 +507,9 @@ static void check_runs(void)
     const char *b3[] = { "train", "--recipe", "fp8-delayed", "--update-sr", "--quiet", "--out", d, NULL };
     const char *b4[] = { "train", "--recipe", "nvfp4", "--site", "L0.fc.in=current", "--quiet", "--out", d, NULL };
     const char *b5[] = { "train", "--recipe", "nvfp4", "--rht", "--seq", "7", "--batch", "3", "--quiet", "--out", d, NULL };
-    const char *const *bad[] = { b1, b2, b3, b4, b5 };
-    const char *want[] = { "--four-over-six", "--rht", "--update-sr", "bf16", "--rht" };
+    const char *b6[] = { "train", "--recipe", "nvfp4", "--rht", "--act", "smooth_swiglu_token", "--quiet", "--out", d, NULL };
+    const char *const *bad[] = { b1, b2, b3, b4, b5, b6 };
+    const char *want[] = { "--four-over-six", "--rht", "--update-sr", "bf16", "--rht", "per-token" };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         CHECK(run(e, bad[k]) == 2, "bad flags %zu: exit 2", k);
         CHECK(contains(e, want[k]), "bad flags %zu: the message names %s", k, want[k]);

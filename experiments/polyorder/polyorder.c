@@ -912,7 +912,7 @@ int fl_order_scale_applies(fl_format f, fl_scaling s)
     if (s == FL_SCALING_DELAYED || (unsigned)s >= FL_SCALING_COUNT)
         return 0; /* a history of amaxes: a training run's, not a tensor's */
     if (s == FL_SCALING_NVFP4)
-        return 0; /* two levels of scales (tensor and e4m3 block): not a scheme of tq_store's */
+        return f == FL_FMT_E2M1; /* NVFP4's elements */
     if (mx_elem)
         return s == FL_SCALING_NONE || s == FL_SCALING_MX32;
     if (fl_format_get(f)->bits > 8)
@@ -965,10 +965,11 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
     case FL_SCALING_TENSOR: per_row = 0; break;
     case FL_SCALING_ROW: bc = C; break;
     case FL_SCALING_1X128: bc = 128; break;
+    case FL_SCALING_NVFP4: bc = FL_NVFP4_BLOCK; break;
     default: bc = FL_MX_BLOCK; break;
     }
     double tamax = 0;
-    if (!per_row)
+    if (!per_row || q->sc == FL_SCALING_NVFP4) /* NVFP4: the tensor's amax sets the second-level scale */
         for (size_t i = 0; i < R * C; i++)
             if (fabs(v[i]) > tamax || isnan(v[i]))
                 tamax = isnan(v[i]) ? tamax : fabs(v[i]);
@@ -988,6 +989,18 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
                 const uint8_t code = fl_mx_scale_code(f, isinf(amax) ? INFINITY : af, FL_MX_CEIL);
                 s = fl_mx_mul_from_code(code);
                 sinv = fl_mx_scale_from_code(code);
+            } else if (q->sc == FL_SCALING_NVFP4) {
+                /* NVFP4 (scaling.h): s_enc = 2688 / the tensor's amax, the block's e4m3 scale code
+                   e4m3(amax_b * (s_enc / 6)), the encode scale 1 / (dec(code) * s_dec); the decode
+                   scale dec(code) * s_dec as one float32 product (the cast engine rounds q * dec and
+                   then * s_dec: at most one float rounding apart) */
+                const fl_format_desc *e4 = fl_format_get(FL_FMT_E4M3);
+                const float s_enc = fl_nvfp4_global_scale((float)tamax, 0), s_dec = 1.0f / s_enc;
+                const float dec = fl_decode_f32(
+                    e4, fl_encode_f32_bits(e4, fl_f32_bits(af * (s_enc * (1.0f / 6.0f))), FL_RND_NE, FL_OVF_SATURATE, 0));
+                const float enc = 1.0f / (dec * s_dec);
+                s = enc < FLT_MAX ? enc : FLT_MAX;
+                sinv = (double)(dec * s_dec);
             } else {
                 const float sf = fl_scale_from_amax(f, af > 0 ? af : 0.0f, 1.0f, 0, 0);
                 s = sf;
@@ -1000,7 +1013,8 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
                     continue;
                 }
                 const double w = v[i] * s; /* one binary64 rounding before the encode (see ORDER.md) */
-                if (fabs(w) > B || (fabs(w) == B && ties))
+                /* (an NVFP4 block whose e4m3 scale underflowed to 0 decodes to zeros: flushed, not clipped) */
+                if ((fabs(w) > B || (fabs(w) == B && ties)) && sinv != 0.0)
                     q->flags[i] |= FLAG_CLIP;
                 const uint32_t code = fl_encode_f64(f, w, FL_RND_NE, FL_OVF_SATURATE, 0);
                 if (q->code_out)

@@ -16,7 +16,8 @@ static const char *const help_head =
     "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
     "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
     "layer's casts.  Writes DIR/metrics.csv (every step), DIR/sites.csv (every step, each FP8 site's\n"
-    "staleness, saturation, clip mass, underflow), DIR/telemetry.jsonl (per cast site, every\n"
+    "staleness, saturation, clip mass, underflow; each FP4 site's clip, flush and underflow mass, snr\n"
+    "and block amax percentiles), DIR/telemetry.jsonl (per cast site, every\n"
     "--log-every steps), DIR/checkpoint.bin (every --ckpt-every steps, at the end, on SIGINT/SIGTERM),\n"
     "DIR/config.json and DIR/summary.json.  --resume continues a run bit-identically.\n"
     "\n";

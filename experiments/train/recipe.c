@@ -280,6 +280,19 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
         }
     }
     sites_apply(r);
+    if (cfg->rht) /* the wgrad GEMM's two inputs: the same Linear's in and gout sites, both FP4 */
+        for (int i = 0; i < nsites; i++) {
+            fl_site *s = &r->sites[i];
+            const size_t n = strlen(s->name);
+            const int in = n > 3 && !strcmp(s->name + n - 3, ".in"), gout = n > 5 && !strcmp(s->name + n - 5, ".gout");
+            if (s->fmt != FL_FMT_E2M1 || (!in && !gout))
+                continue;
+            char other[sizeof s->name + 8];
+            snprintf(other, sizeof other, "%.*s%s", (int)(n - (in ? 3 : 5)), s->name, in ? ".gout" : ".in");
+            for (int j = 0; j < nsites; j++)
+                if (!strcmp(r->sites[j].name, other) && r->sites[j].fmt == FL_FMT_E2M1)
+                    s->rht = 1;
+        }
     for (int i = 0; i < nsites; i++) {
         fl_site *s = &r->sites[i];
         /* paper-gaudi2's X and W sites in FP8 (not those an override keeps in bf16) */
@@ -802,6 +815,23 @@ static void fp4_block_stats(fl_cast_stats *st, const float *a, const float *b, s
     free(seg);
 }
 
+/* Element (i, c) of an (R, C) tensor between x's layout and the cast's (transposed: (C, R), at c * R + i),
+   times rs[i] or cs[c] where given: back = 0 reads the tensor from src in x's layout, back = 1 writes it
+   to dst in x's layout.  In tiles of 32 x 32 (the cache lines of both sides). */
+static void relayout(float *dst, const float *src, size_t R, size_t C, int transposed, int back, const float *rs,
+                     const float *cs)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < R; i0 += 32)
+        for (size_t c0 = 0; c0 < C; c0 += 32)
+            for (size_t i = i0; i < R && i < i0 + 32; i++)
+                for (size_t c = c0; c < C && c < c0 + 32; c++) {
+                    const size_t k = i * C + c, kc = transposed ? c * R + i : k;
+                    const float v = src[back ? kc : k];
+                    dst[back ? k : kc] = rs ? v * rs[i] : cs ? v * cs[c] : v;
+                }
+}
+
 /* An FP4 cast (recipe.h: nvfp4, mxfp4).  The tensor as the cast sees it -- smoothed, and for the wgrad
    copies (transposed) laid out with the tokens along the rows, after the Hadamard transform where
    --rht -- goes to a scratch buffer; it is quantised in blocks along its rows; the result goes back
@@ -813,28 +843,14 @@ static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, 
     const int nv = site->scaling == FL_SCALING_NVFP4;
     const size_t n = R * C, rows = transposed ? C : R, cols = transposed ? R : C;
     const cast_smoothing smo = smooth_scales(sm, x, R, C);
-    const int smoothed = smo.row_s || smo.col_s, rht = transposed && r->cfg.rht && site->role != FL_ROLE_W;
+    const int smoothed = smo.row_s || smo.col_s, rht = transposed && site->rht;
     /* a: the tensor as cast (x itself when it is), b: its quantisation (y itself when it can be) */
     float *abuf = NULL, *bbuf = NULL;
     const float *a = x;
     if (smoothed || transposed) {
-        float *t = abuf = malloc((n ? n : 1) * sizeof *t);
-        if (!transposed) {
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < R; i++)
-                for (size_t c = 0; c < C; c++)
-                    t[i * C + c] = smo.row_s ? x[i * C + c] * smo.row_s[i] : x[i * C + c] * smo.col_s[c];
-        } else { /* in tiles of 32 x 32 (the cache lines of both sides) */
-#pragma omp parallel for schedule(static)
-            for (size_t i0 = 0; i0 < R; i0 += 32)
-                for (size_t c0 = 0; c0 < C; c0 += 32)
-                    for (size_t c = c0; c < C && c < c0 + 32; c++)
-                        for (size_t i = i0; i < R && i < i0 + 32; i++) {
-                            const float v = x[i * C + c];
-                            t[c * R + i] = smo.row_s ? v * smo.row_s[i] : smo.col_s ? v * smo.col_s[c] : v;
-                        }
-        }
-        a = t;
+        abuf = malloc((n ? n : 1) * sizeof *abuf);
+        relayout(abuf, x, R, C, transposed, 0, smo.row_s, smo.col_s);
+        a = abuf;
     }
     const int direct = !smoothed && !transposed && y != x;
     float *b = direct ? y : (bbuf = malloc((n ? n : 1) * sizeof *b));
@@ -895,23 +911,8 @@ static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, 
             }
         }
     }
-    if (transposed) {
-#pragma omp parallel for schedule(static)
-        for (size_t i0 = 0; i0 < R; i0 += 32)
-            for (size_t c0 = 0; c0 < C; c0 += 32)
-                for (size_t i = i0; i < R && i < i0 + 32; i++)
-                    for (size_t c = c0; c < C && c < c0 + 32; c++) {
-                        const float v = b[c * R + i];
-                        y[i * C + c] = smo.row_si ? v * smo.row_si[i] : smo.col_si ? v * smo.col_si[c] : v;
-                    }
-    } else if (!direct) {
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < R; i++)
-            for (size_t c = 0; c < C; c++) {
-                const float v = b[i * C + c];
-                y[i * C + c] = smo.row_si ? v * smo.row_si[i] : smo.col_si ? v * smo.col_si[c] : v;
-            }
-    }
+    if (!direct)
+        relayout(y, b, R, C, transposed, 1, smo.row_si, smo.col_si);
     cast_record_stats(site, &k, R, C, transposed, rm);
     (void)record; /* no delayed history: every FP4 scale is current */
     free(rm);

@@ -52,7 +52,7 @@
  *                 forward and the dgrad GEMM; --fp4-w1d: 1x16 blocks, with a 16x1 copy for dgrad).  The
  *                 wgrad GEMM contracts over tokens: X and dY are quantised a second time in 16x1
  *                 blocks, optionally after a random Hadamard transform of 16 tokens (--rht, both
- *                 operands, fl_rht16).  Options: Four Over Six block scales (--four-over-six),
+ *                 operands, fl_rht16; not where one of the two is kept in bf16 by --site).  Options: Four Over Six block scales (--four-over-six),
  *                 stochastically rounded dY (--grad-sr, both copies), and of the wgrad copy of X
  *                 (--update-sr).
  *   mxfp4         OCP MXFP4: e2m1 elements, 1x32 blocks along the contraction dimension (32x1 for the
@@ -206,6 +206,9 @@ typedef struct {
     fl_delayed *dl_bwd;  /* gaudi2 and delayed: the e5m2 copy's state, fed the same amaxes as dl */
     fl_cast_stats st;    /* this step: the forward cast's and the backward copy's counts (amax, clip
                             mass and moments: the forward cast's) */
+    uint32_t rht;        /* FP4, --rht: the wgrad copy goes through the Hadamard transform; only where the
+                            other input of the wgrad GEMM (X for dY, dY for X: the same Linear's in and gout
+                            sites) is an FP4 site as well, since M^T M = I needs the transform on both */
     float scale;         /* the per-tensor scale used this step (block/mx: 1) */
     float scale_bwd;     /* gaudi2 and delayed: the e5m2 copy's scale this step */
     float amax_from;     /* the amax that scale was computed from (staleness denominator) */

@@ -94,6 +94,9 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--grad-sr needs fp8-delayed, fp8-current, paper-gaudi2, nvfp4 or mxfp4";
     if (c->recipe.rht && ((uint64_t)c->model.B * c->model.T) % FL_RHT_SIZE)
         return "--rht transforms groups of 16 tokens: batch x seq must be a multiple of 16";
+    if (c->recipe.rht && fl_act_smooth_axis(c->model.act) == 1)
+        return "--rht mixes 16 tokens, and a per-token smoothing scale (smooth_swiglu_token) cannot be undone after it: "
+               "use smooth_swiglu (per channel) or no --rht";
     if (c->data_kind == FL_DATA_TRIGGERS && !(c->trigger_rate > 0))
         return "--data triggers needs a --trigger-rate in (0, 1]";
     if (c->data_kind != FL_DATA_TEXT && c->data_len < (uint64_t)c->model.T + 2)
