@@ -15,9 +15,10 @@
  *     fl_rht16_inv undoes it exactly on small integers, and M^T M = I on the 16 basis vectors.
  *  4. Through the CLI: an nvfp4 run with --grad-sr --update-sr --rht --four-over-six gives the same
  *     metrics.csv and sites.csv on 1 and 2 threads and at FP8LAB_ISA avx2 and scalar; a run resumed
- *     from its step-20 checkpoint ends with the same metrics.csv and sites.csv; sites.csv has the FP4 header, one row per site and
- *     step plus all.gout, masses in [0, 1]; bad FP4 flags exit 2 naming the flag (--rht with a
- *     per-token smoothing among them: the transform mixes tokens of different scales).
+ *     from its step-20 checkpoint ends with the same metrics.csv and sites.csv; sites.csv has the FP4
+ *     header, one row per site and step plus all.gout, all.wgrad on telemetry steps, masses in
+ *     [0, 1]; bad FP4 flags exit 2 naming the flag (--rht with a per-token smoothing among them: the
+ *     transform mixes tokens of different scales).
  */
 #include "check.h"
 #include "cli_test.h"
@@ -461,14 +462,17 @@ static void check_runs(void)
     CHECK(fgets(line, sizeof line, f) &&
               !strcmp(line, "step,site,amax,saturated,clip_mass,flush_mass,under_mass,underflow,snr,blk_p01,blk_p50,blk_p99\n"),
           "FP4 sites.csv header: %s", line);
-    int rows = 0, gout = 0;
+    int rows = 0, gout = 0, wgrad = 0;
     while (fgets(line, sizeof line, f)) {
         rows++;
         char site[64];
         double amax, clip, flush, under, uf, snr;
         unsigned long long sat;
-        if (strstr(line, ",all.gout,")) {
-            gout++;
+        if (strstr(line, ",all.gout,") || strstr(line, ",all.wgrad,")) {
+            if (strstr(line, ",all.gout,"))
+                gout++;
+            else
+                wgrad++;
             const char *p = line;
             for (int c = 0; c < 8; c++)
                 p = strchr(p, ',') + 1;
@@ -482,7 +486,9 @@ static void check_runs(void)
               "row values: %s", line);
     }
     fclose(f);
-    CHECK(gout == 12 && rows == 12 * 25, "sites.csv: %d rows, %d all.gout rows (want 300, 12)", rows, gout);
+    CHECK(gout == 12 && wgrad == 4 && rows == 12 * 25 + 4,
+          "sites.csv: %d rows, %d all.gout rows, %d all.wgrad rows (want 304, 12, 4: telemetry steps 0, 4, 8, 11)", rows,
+          gout, wgrad);
 
     /* resume from the step-20 checkpoint */
     char u[1024], r[1024];

@@ -310,6 +310,7 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
     const int si = lin_site(m, li, FL_ROLE_IN), sw = lin_site(m, li, FL_ROLE_W);
     q->xs = q->xts = X;
     q->ws = q->wbs = W;
+    q->x = X;
     if (r->sites[si].fmt != FL_FMT_FP32) {
         float *xq = cast_in_place(m, si, sm) ? X : q->xq;
         fl_recipe_cast(r, si, xq, X, N, K, 0, 1, sm);
@@ -354,6 +355,41 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
         sgemm_tiled(CblasNoTrans, CblasTrans, N, Mp, K, q->xs, K, q->ws + p * Mp * K, K, 0.0f, Y + p * N * Mp, Mp);
 }
 
+/* FP4 recipes, telemetry steps: the weight gradient's quantisation noise.  The wgrad GEMM once on the
+   quantised copies the backward used (gt, q->xts) and once on the unquantised dY and X, and ||dW||^2 and
+   ||dW_q - dW||^2 added to the recipe's wgrad_norm2 / wgrad_err2 (recipe.h), for every Linear whose X
+   and dY sites are both FP4.  The sums run over the elements in order (two extra GEMMs per Linear on
+   these steps only). */
+static void wgrad_noise(fl_model *m, int li, const float *dY, const float *gt, size_t K, size_t M, size_t P)
+{
+    fl_recipe *r = m->rec;
+    const fl_lin_q *q = &m->lq[li];
+    const int si = lin_site(m, li, FL_ROLE_IN), sg = lin_site(m, li, FL_ROLE_GOUT);
+    if (!r->moments || r->hp_phase || r->sites[si].fmt != FL_FMT_E2M1 || r->sites[sg].fmt != FL_FMT_E2M1)
+        return;
+    const size_t N = (size_t)m->cfg.B * m->cfg.T, Mp = M / P;
+    float *a = malloc(Mp * K * sizeof *a), *b = malloc(Mp * K * sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return;
+    }
+    double n2 = 0.0, e2 = 0.0;
+    for (size_t p = 0; p < P; p++) {
+        sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 0.0f, a, K);
+        sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, dY + p * N * Mp, Mp, q->x, K, 0.0f, b, K);
+        for (size_t i = 0; i < Mp * K; i++) {
+            const double d = (double)a[i] - b[i];
+            n2 += (double)b[i] * b[i];
+            e2 += d * d;
+        }
+    }
+    r->wgrad_norm2 += n2;
+    r->wgrad_err2 += e2;
+    free(a);
+    free(b);
+}
+
 /* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X;  dY (P, N, M/P).
    dy_free: the caller reads dY no more, so its cast may overwrite it (cast_in_place). */
 static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, size_t K, size_t M,
@@ -379,6 +415,7 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
                         p ? 1.0f : 0.0f, dX, K);
         sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
     }
+    wgrad_noise(m, li, dY, gt, K, M, P);
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------------------------ */

@@ -65,6 +65,7 @@ typedef struct {
     float *wq;  /* (M, K) weight as the forward GEMM sees it */
     float *wqt; /* (M, K) backward copy for dgrad (paper-gaudi2: e5m2) */
     const float *xs, *xts, *ws, *wbs; /* the forward's X and W, wgrad's X, dgrad's W (may be the fp32 originals) */
+    const float *x;   /* the forward's X before its cast (intact on telemetry steps: no cast in place) */
 } fl_lin_q;
 
 /* Per-layer FFN statistics of the last forward (telemetry). */

@@ -223,6 +223,9 @@ typedef struct {
     int moments;   /* 1: this step is a telemetry step; casts accumulate sum2/sum4 */
     int slow_cast; /* 1: the cast engine's reference loop (fl_cast_fmt.reference; tests compare the two) */
     int hp_phase;  /* 1: this step casts every FP8 site to bf16 (cfg.fp8_start); delayed sites record amax */
+    double wgrad_norm2, wgrad_err2; /* FP4 recipes, telemetry steps: sum over the Linears whose X and dY are FP4
+                                       of ||dW||^2 and ||dW_q - dW||^2, dW from the unquantised dY and X, dW_q
+                                       from the copies the wgrad GEMM read (model.c); 0 otherwise */
     uint64_t step;    /* the step being computed (the stochastic-rounding streams are functions of it) */
     uint64_t sr_seed; /* the seed of the stochastic-rounding streams (the run's seed) */
 } fl_recipe;

@@ -188,6 +188,11 @@ static void fp4_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
         put_csv(f, snr(g2, ge2));
         fputs(",,,\n", f);
     }
+    if (r->moments && r->wgrad_norm2 > 0) {
+        fprintf(f, "%llu,all.wgrad,,,,,,", (unsigned long long)step);
+        put_csv(f, snr(r->wgrad_norm2, r->wgrad_err2));
+        fputs(",,,\n", f);
+    }
 }
 
 void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)

@@ -56,7 +56,9 @@ void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, fl
      step,site,amax,saturated,clip_mass,flush_mass,under_mass,underflow,snr,blk_p01,blk_p50,blk_p99
    one row per FP4 site (the forward cast; underflow: the fraction of all its casts' elements flushed
    to zero; snr: ||x|| / ||Q(x) - x||; blk_*: telemetry steps, else nan), then a row "all.gout": the
-   snr of all dY casts together, sqrt(sum ||dY||^2 / sum ||Q(dY) - dY||^2), the other fields empty.
+   snr of all dY casts together, sqrt(sum ||dY||^2 / sum ||Q(dY) - dY||^2), the other fields empty;
+   on telemetry steps also a row "all.wgrad": the weight gradient's, sqrt(sum ||dW||^2 /
+   sum ||dW_q - dW||^2) over the Linears whose X and dY are FP4 (recipe.h, wgrad_norm2).
    Other recipes: the header only. */
 void fl_tele_sites_header(FILE *f, const fl_recipe *r);
 /* The sites.csv rows of a step (after forward and backward). */
