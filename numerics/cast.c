@@ -381,21 +381,18 @@ static inline __attribute__((always_inline)) float fq_e2m1_body(float *y, const 
 }
 
 static float fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
-                     fl_cast_counts *k, double *m2, double *m4);
-
-float fl_cast_fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
-                      fl_cast_counts *k)
-{
-    return fq_e2m1(y, x, n, f, sc, k, NULL, NULL);
-}
-
-static float fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                      fl_cast_counts *k, double *m2, double *m4)
 {
     if (!m2 && !sc->cs && !sc->csi)
         return f->sr ? fq_e2m1_body(y, x, n, sc, f->key, 1, 1, k, NULL, NULL)
                      : fq_e2m1_body(y, x, n, sc, 0, 0, 1, k, NULL, NULL);
     return f->sr ? fq_e2m1_body(y, x, n, sc, f->key, 1, 0, k, m2, m4) : fq_e2m1_body(y, x, n, sc, 0, 0, 0, k, m2, m4);
+}
+
+float fl_cast_fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
+                      fl_cast_counts *k)
+{
+    return fq_e2m1(y, x, n, f, sc, k, NULL, NULL);
 }
 
 float fl_cast_fq_span(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
@@ -410,7 +407,7 @@ float fl_cast_fq_span_at(int isa, float *y, const float *x, size_t n, const fl_c
     if (isa > fl_cpu_isa())
         isa = fl_cpu_isa();
     const int fused = f->fmt == FL_FMT_E4M3 || f->fmt == FL_FMT_E5M2 || (f->fmt == FL_FMT_BF16 && !f->gaudi2);
-    if (f->fmt == FL_FMT_E2M1 && !f->reference && !f->gaudi2)
+    if (f->fmt == FL_FMT_E2M1 && !f->reference)
         return fq_e2m1(y, x, n, f, sc, k, m2, m4);
     if (f->reference || !fused || (f->sr && f->gaudi2))
         return fq_reference(y, x, n, f, sc, k, m2, m4);

@@ -49,8 +49,14 @@ typedef struct {
 
 void fl_cast_counts_add(fl_cast_counts *a, const fl_cast_counts *b);
 
+/* reduction(fl_cnt_add : k) in an OpenMP loop sums fl_cast_counts over the threads. */
+#ifdef _OPENMP
+#pragma omp declare reduction(fl_cnt_add : fl_cast_counts : fl_cast_counts_add(&omp_out, &omp_in)) \
+    initializer(omp_priv = (fl_cast_counts){ 0 })
+#endif
+
 /* What a cast rounds to. */
-typedef struct {
+typedef struct fl_cast_fmt {
     fl_format fmt;  /* e4m3, e5m2, bf16 (fused kernels); any other format: the reference loop */
     int gaudi2;     /* fmt e4m3, cast as Gaudi2's e4m3 (FL_DESC_E4M3_GAUDI2), saturating */
     int nosat;      /* overflow to the format's NaN / Inf instead of its largest value; bf16 always
@@ -75,7 +81,7 @@ float fl_cast_fq_span(float *y, const float *x, size_t n, const fl_cast_fmt *f, 
                       fl_cast_counts *k, double *m2, double *m4);
 
 /* The loop fl_cast_fq_span runs for f->fmt == e2m1 (not f->reference) at every level, called
-   directly (no moments): NVFP4 and MXFP4 cast blocks of 16 and 32 elements. */
+   directly (no moments, no dispatch): NVFP4 casts blocks of 16 elements. */
 float fl_cast_fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                       fl_cast_counts *k);
 

@@ -331,30 +331,35 @@ void fl_mx_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const flo
                          fl_format elem, fl_mx_rule rule)
 {
     const fl_cast_fmt cf = { .fmt = elem };
+    fl_mx_fake_quantize_cast(y, scale, st, x, R, C, &cf, rule);
+}
+
+void fl_mx_fake_quantize_cast(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                              const fl_cast_fmt *cf, fl_mx_rule rule)
+{
     const size_t nc = (C + FL_MX_BLOCK - 1) / FL_MX_BLOCK;
     fl_cast_counts k = { 0 };
-    size_t nan_block_nans = 0;
+    /* rows on the OpenMP threads; the counts are integers (their sum does not depend on the split) */
+#pragma omp parallel for schedule(static) reduction(fl_cnt_add : k) if (R * C >= 65536 && !omp_in_parallel())
     for (size_t i = 0; i < R; i++)
         for (size_t jb = 0; jb < nc; jb++) {
             const size_t j0 = jb * FL_MX_BLOCK, len = C - j0 < FL_MX_BLOCK ? C - j0 : FL_MX_BLOCK;
             size_t nans;
-            const uint8_t code = fl_mx_block_code(&nans, x + i * C + j0, len, elem, rule);
+            const uint8_t code = fl_mx_block_code(&nans, x + i * C + j0, len, cf->fmt, rule);
             scale[i * nc + jb] = code;
             if (code == 0xFFu) { /* a NaN block: every element decodes to NaN */
                 for (size_t j = 0; j < len; j++)
                     y[i * C + j0 + j] = fl_f32_from_bits(0x7FC00000u);
-                nan_block_nans += nans;
+                k.nan_in += nans;
                 continue;
             }
             /* x 2^(127 - code) to the element grid, back by 2^(code - 127): both exact */
             const fl_cast_scales cs = { .rs = 1.0f, .rsi = 1.0f, .s = fl_mx_mul_from_code(code),
-                                        .si = fl_mx_scale_from_code(code) };
-            fl_cast_fq_span(y + i * C + j0, x + i * C + j0, len, &cf, &cs, &k, NULL, NULL);
+                                        .si = fl_mx_scale_from_code(code), .off = i * C + j0 };
+            fl_cast_fq_span(y + i * C + j0, x + i * C + j0, len, cf, &cs, &k, NULL, NULL);
         }
-    if (st) {
+    if (st)
         add_cast_counts(st, &k, R * C);
-        st->n_nan += nan_block_nans;
-    }
 }
 
 /* ---- NVFP4 --------------------------------------------------------------------------------------- */
@@ -373,9 +378,8 @@ float fl_nvfp4_global_scale(float amax, int four_over_six)
 static void nvfp4_tile(float *y, size_t ldy, const float *x, size_t ldx, size_t rows, size_t len, float dec_sb,
                        float s_dec, const fl_cast_fmt *cf, uint64_t off, fl_cast_counts *k)
 {
-    const float enc = 1.0f / (dec_sb * s_dec);
     /* y = q * dec(sb) * s_dec: the engine's q * si * rsi */
-    fl_cast_scales cs = { .rs = 1.0f, .rsi = s_dec, .s = enc < FLT_MAX ? enc : FLT_MAX, .si = dec_sb };
+    fl_cast_scales cs = { .rs = 1.0f, .rsi = s_dec, .s = fl_nvfp4_enc_scale(dec_sb, s_dec), .si = dec_sb };
     for (size_t r = 0; r < rows; r++) {
         cs.off = off + r * ldx;
         if (dec_sb != 0.0f) {
@@ -431,7 +435,7 @@ void fl_nvfp4_fake_quantize_tiles(float *y, uint8_t *scale, fl_quant_stats *st, 
 #pragma omp parallel reduction(+ : k_sat, k_clip, k_nan, k_ftz) if (R * C >= 65536 && !omp_in_parallel())
     {
         /* per tile row: the tiles' amax, their scale codes by the conversion kernel (e4m3 RNE,
-           saturating: fl_encode_f32_bits's codes), then the tiles */
+           saturating: fl_nvfp4_scale_code's codes, a row at a time), then the tiles */
         float *v6 = malloc(2 * (nc ? nc : 1) * sizeof *v6), *v4 = v6 + nc;
         uint8_t *c6 = malloc(2 * (nc ? nc : 1)), *c4 = c6 + nc;
 #pragma omp for schedule(static)

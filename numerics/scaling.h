@@ -108,6 +108,8 @@
 
 #include "fl_round.h"
 
+#include <float.h>
+
 /* ---- element functions (FL_HD: shared by kernels, CPU twins and tests) ------------------------ */
 
 FL_HD int fl_f32_bits_isnan(uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
@@ -329,9 +331,29 @@ void fl_fake_quantize(float *y, fl_quant_stats *st, const float *x, size_t R, si
    the e8m0 codes.  y may not be x (each block's code is taken from x before the block is cast). */
 void fl_mx_fake_quantize(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
                          fl_format elem, fl_mx_rule rule);
+/* The same with the cast's rounding given (cf->fmt the element format; cf->sr: element (i, j) draws
+   fl_sr_bits(cf->key, i * C + j); cf->reference: the engine's reference loop), as the training recipe
+   mxfp4 casts.  Rows run on the OpenMP threads (the results do not depend on the thread count). */
+struct fl_cast_fmt; /* numerics/cast.h */
+void fl_mx_fake_quantize_cast(float *y, uint8_t *scale, fl_quant_stats *st, const float *x, size_t R, size_t C,
+                              const struct fl_cast_fmt *cf, fl_mx_rule rule);
 
 /* ---- NVFP4 (see the header comment) ----------------------------------------------------------- */
 #define FL_NVFP4_BLOCK 16
+
+/* A block's scale code e4m3(amax_b * t), RNE, saturating, with t = s_enc / 6 (s_enc / 4: Four Over
+   Six's map to 4) as float32 products; and the encode scale of a block whose scale decodes to dec,
+   min(1 / (dec * s_dec), FLT_MAX) with s_dec = 1 / s_enc.  The definition (header comment). */
+static inline uint32_t fl_nvfp4_scale_code(float amax_b, float t)
+{
+    static const fl_format_desc e4 = FL_DESC_E4M3;
+    return fl_encode_f32_bits(&e4, fl_f32_bits(amax_b * t), FL_RND_NE, FL_OVF_SATURATE, 0);
+}
+static inline float fl_nvfp4_enc_scale(float dec, float s_dec)
+{
+    const float e = 1.0f / (dec * s_dec);
+    return e < FLT_MAX ? e : FLT_MAX;
+}
 
 /* s_enc of a tensor whose amax (NaN ignored) is amax: 2688 / amax, or with four_over_six 1536 / amax
    (6 x 256: Four Over Six's 256 keeps the blocks mapped to 4, whose scales are 1.5 times larger,

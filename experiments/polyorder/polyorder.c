@@ -994,12 +994,9 @@ static void tq_store(tq *q, double *v, size_t R, size_t C)
                    e4m3(amax_b * (s_enc / 6)), the encode scale 1 / (dec(code) * s_dec); the decode
                    scale dec(code) * s_dec as one float32 product (the cast engine rounds q * dec and
                    then * s_dec: at most one float rounding apart) */
-                const fl_format_desc *e4 = fl_format_get(FL_FMT_E4M3);
                 const float s_enc = fl_nvfp4_global_scale((float)tamax, 0), s_dec = 1.0f / s_enc;
-                const float dec = fl_decode_f32(
-                    e4, fl_encode_f32_bits(e4, fl_f32_bits(af * (s_enc * (1.0f / 6.0f))), FL_RND_NE, FL_OVF_SATURATE, 0));
-                const float enc = 1.0f / (dec * s_dec);
-                s = enc < FLT_MAX ? enc : FLT_MAX;
+                const float dec = fl_decode_f32(fl_format_get(FL_FMT_E4M3), fl_nvfp4_scale_code(af, s_enc * (1.0f / 6.0f)));
+                s = fl_nvfp4_enc_scale(dec, s_dec);
                 sinv = (double)(dec * s_dec);
             } else {
                 const float sf = fl_scale_from_amax(f, af > 0 ? af : 0.0f, 1.0f, 0, 0);

@@ -539,10 +539,8 @@ static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, c
     }
 }
 
-/* What the casts counted (summed over OpenMP threads: integers, the order does not matter), and
-   the amax of the tensor entering the cast. */
-#pragma omp declare reduction(cnt_add : fl_cast_counts : fl_cast_counts_add(&omp_out, &omp_in)) \
-    initializer(omp_priv = (fl_cast_counts){ 0 })
+/* What the casts counted (summed over OpenMP threads by fl_cnt_add, cast.h: integers, the order does
+   not matter), and the amax of the tensor entering the cast. */
 typedef struct {
     fl_cast_counts tot;
     float amax;
@@ -568,7 +566,7 @@ static cast_counts cast_quantize(float *y, const float *x, size_t R, size_t C, c
     if (fast && (!mom || gmom) && !row_s && !col_s && nbr * nbc == 1) {
         const int nt = omp_get_max_threads();
         const fl_cast_scales sc = { 1.0f, 1.0f, bs[0], bsi[0], NULL, NULL, 0 };
-#pragma omp parallel for schedule(static) reduction(cnt_add : tot) reduction(max : amax)
+#pragma omp parallel for schedule(static) reduction(fl_cnt_add : tot) reduction(max : amax)
         for (int ch = 0; ch < nt; ch++) {
             const size_t i0 = n * (size_t)ch / (size_t)nt, i1 = n * (size_t)(ch + 1) / (size_t)nt;
             fl_cast_counts k = { 0 };
@@ -580,7 +578,7 @@ static cast_counts cast_quantize(float *y, const float *x, size_t R, size_t C, c
             fl_cast_counts_add(&tot, &k);
         }
     } else {
-#pragma omp parallel for schedule(static) reduction(cnt_add : tot) reduction(max : amax)
+#pragma omp parallel for schedule(static) reduction(fl_cnt_add : tot) reduction(max : amax)
         for (size_t i = 0; i < R; i++) {
             fl_cast_counts k = { 0 };
             const float *srow = bs + (i / br) * nbc, *sirow = bsi + (i / br) * nbc;
@@ -681,38 +679,6 @@ static float xv_amax(const float *x, size_t R, size_t C, const cast_smoothing *s
 }
 
 /* ---- FP4 (nvfp4, mxfp4) ------------------------------------------------------------------------ */
-
-/* MXFP4 over rows: blocks of 32 along each row of a (rows, cols), e8m0 codes by TE's round-up rule
-   (fl_mx_block_code: a block holding a NaN gets 0xFF and decodes to NaNs, as fl_mx_fake_quantize),
-   element (i, j) of the stream at i * cols + j; unit[b] = the block's decode scale.  Counts summed
-   over the rows (integers). */
-static fl_cast_counts mxfp4_rows(float *b, float *unit, const float *a, size_t rows, size_t cols, const fl_cast_fmt *cf)
-{
-    const size_t nc = (cols + FL_MX_BLOCK - 1) / FL_MX_BLOCK;
-    fl_cast_counts tot = { 0 };
-#pragma omp parallel for schedule(static) reduction(cnt_add : tot)
-    for (size_t i = 0; i < rows; i++)
-        for (size_t jb = 0; jb < nc; jb++) {
-            const size_t j0 = jb * FL_MX_BLOCK, len = cols - j0 < FL_MX_BLOCK ? cols - j0 : FL_MX_BLOCK;
-            const float *ab = a + i * cols + j0;
-            size_t nans;
-            const uint8_t code = fl_mx_block_code(&nans, ab, len, FL_FMT_E2M1, FL_MX_CEIL);
-            if (code == 0xFFu) { /* a NaN in the block: e2m1 has none, the block's e8m0 code carries it */
-                for (size_t j = 0; j < len; j++)
-                    b[i * cols + j0 + j] = NAN;
-                unit[i * nc + jb] = NAN;
-                tot.nan_in += nans;
-                continue;
-            }
-            const fl_cast_scales sc = { .rs = 1.0f, .rsi = 1.0f, .s = fl_mx_mul_from_code(code),
-                                        .si = fl_mx_scale_from_code(code), .off = i * cols + j0 };
-            unit[i * nc + jb] = sc.si;
-            fl_cast_counts k = { 0 };
-            fl_cast_fq_span(b + i * cols + j0, ab, len, cf, &sc, &k, NULL, NULL);
-            fl_cast_counts_add(&tot, &k);
-        }
-    return tot;
-}
 
 static int cmp_float(const void *p, const void *q)
 {
@@ -837,8 +803,7 @@ static void relayout(float *dst, const float *src, size_t R, size_t C, int trans
    copies (transposed) laid out with the tokens along the rows, after the Hadamard transform where
    --rht -- goes to a scratch buffer; it is quantised in blocks along its rows; the result goes back
    to y in x's layout, unsmoothed (the transform stays: both operands of the wgrad GEMM carry it). */
-static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C, int transposed, int record,
-                     fl_smooth *sm)
+static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, size_t C, int transposed, fl_smooth *sm)
 {
     fl_site *site = &r->sites[si_];
     const int nv = site->scaling == FL_SCALING_NVFP4;
@@ -877,45 +842,34 @@ static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, 
     const size_t bc = nv ? FL_NVFP4_BLOCK : FL_MX_BLOCK, nc = (cols + bc - 1) / bc, nr = (rows + br - 1) / br;
     const size_t ntile = nr * nc > 0 ? nr * nc : 1;
     float *unit = malloc(ntile * sizeof *unit);
-    cast_counts k = { { 0 }, am };
+    uint8_t *code = malloc(ntile); /* the block scales' codes: e4m3 (nvfp4), e8m0 (mxfp4) */
+    fl_quant_stats q = { 0 };
     if (nv) {
         const float s_enc = fl_nvfp4_global_scale(am, (int)r->cfg.four_over_six), s_dec = 1.0f / s_enc;
-        uint8_t *code = malloc(ntile);
-        fl_quant_stats q = { 0 };
         fl_nvfp4_fake_quantize_tiles(b, code, &q, a, rows, cols, br, s_enc, (int)r->cfg.four_over_six, cf.sr, cf.key,
                                      cf.reference);
         for (size_t t = 0; t < nr * nc; t++)
             unit[t] = fl_decode_f32(fl_format_get(FL_FMT_E4M3), code[t]) * s_dec;
-        k.tot.sat = q.n_sat, k.tot.clip = q.n_clip, k.tot.nan_in = q.n_nan, k.tot.ftz = q.n_ftz;
-        free(code);
-    } else {
-        k.tot = mxfp4_rows(b, unit, a, rows, cols, &cf);
+    } else { /* a block holding a NaN gets the code 0xFF and decodes to NaNs */
+        fl_mx_fake_quantize_cast(b, code, &q, a, rows, cols, &cf, FL_MX_CEIL);
+        for (size_t t = 0; t < nr * nc; t++)
+            unit[t] = code[t] == 0xFFu ? NAN : fl_mx_scale_from_code(code[t]);
     }
+    free(code);
+    cast_counts k = { { .sat = q.n_sat, .clip = q.n_clip, .nan_in = q.n_nan, .ftz = q.n_ftz }, am };
     fl_cast_stats *st = &site->st;
     double *rm = NULL;
     if (!transposed) {
         fp4_block_stats(st, a, b, rows, cols, br, bc, unit, am, r->moments);
-        if (r->moments) { /* the moments of the tensor as cast, per row in order */
+        if (r->moments) { /* the moments of the tensor as cast, per row in order (one scale: 1) */
+            const float one = 1.0f;
             rm = calloc(2 * (R ? R : 1), sizeof *rm);
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < R; i++) {
-                double m2 = 0.0, m4 = 0.0;
-                for (size_t c = 0; c < C; c++) {
-                    const float v = a[i * C + c];
-                    if (v == v) {
-                        const double d2 = (double)v * v;
-                        m2 += d2;
-                        m4 += d2 * d2;
-                    }
-                }
-                rm[2 * i] = m2, rm[2 * i + 1] = m4;
-            }
+            fl_cast_row_moments(rm, a, R, C, NULL, &one, R ? R : 1);
         }
     }
     if (!direct)
         relayout(y, b, R, C, transposed, 1, smo.row_si, smo.col_si);
-    cast_record_stats(site, &k, R, C, transposed, rm);
-    (void)record; /* no delayed history: every FP4 scale is current */
+    cast_record_stats(site, &k, R, C, transposed, rm); /* no delayed history: every FP4 scale is current */
     free(rm);
     free(unit);
     free(abuf);
@@ -939,7 +893,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
         site->amax_from = 0.0f; /* no staleness: nothing was scaled */
     }
     if (!hp && site->fmt == FL_FMT_E2M1) {
-        fp4_cast(r, si_, y, x, R, C, transposed, record, sm);
+        fp4_cast(r, si_, y, x, R, C, transposed, sm);
         return;
     }
     /* paper-gaudi2's backward copy: e5m2 with its own scale from the same amax, round-to-nearest */

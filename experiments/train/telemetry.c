@@ -156,6 +156,14 @@ void fl_tele_sites_header(FILE *f, const fl_recipe *r)
 
 static double snr(double norm2, double err2) { return err2 > 0 ? sqrt(norm2) / sqrt(err2) : INFINITY; }
 
+/* A row of a whole step's ratio: only the snr column filled. */
+static void snr_row(FILE *f, uint64_t step, const char *name, double v)
+{
+    fprintf(f, "%llu,%s,,,,,,", (unsigned long long)step, name);
+    put_csv(f, v);
+    fputs(",,,\n", f);
+}
+
 /* The FP4 rows of a step (fl_tele_sites_header). */
 static void fp4_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
 {
@@ -183,16 +191,10 @@ static void fp4_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
             ng++;
         }
     }
-    if (ng) {
-        fprintf(f, "%llu,all.gout,,,,,,", (unsigned long long)step);
-        put_csv(f, snr(g2, ge2));
-        fputs(",,,\n", f);
-    }
-    if (r->moments && r->wgrad_norm2 > 0) {
-        fprintf(f, "%llu,all.wgrad,,,,,,", (unsigned long long)step);
-        put_csv(f, snr(r->wgrad_norm2, r->wgrad_err2));
-        fputs(",,,\n", f);
-    }
+    if (ng)
+        snr_row(f, step, "all.gout", snr(g2, ge2));
+    if (r->moments && r->wgrad_norm2 > 0)
+        snr_row(f, step, "all.wgrad", snr(r->wgrad_norm2, r->wgrad_err2));
 }
 
 void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
