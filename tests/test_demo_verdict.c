@@ -395,9 +395,39 @@ static void check_fp4_predictions(void)
     printf("  FP4 predictions F2-F4: held, failed and not measured as defined\n");
 }
 
+/* The sqrt(3) experiment: the trailing window of signed squares, the first crossing, the gap's
+   opening and S1-S3, each condition flipping the result. */
+static void check_sqrt3_predictions(void)
+{
+    const double thr = sqrt(3.0);
+    /* windows of 2: sqrt(mean(9, 4)) = 2.55, sqrt(mean(4, 1)) = 1.58 < thr at index 2 */
+    const double v[4] = { 3.0, 2.0, 1.0, 1.0 };
+    double rmin;
+    CHECK(fl_ratio_cross(v, 4, 2, thr, &rmin) == 2 && fabs(rmin - 1.0) < 1e-15, "first crossing at 2, smallest 1");
+    CHECK(fl_ratio_cross(v, 4, 1, 0.5, &rmin) == -1 && rmin == 1.0, "no crossing below 0.5");
+    /* signed values: a negative estimate pulls the window down; all negative clamps to 0 */
+    const double sg[3] = { 2.0, -2.0, -1.0 };
+    CHECK(fl_ratio_cross(sg, 3, 2, thr, &rmin) == 1 && rmin == 0.0, "signed window: mean(4, -4) = 0 crosses");
+    const double nn[3] = { NAN, 3.0, NAN };
+    CHECK(fl_ratio_cross(nn, 3, 2, thr, &rmin) == -1 && rmin == 3.0, "NaN points left out of the window");
+    CHECK(fl_ratio_cross(nn, 1, 2, thr, &rmin) == -1 && isnan(rmin), "no full window: NaN");
+    const double gap[4] = { 0.0, 0.001, 0.004, 0.008 };
+    CHECK(fabs(fl_gap_opening(gap, 4, 1) - 0.007) < 1e-15 && isnan(fl_gap_opening(gap, 4, -1)) &&
+          isnan(fl_gap_opening(gap, 4, 4)), "opening from the crossing to the end");
+    const double rm[3] = { 4.0, 2.0, NAN }, rm_lo[2] = { 4.0, 1.7 }, nan2[2] = { NAN, NAN };
+    CHECK(fl_pred_s1(rm, 3, thr) == 1 && fl_pred_s1(rm_lo, 2, thr) == 0 && fl_pred_s1(nan2, 2, thr) == -1, "S1");
+    const long cr[2] = { 3, 0 }, cr_no[2] = { 3, -1 };
+    CHECK(fl_pred_s2(cr, 2) == 1 && fl_pred_s2(cr_no, 2) == 0 && fl_pred_s2(cr, 0) == -1, "S2");
+    const double op[3] = { 0.001, NAN, -0.002 }, op_hi[2] = { 0.001, 0.005 };
+    CHECK(fl_pred_s3(op, 3, FL_SQRT3_OPEN) == 1 && fl_pred_s3(op_hi, 2, FL_SQRT3_OPEN) == 0 &&
+          fl_pred_s3(nan2, 2, FL_SQRT3_OPEN) == -1, "S3: an opening of exactly +0.5 points counts");
+    printf("  sqrt(3) predictions S1-S3: windows, crossings, openings as defined\n");
+}
+
 int main(void)
 {
     check_fp4_predictions();
+    check_sqrt3_predictions();
     present = precondition(12, 1.5, 2, 1.2);
     CHECK(present.present, "the present precondition");
     check_judge();

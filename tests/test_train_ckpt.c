@@ -161,6 +161,7 @@ int main(void)
         { { "demo", "--site", "*.down.out=bf16", "--out", NULL }, "no cast site" },
         { { "demo", "--act", "relu", "--out", NULL }, "fixed by the demo" },
         { { "demo", "--recipe", "mxfp8", "--out", NULL }, "fp8-delayed or fp8-current" },
+        { { "demo", "--sqrt3", "--out", NULL }, "give --fp4 --sqrt3" },
     };
     char fresh[1024];
     path(fresh, tmpdir, "never");

@@ -462,21 +462,29 @@ static void check_runs(void)
     CHECK(fgets(line, sizeof line, f) &&
               !strcmp(line, "step,site,amax,saturated,clip_mass,flush_mass,under_mass,underflow,snr,blk_p01,blk_p50,blk_p99\n"),
           "FP4 sites.csv header: %s", line);
-    int rows = 0, gout = 0, wgrad = 0;
+    int rows = 0, gout = 0, wgrad = 0, wmean = 0;
+    double wg = NAN;
     while (fgets(line, sizeof line, f)) {
         rows++;
         char site[64];
         double amax, clip, flush, under, uf, snr;
         unsigned long long sat;
-        if (strstr(line, ",all.gout,") || strstr(line, ",all.wgrad,")) {
-            if (strstr(line, ",all.gout,"))
-                gout++;
-            else
-                wgrad++;
+        if (strstr(line, ",all.gout,") || strstr(line, ",all.wgrad,") || strstr(line, ",all.wgrad_mean,")) {
             const char *p = line;
             for (int c = 0; c < 8; c++)
                 p = strchr(p, ',') + 1;
-            CHECK(strtod(p, NULL) > 1.0, "all.gout snr: %s", line);
+            const double v = strtod(p, NULL);
+            if (strstr(line, ",all.wgrad_mean,")) {
+                /* 4 h . (b - h) = ||b||^2 - ||2h - b||^2 <= ||b||^2: never above the batch's ratio */
+                wmean++;
+                CHECK(isfinite(v) && v <= wg * (1 + 1e-6), "all.wgrad_mean %g above all.wgrad %g: %s", v, wg, line);
+                continue;
+            }
+            if (strstr(line, ",all.gout,"))
+                gout++;
+            else
+                wgrad++, wg = v;
+            CHECK(v > 1.0, "all.gout snr: %s", line);
             continue;
         }
         CHECK(sscanf(line, "%*u,%63[^,],%lf,%llu,%lf,%lf,%lf,%lf,%lf", site, &amax, &sat, &clip, &flush, &under, &uf, &snr) == 8,
@@ -486,9 +494,9 @@ static void check_runs(void)
               "row values: %s", line);
     }
     fclose(f);
-    CHECK(gout == 12 && wgrad == 4 && rows == 12 * 25 + 4,
-          "sites.csv: %d rows, %d all.gout rows, %d all.wgrad rows (want 304, 12, 4: telemetry steps 0, 4, 8, 11)", rows,
-          gout, wgrad);
+    CHECK(gout == 12 && wgrad == 4 && wmean == 4 && rows == 12 * 25 + 8,
+          "sites.csv: %d rows, %d all.gout rows, %d all.wgrad rows, %d all.wgrad_mean rows (want 308, 12, 4, 4: "
+          "telemetry steps 0, 4, 8, 11)", rows, gout, wgrad, wmean);
 
     /* resume from the step-20 checkpoint */
     char u[1024], r[1024];

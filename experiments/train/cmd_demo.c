@@ -86,6 +86,10 @@ static const char *const help =
     "                 e4m3 block scales, 16x16 weight tiles, Hadamard transform of the wgrad inputs),\n"
     "                 plus swiglu/fp4+last=bf16 and swiglu/fp4-rht (reported, not judged); 1000 steps;\n"
     "                 predictions F2-F4 printed as held or failed\n"
+    "  --sqrt3        with --fp4: FP4 All the Way's sqrt(3) threshold (TRAINING.md, \"The sqrt(3)\n"
+    "                 threshold\"): swiglu and gelu, bf16 and fp4, 3000 steps; the weight gradient's\n"
+    "                 signal-to-noise ratio of the batch and of the mean gradient against the loss\n"
+    "                 gap; predictions S1-S3 printed as held or failed\n"
     "  train options  any 'fp8lab train' option changes every arm alike (the recipe options the FP8\n"
     "                 arms), e.g. --steps N --seed S --ffn F (SwiGLU's; GeLU/ReLU get 1.5 F) --wd 0\n"
     "                 --fp8-start 200 --site 'L0.fc.in=current'; the settings paper-gaudi2 fixes change\n"
@@ -148,7 +152,16 @@ static const demo_arm arms_fp4[] = {
 /* the arm indices F2-F4 read (the same in both tables where they exist) */
 enum { ARM_SW_BF16, ARM_GE_BF16, ARM_RE_BF16, ARM_SW_Q, ARM_SM_Q, ARM_SW_DOWN_BF16, ARM_GE_Q, ARM_RE_Q };
 
-/* the table of this demo: arms_fp8, or arms_fp4 with --fp4 */
+/* `demo --fp4 --sqrt3` (TRAINING.md, "The sqrt(3) threshold"): the BF16 references and FP4 arms of
+   SwiGLU and GeLU, longer. */
+static const demo_arm arms_sqrt3[] = {
+    { "swiglu/bf16", "swiglu-bf16", FL_ACT_SWIGLU, 2, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "gelu/bf16", "gelu-bf16", FL_ACT_GELU, 3, 0, NULL, 0, FL_ARM_CONTROL, -1 },
+    { "swiglu/fp4", "swiglu-fp4", FL_ACT_SWIGLU, 2, 1, NULL, 0, FL_ARM_SUBJECT, 0 },
+    { "gelu/fp4", "gelu-fp4", FL_ACT_GELU, 3, 1, NULL, 0, FL_ARM_CONTROL, 1 },
+};
+
+/* the table of this demo: arms_fp8, arms_fp4 with --fp4, arms_sqrt3 with --fp4 --sqrt3 */
 static const demo_arm *arms = arms_fp8;
 static int narm = (int)(sizeof arms_fp8 / sizeof arms_fp8[0]);
 enum { MAX_ARMS = 10, MAX_SEEDS = 64, DIR_MAX = PATH_MAX + 64 };
@@ -174,11 +187,14 @@ typedef struct {
     /* sites.csv of an FP4 run (telemetry.h): means over steps and layers at the down projections'
        inputs, and the smallest all.gout snr */
     double flush_down_mean, under_down_mean, snr_gout_min;
+    /* and its telemetry rows all.wgrad, all.wgrad_mean (telemetry.h): step and value, nwg of them */
+    double *wg, *wgm;
+    long *wg_step, nwg;
 } demo_run;
 
 typedef struct {
     const char *out, *json_path;
-    int jobs, nseeds, fp4;
+    int jobs, nseeds, fp4, sqrt3;
     fl_train_cfg base;
     demo_run *runs;
     int nruns;
@@ -214,7 +230,10 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
         }
         lng |= !strcmp(argv[i], "--long");
         d->fp4 |= !strcmp(argv[i], "--fp4");
+        d->sqrt3 |= !strcmp(argv[i], "--sqrt3");
     }
+    if (d->sqrt3 && !d->fp4)
+        return fl_cli_usage_error(cmd, "--sqrt3 is an FP4 experiment: give --fp4 --sqrt3");
     demo_preset(&d->base, lng);
     if (d->fp4) { /* NVIDIA's NVFP4 recipe (TRAINING.md, "The FP4 experiment"), 1000 steps */
         arms = arms_fp4;
@@ -223,13 +242,18 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
         d->base.recipe.grad_sr = 1;
         d->base.recipe.rht = 1;
         d->base.steps = lng ? 6000 : 1000;
+        if (d->sqrt3) {
+            arms = arms_sqrt3;
+            narm = (int)(sizeof arms_sqrt3 / sizeof arms_sqrt3[0]);
+            d->base.steps = lng ? 6000 : 3000;
+        }
     }
     d->nseeds = lng ? 6 : 3;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     d->jobs = cores > 0 ? (int)cores : 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--long") || !strcmp(f, "--fp4"))
+        if (!strcmp(f, "--long") || !strcmp(f, "--fp4") || !strcmp(f, "--sqrt3"))
             continue;
         if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--seeds") || !strcmp(f, "--jobs")) {
             if (!v)
@@ -641,21 +665,38 @@ static int read_sites_fp4(demo_run *r, FILE *f, char *line, size_t ln)
 {
     long nd = 0, nall = 0;
     double fl = 0, un = 0, cl = 0, cmax = 0, call = 0, uf_sum = 0, snr_min = INFINITY;
+    const long cap = (long)(r->cfg.steps / r->cfg.log_every) + 2;
+    r->wg = malloc((size_t)cap * sizeof *r->wg);
+    r->wgm = malloc((size_t)cap * sizeof *r->wgm);
+    r->wg_step = malloc((size_t)cap * sizeof *r->wg_step);
+    r->nwg = 0;
+    if (!r->wg || !r->wgm || !r->wg_step) {
+        fclose(f);
+        return -1;
+    }
     while (fgets(line, (int)ln, f)) {
         char *s = line;
-        field(&s); /* step */
+        const double step = field(&s);
         char *comma = strchr(s, ',');
         if (!comma)
             continue;
         *comma = 0;
         const int down = strlen(s) >= 8 && !strcmp(s + strlen(s) - 8, ".down.in"), gout = !strcmp(s, "all.gout");
+        const int wg = !strcmp(s, "all.wgrad"), wgm = !strcmp(s, "all.wgrad_mean");
         s = comma + 1;
-        if (gout) { /* step,all.gout,,,,,,,snr,,, */
+        if (gout || wg || wgm) { /* step,all.gout,,,,,,,snr,,, */
             for (int k = 0; k < 6; k++)
                 s = strchr(s, ',') ? strchr(s, ',') + 1 : s;
             const double v = field(&s);
-            if (v < snr_min)
+            if (gout && v < snr_min)
                 snr_min = v;
+            if (wg && r->nwg < cap) { /* all.wgrad_mean follows its step's all.wgrad */
+                r->wg_step[r->nwg] = (long)step;
+                r->wg[r->nwg] = v;
+                r->wgm[r->nwg++] = NAN;
+            } else if (wgm && r->nwg > 0 && r->wg_step[r->nwg - 1] == (long)step) {
+                r->wgm[r->nwg - 1] = v;
+            }
             continue;
         }
         field(&s); /* amax */
@@ -935,13 +976,105 @@ static json_t *fp4_predictions_json(const fp4_preds *p)
     return o;
 }
 
+/* `--sqrt3`: per FP4 run the smallest windowed ratio of the batch gradient (all.wgrad) and of the
+   mean gradient (all.wgrad_mean), the mean gradient's first crossing of sqrt(3), the loss gap there
+   and at the end; S1-S3 over the runs (verdict.h). */
+enum { SQ_MAX = MAX_SEEDS * MAX_ARMS };
+typedef struct {
+    int n, s1, s2, s3;
+    int run[SQ_MAX];
+    double rmin_batch[SQ_MAX], rmin_mean[SQ_MAX], gap_cross[SQ_MAX], gap_end[SQ_MAX], opening[SQ_MAX];
+    long cross[SQ_MAX], cross_step[SQ_MAX];
+} sqrt3_preds;
+
+static void sqrt3_predictions(sqrt3_preds *p, const demo_setup *d)
+{
+    const double thr = sqrt(3.0);
+    memset(p, 0, sizeof *p);
+    for (int k = 0; k < d->nruns && p->n < SQ_MAX; k++) {
+        const demo_run *r = &d->runs[k];
+        const int ref = arms[r->arm].ref;
+        if (ref < 0)
+            continue;
+        const demo_run *rr = &d->runs[k - r->arm + ref];
+        const int i = p->n++;
+        p->run[i] = k;
+        fl_ratio_cross(r->wg, r->nwg, FL_SQRT3_WINDOW, thr, &p->rmin_batch[i]);
+        p->cross[i] = fl_ratio_cross(r->wgm, r->nwg, FL_SQRT3_WINDOW, thr, &p->rmin_mean[i]);
+        p->cross_step[i] = p->cross[i] >= 0 ? r->wg_step[p->cross[i]] : -1;
+        p->gap_cross[i] = p->gap_end[i] = p->opening[i] = NAN;
+        double *gap = r->nloss > 0 ? malloc((size_t)r->nloss * sizeof *gap) : NULL;
+        if (gap) {
+            const long m = fl_loss_gap_series(gap, r->loss, r->nloss, rr->loss, rr->nloss, FL_GAP_EMA);
+            p->opening[i] = fl_gap_opening(gap, m, p->cross_step[i]);
+            if (m > 0)
+                p->gap_end[i] = gap[m - 1];
+            if (p->cross_step[i] >= 0 && p->cross_step[i] < m)
+                p->gap_cross[i] = gap[p->cross_step[i]];
+            free(gap);
+        }
+    }
+    p->s1 = fl_pred_s1(p->rmin_batch, p->n, thr);
+    p->s2 = fl_pred_s2(p->cross, p->n);
+    p->s3 = fl_pred_s3(p->opening, p->n, FL_SQRT3_OPEN);
+}
+
+static void sqrt3_predictions_say(const sqrt3_preds *p, const demo_setup *d)
+{
+    say("\n  the weight gradient's signal-to-noise ratio (trailing means of %d telemetry points) against sqrt(3):\n",
+        FL_SQRT3_WINDOW);
+    say("  %-20s %-4s %-13s %-13s %-10s %-10s %-10s %s\n", "arm", "seed", "batch: min", "mean: min", "crosses at",
+        "gap there", "gap end", "opening");
+    for (int i = 0; i < p->n; i++) {
+        const demo_run *r = &d->runs[p->run[i]];
+        char at[24] = "-";
+        if (p->cross_step[i] >= 0)
+            snprintf(at, sizeof at, "%ld", p->cross_step[i]);
+        say("  %-20s %-4llu %-13.3f %-13.3f %-10s %-+10.4f %-+10.4f %+.4f\n", arms[r->arm].name,
+            (unsigned long long)r->seed, p->rmin_batch[i], p->rmin_mean[i], at, p->gap_cross[i], p->gap_end[i],
+            p->opening[i]);
+    }
+    say("  predictions (TRAINING.md, \"The sqrt(3) threshold\", written before the first run):\n");
+    say("    S1 the batch gradient's ratio stays >= sqrt(3) in every FP4 run: %s\n", fl_pred_name(p->s1));
+    say("    S2 the mean gradient's ratio falls below sqrt(3) in every FP4 run: %s\n", fl_pred_name(p->s2));
+    say("    S3 no FP4 run's loss gap opens by >= %.1f points from that crossing to the end: %s%s\n",
+        100.0 * FL_SQRT3_OPEN, fl_pred_name(p->s3),
+        p->s3 < 0 ? " (no crossing: FP4 All the Way's threshold not tested)" : "");
+}
+
+static json_t *sqrt3_predictions_json(const sqrt3_preds *p, const demo_setup *d)
+{
+    json_t *o = json_object(), *runs = json_array();
+    json_object_set_new(o, "S1_batch_ratio_stays_above_sqrt3", json_string(fl_pred_name(p->s1)));
+    json_object_set_new(o, "S2_mean_ratio_crosses_sqrt3", json_string(fl_pred_name(p->s2)));
+    json_object_set_new(o, "S3_gap_does_not_open_after_crossing", json_string(fl_pred_name(p->s3)));
+    json_object_set_new(o, "window_points", json_integer(FL_SQRT3_WINDOW));
+    json_object_set_new(o, "opening_threshold", json_real(FL_SQRT3_OPEN));
+    for (int i = 0; i < p->n; i++) {
+        const demo_run *r = &d->runs[p->run[i]];
+        json_t *e = json_object();
+        json_object_set_new(e, "arm", json_string(arms[r->arm].name));
+        json_object_set_new(e, "seed", json_integer((json_int_t)r->seed));
+        json_object_set_new(e, "batch_ratio_min", jnum_or_null(p->rmin_batch[i]));
+        json_object_set_new(e, "mean_ratio_min", jnum_or_null(p->rmin_mean[i]));
+        json_object_set_new(e, "cross_step", p->cross_step[i] >= 0 ? json_integer(p->cross_step[i]) : json_null());
+        json_object_set_new(e, "gap_at_cross", jnum_or_null(p->gap_cross[i]));
+        json_object_set_new(e, "gap_end", jnum_or_null(p->gap_end[i]));
+        json_object_set_new(e, "opening", jnum_or_null(p->opening[i]));
+        json_array_append_new(runs, e);
+    }
+    json_object_set_new(o, "runs", runs);
+    return o;
+}
+
 typedef struct {
     const demo_setup *d;
     const fl_verdict *v;
     const fl_precondition *pre;
     const char *dev;
     double wall;
-    const fp4_preds *fp4; /* NULL for the FP8 demo */
+    const fp4_preds *fp4; /* NULL for the FP8 demo and --sqrt3 */
+    const sqrt3_preds *sq; /* --sqrt3 */
 } demo_doc;
 
 static int fill_doc(FILE *f, void *ctx)
@@ -974,9 +1107,11 @@ static int fill_doc(FILE *f, void *ctx)
     json_object_set_new(verdict, "criteria", crit);
     json_object_set_new(doc, "verdict", verdict);
     json_object_set_new(doc, "recipe_deviations", fl_json_string(c->dev));
-    json_object_set_new(doc, "precision", json_string(c->fp4 ? "fp4" : "fp8"));
+    json_object_set_new(doc, "precision", json_string(c->d->fp4 ? "fp4" : "fp8"));
     if (c->fp4)
         json_object_set_new(doc, "fp4_predictions", fp4_predictions_json(c->fp4));
+    if (c->sq)
+        json_object_set_new(doc, "sqrt3_predictions", sqrt3_predictions_json(c->sq, c->d));
     json_object_set_new(doc, "seeds", json_integer(c->d->nseeds));
     json_object_set_new(doc, "steps", json_integer((json_int_t)c->d->base.steps));
     json_object_set_new(doc, "wall_s", json_real(c->wall));
@@ -1032,6 +1167,9 @@ static void demo_free(demo_setup *d)
         json_decref(d->runs[k].sum);
         free(d->runs[k].loss);
         free(d->runs[k].act_amax);
+        free(d->runs[k].wg);
+        free(d->runs[k].wgm);
+        free(d->runs[k].wg_step);
     }
     free(d->runs);
     if (summary_file)
@@ -1097,11 +1235,15 @@ int fl_cmd_demo(int argc, char **argv)
     say("\n  verdict: %s\n  (%.0f s wall for %d runs, %d at a time; load average %.2f at the end; plots of seed %llu in %s/*.png)\n",
         v.text, wall, d.nruns, d.jobs, la[0], (unsigned long long)d.base.seed, d.out);
     fp4_preds fp;
-    if (d.fp4) {
+    static sqrt3_preds sq;
+    if (d.sqrt3) {
+        sqrt3_predictions(&sq, &d);
+        sqrt3_predictions_say(&sq, &d);
+    } else if (d.fp4) {
         fp4_predictions(&fp, &d);
         fp4_predictions_say(&fp);
     }
-    demo_doc doc = { &d, &v, &pre, dev, wall, d.fp4 ? &fp : NULL };
+    demo_doc doc = { &d, &v, &pre, dev, wall, d.fp4 && !d.sqrt3 ? &fp : NULL, d.sqrt3 ? &sq : NULL };
     char jp[DIR_MAX + 32], err[4400];
     snprintf(jp, sizeof jp, "%s/demo.json", d.out);
     int jerr = fl_write_atomic(jp, fill_doc, &doc, err, sizeof err);

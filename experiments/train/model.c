@@ -358,8 +358,10 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
 /* FP4 recipes, telemetry steps: the weight gradient's quantisation noise.  The wgrad GEMM once on the
    quantised copies the backward used (gt, q->xts) and once on the unquantised dY and X, and ||dW||^2 and
    ||dW_q - dW||^2 added to the recipe's wgrad_norm2 / wgrad_err2 (recipe.h), for every Linear whose X
-   and dY sites are both FP4.  The sums run over the elements in order (two extra GEMMs per Linear on
-   these steps only). */
+   and dY sites are both FP4.  With an even batch, once more on the first half of the sequences (h): the
+   two halves are independent samples of the same mean gradient G, each with mean G / 2, so
+   4 h . (dW - h) estimates ||G||^2 without the sampling noise (wgrad_mean2; it can be negative).  The
+   sums run over the elements in order (three extra GEMMs per Linear on these steps only). */
 static void wgrad_noise(fl_model *m, int li, const float *dY, const float *gt, size_t K, size_t M, size_t P)
 {
     fl_recipe *r = m->rec;
@@ -368,26 +370,35 @@ static void wgrad_noise(fl_model *m, int li, const float *dY, const float *gt, s
     if (!r->moments || r->hp_phase || r->sites[si].fmt != FL_FMT_E2M1 || r->sites[sg].fmt != FL_FMT_E2M1)
         return;
     const size_t N = (size_t)m->cfg.B * m->cfg.T, Mp = M / P;
-    float *a = malloc(Mp * K * sizeof *a), *b = malloc(Mp * K * sizeof *b);
-    if (!a || !b) {
+    const int halves = m->cfg.B % 2 == 0;
+    float *a = malloc(Mp * K * sizeof *a), *b = malloc(Mp * K * sizeof *b), *h = malloc(Mp * K * sizeof *h);
+    if (!a || !b || !h) {
         free(a);
         free(b);
+        free(h);
         return;
     }
-    double n2 = 0.0, e2 = 0.0;
+    double n2 = 0.0, e2 = 0.0, c2 = 0.0;
     for (size_t p = 0; p < P; p++) {
         sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 0.0f, a, K);
         sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, dY + p * N * Mp, Mp, q->x, K, 0.0f, b, K);
+        if (halves) /* rows b * T + t: the first N / 2 rows are the first B / 2 sequences */
+            sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N / 2, dY + p * N * Mp, Mp, q->x, K, 0.0f, h, K);
         for (size_t i = 0; i < Mp * K; i++) {
             const double d = (double)a[i] - b[i];
             n2 += (double)b[i] * b[i];
             e2 += d * d;
+            if (halves)
+                c2 += (double)h[i] * ((double)b[i] - h[i]);
         }
     }
     r->wgrad_norm2 += n2;
     r->wgrad_err2 += e2;
+    r->wgrad_mean2 += 4.0 * c2;
+    r->wgrad_halves |= halves;
     free(a);
     free(b);
+    free(h);
 }
 
 /* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X;  dY (P, N, M/P).

@@ -331,7 +331,8 @@ void fl_recipe_free(fl_recipe *r)
 void fl_recipe_step_begin(fl_recipe *r, int moments)
 {
     r->moments = moments;
-    r->wgrad_norm2 = r->wgrad_err2 = 0.0;
+    r->wgrad_norm2 = r->wgrad_err2 = r->wgrad_mean2 = 0.0;
+    r->wgrad_halves = 0;
     for (int i = 0; i < r->nsites; i++) {
         memset(&r->sites[i].st, 0, sizeof r->sites[i].st);
         r->sites[i].scale = 1.0f;

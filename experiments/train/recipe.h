@@ -226,6 +226,9 @@ typedef struct {
     double wgrad_norm2, wgrad_err2; /* FP4 recipes, telemetry steps: sum over the Linears whose X and dY are FP4
                                        of ||dW||^2 and ||dW_q - dW||^2, dW from the unquantised dY and X, dW_q
                                        from the copies the wgrad GEMM read (model.c); 0 otherwise */
+    double wgrad_mean2; /* the same Linears: an unbiased estimate of ||E dW||^2, the squared norm of the mean
+                           gradient without the batch's sampling noise, from two halves of the batch */
+    int wgrad_halves;   /* wgrad_mean2 was measured (an even batch) */
     uint64_t step;    /* the step being computed (the stochastic-rounding streams are functions of it) */
     uint64_t sr_seed; /* the seed of the stochastic-rounding streams (the run's seed) */
 } fl_recipe;

@@ -193,8 +193,11 @@ static void fp4_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)
     }
     if (ng)
         snr_row(f, step, "all.gout", snr(g2, ge2));
-    if (r->moments && r->wgrad_norm2 > 0)
+    if (r->moments && r->wgrad_norm2 > 0) {
         snr_row(f, step, "all.wgrad", snr(r->wgrad_norm2, r->wgrad_err2));
+        if (r->wgrad_halves) /* signed: -sqrt(|m2| / e2) when the estimate of ||E dW||^2 came out negative */
+            snr_row(f, step, "all.wgrad_mean", copysign(snr(fabs(r->wgrad_mean2), r->wgrad_err2), r->wgrad_mean2));
+    }
 }
 
 void fl_tele_sites_rows(FILE *f, uint64_t step, const fl_recipe *r)

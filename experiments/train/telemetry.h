@@ -58,7 +58,9 @@ void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, fl
    to zero; snr: ||x|| / ||Q(x) - x||; blk_*: telemetry steps, else nan), then a row "all.gout": the
    snr of all dY casts together, sqrt(sum ||dY||^2 / sum ||Q(dY) - dY||^2), the other fields empty;
    on telemetry steps also a row "all.wgrad": the weight gradient's, sqrt(sum ||dW||^2 /
-   sum ||dW_q - dW||^2) over the Linears whose X and dY are FP4 (recipe.h, wgrad_norm2).
+   sum ||dW_q - dW||^2) over the Linears whose X and dY are FP4 (recipe.h, wgrad_norm2), and with an
+   even batch a row "all.wgrad_mean": the same with ||dW||^2 replaced by the two-half estimate of the
+   mean gradient's ||E dW||^2 (recipe.h, wgrad_mean2), signed: negative when that estimate was.
    Other recipes: the header only. */
 void fl_tele_sites_header(FILE *f, const fl_recipe *r);
 /* The sites.csv rows of a step (after forward and backward). */

@@ -199,3 +199,67 @@ int fl_pred_f4(const double *v, int n, double thr)
 }
 
 const char *fl_pred_name(int held) { return held > 0 ? "held" : held == 0 ? "FAILED" : "not measured"; }
+
+/* ---- the sqrt(3) threshold ---------------------------------------------------------------------- */
+
+long fl_ratio_cross(const double *v, long n, int w, double thr, double *rmin)
+{
+    long cross = -1;
+    *rmin = NAN;
+    for (long i = w - 1; w > 0 && i < n; i++) {
+        double sum = 0.0;
+        int k = 0;
+        for (long j = i - w + 1; j <= i; j++)
+            if (!isnan(v[j])) {
+                sum += copysign(v[j] * v[j], v[j]);
+                k++;
+            }
+        if (!k)
+            continue;
+        const double r = sqrt(fmax(0.0, sum / k));
+        if (isnan(*rmin) || r < *rmin)
+            *rmin = r;
+        if (cross < 0 && r < thr)
+            cross = i;
+    }
+    return cross;
+}
+
+double fl_gap_opening(const double *gap, long n, long t)
+{
+    if (t < 0 || t >= n || !isfinite(gap[t]) || !isfinite(gap[n - 1]))
+        return NAN;
+    return gap[n - 1] - gap[t];
+}
+
+int fl_pred_s1(const double *rmin, int n, double thr)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(rmin[i])) {
+            k++;
+            if (rmin[i] < thr)
+                return 0;
+        }
+    return k ? 1 : -1;
+}
+
+int fl_pred_s2(const long *cross, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (cross[i] < 0)
+            return 0;
+    return n ? 1 : -1;
+}
+
+int fl_pred_s3(const double *opening, int n, double open)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(opening[i])) {
+            k++;
+            if (opening[i] >= open)
+                return 0;
+        }
+    return k ? 1 : -1;
+}

@@ -109,4 +109,24 @@ int fl_pred_f3(const double *sw, const double *ge, const double *sm, int n);
 int fl_pred_f4(const double *v, int n, double thr);
 const char *fl_pred_name(int held); /* "held", "FAILED", "not measured" */
 
+/* `demo --fp4 --sqrt3` (TRAINING.md, "The sqrt(3) threshold"): FP4 All the Way's threshold on the
+   weight gradient's signal-to-noise ratio, judged on the telemetry rows all.wgrad (the batch's
+   gradient) and all.wgrad_mean (the mean gradient, signed; telemetry.h).
+   The ratio at telemetry point i is sqrt(max(0, mean of sgn(v_j) v_j^2 over j = i - w + 1 .. i)), a
+   trailing window of w points (NaN points left out; i >= w - 1).  fl_ratio_cross returns the first i
+   where it is below thr, -1 when none; *rmin gets the smallest windowed ratio (NaN without a window).
+   fl_gap_opening: gap[n - 1] - gap[t] (the loss gap, fl_loss_gap_series), NaN when t is not in
+   0 .. n - 1 or either value is not finite.
+   S1: every non-NaN rmin[i] >= thr, at least one (the batch gradient's ratio never crosses);
+   S2: every cross[i] >= 0, n >= 1 (the mean gradient's ratio crosses in every run);
+   S3: no finite opening[i] >= open, at least one finite (the gap does not open after the crossing).
+   Each returns 1 held, 0 failed, -1 not measured. */
+#define FL_SQRT3_WINDOW 10   /* telemetry points (500 steps at the demo's --log-every 50) */
+#define FL_SQRT3_OPEN 0.005  /* the gap opens: +0.5 percentage points from the crossing to the end */
+long fl_ratio_cross(const double *v, long n, int w, double thr, double *rmin);
+double fl_gap_opening(const double *gap, long n, long t);
+int fl_pred_s1(const double *rmin, int n, double thr);
+int fl_pred_s2(const long *cross, int n);
+int fl_pred_s3(const double *opening, int n, double open);
+
 #endif /* FL_VERDICT_H */
