@@ -3,6 +3,7 @@
 #include "fl_base.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +229,103 @@ int fl_data_fortunes(fl_data *d, char *err, size_t errlen)
         fl_data_free(d);
         return -1;
     }
+    return 0;
+}
+
+/* One shard appended to d (tok grown to hold it).  0, or -1 with the message. */
+static int shard_append(fl_data *d, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    unsigned char h[FL_SHARD_HEADER_BYTES];
+    int32_t hd[3];
+    int rc = -1;
+    if (fread(h, 1, sizeof h, f) != sizeof h) {
+        snprintf(err, errlen, "%s: shorter than a token shard's %d-byte header", path, FL_SHARD_HEADER_BYTES);
+        goto out;
+    }
+    for (int k = 0; k < 3; k++) /* little-endian, as the writers' numpy int32 */
+        hd[k] = (int32_t)((uint32_t)h[4 * k] | (uint32_t)h[4 * k + 1] << 8 | (uint32_t)h[4 * k + 2] << 16 |
+                          (uint32_t)h[4 * k + 3] << 24);
+    if (hd[0] != FL_SHARD_MAGIC) {
+        snprintf(err, errlen, "%s: not a token shard (magic %d, expected %d: llm.c's format)", path, hd[0], FL_SHARD_MAGIC);
+        goto out;
+    }
+    if (hd[1] != FL_SHARD_VERSION) {
+        snprintf(err, errlen, "%s: shard version %d; only version %d (uint16 tokens) is read%s", path, hd[1],
+                 FL_SHARD_VERSION, hd[1] == 2 ? " (version 2 holds uint32 tokens)" : "");
+        goto out;
+    }
+    if (fseeko(f, 0, SEEK_END) != 0) {
+        snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
+        goto out;
+    }
+    const off_t size = ftello(f);
+    const uint64_t want = (uint64_t)FL_SHARD_HEADER_BYTES + 2 * (uint64_t)(uint32_t)hd[2];
+    if (hd[2] <= 0 || size < 0 || (uint64_t)size != want) {
+        snprintf(err, errlen, "%s: the header counts %d tokens (%llu bytes with the header) but the file holds %lld bytes",
+                 path, hd[2], (unsigned long long)want, (long long)size);
+        goto out;
+    }
+    const size_t n = (size_t)hd[2];
+    if (d->n + n > FL_SHARD_MAX_TOKENS) {
+        snprintf(err, errlen, "%s: the shards hold more than %zu tokens in all (they are read into memory)", path,
+                 FL_SHARD_MAX_TOKENS);
+        goto out;
+    }
+    uint16_t *t = realloc(d->tok, (d->n + n) * sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "%s: out of memory for %zu tokens", path, d->n + n);
+        goto out;
+    }
+    d->tok = t;
+    unsigned char *b = (unsigned char *)(t + d->n);
+    if (fseeko(f, FL_SHARD_HEADER_BYTES, SEEK_SET) != 0 || fread(b, 2, n, f) != n) {
+        snprintf(err, errlen, "%s: read error", path);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) { /* little-endian uint16, on any host */
+        const uint16_t v = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+        t[d->n + i] = v;
+        if (v >= d->V)
+            d->V = (uint32_t)v + 1;
+    }
+    d->n += n;
+    rc = 0;
+out:
+    fclose(f);
+    return rc;
+}
+
+int fl_data_load_shards(fl_data *d, const char *pattern, size_t min_len, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    glob_t g;
+    const int gr = glob(pattern, GLOB_ERR, NULL, &g);
+    if (gr) {
+        snprintf(err, errlen, "shards:%s: %s", pattern,
+                 gr == GLOB_NOMATCH ? "no file matches" : gr == GLOB_NOSPACE ? "out of memory" : "cannot read a folder");
+        if (gr != GLOB_NOMATCH)
+            globfree(&g);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t k = 0; k < g.gl_pathc && !rc; k++)
+        rc = shard_append(d, g.gl_pathv[k], err, errlen);
+    if (!rc && d->n < min_len) {
+        snprintf(err, errlen, "shards:%s: %zu tokens in %zu files; the run needs at least %zu (seq + 2)", pattern, d->n,
+                 g.gl_pathc, min_len);
+        rc = -1;
+    }
+    globfree(&g);
+    if (rc) {
+        fl_data_free(d);
+        return -1;
+    }
+    d->hash = fnv1a(d->tok, d->n);
     return 0;
 }
 

@@ -47,6 +47,19 @@ int fl_data_load_text(fl_data *d, const char *path, size_t min_len, char *err, s
 #define FL_FORTUNES_DIR "/usr/share/games/fortunes"
 #define FL_FORTUNES_LEN 2576674u
 int fl_data_fortunes(fl_data *d, char *err, size_t errlen);
+/* Token shards as llm.c's data scripts write them (the scripts in dev/data: FineWeb, TinyStories): a header of
+   256 little-endian int32 (magic FL_SHARD_MAGIC, version FL_SHARD_VERSION, the token count), then that
+   many uint16 tokens.  Every file that `pattern` matches (glob(3), in its sorted order; at most
+   FL_SHARD_MAX_TOKENS tokens in all) is read into memory and the files are concatenated (each
+   document of those corpora begins with its end-of-text token, so a window crossing a shard boundary
+   crosses a document boundary).  d->V is the largest token + 1.  Returns 0, or -1 with a message in
+   err naming the file: no match, unreadable, a bad magic or version, a count the file's size does not
+   hold, fewer than min_len tokens in all. */
+#define FL_SHARD_MAGIC 20240520
+#define FL_SHARD_VERSION 1
+#define FL_SHARD_HEADER_BYTES 1024
+#define FL_SHARD_MAX_TOKENS ((size_t)1 << 33)
+int fl_data_load_shards(fl_data *d, const char *pattern, size_t min_len, char *err, size_t errlen);
 void fl_data_free(fl_data *d);
 /* The batch with a BOS token: every row (T+1 tokens) is bos followed by T corpus tokens, drawn as
    fl_data_batch draws them (one offset per row from (seed, step, b)). */

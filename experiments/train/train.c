@@ -71,12 +71,22 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
 {
     static _Thread_local char err[FL_SITE_SPEC_MAX + 1200];
     const char *why = fl_train_cfg_check_fields(c, err, sizeof err);
+    const int shards = c->data_kind == FL_DATA_SHARDS;
+    fl_model_cfg mc = c->model;
+    if (shards && !mc.V)
+        mc.V = 2; /* the shards' vocabulary is read with them (fl_train_resolve_vocab); the other shapes here */
     if (!why)
-        why = fl_model_cfg_check(&c->model);
+        why = fl_model_cfg_check(&mc);
     if (why)
         return why;
-    if (c->model.V != 256 + c->bos)
+    if (!shards && c->vocab_req)
+        return "--vocab applies to --data shards:GLOB (the byte corpora have 256 tokens, 257 with --bos)";
+    if (!shards && c->model.V != 256 + c->bos)
         return "the vocabulary is byte-level: 256 tokens, 257 with --bos";
+    if (shards && c->bos)
+        return "--bos applies to the byte corpora (the shards' documents begin with their own end-of-text token)";
+    if (shards && c->vocab_req && c->model.V != c->vocab_req)
+        return "the vocabulary differs from --vocab";
     if (c->recipe.fast_accum && c->recipe.kind != FL_RECIPE_FP8_DELAYED && c->recipe.kind != FL_RECIPE_FP8_CURRENT)
         return "--fast-accum applies to the per-tensor FP8 recipes (fp8-delayed, fp8-current)";
     if (c->recipe.fp8_start && !fl_recipe_is_fp8((fl_recipe_kind)c->recipe.kind))
@@ -463,6 +473,8 @@ int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t er
         return fl_data_load_text(d, cfg->data_path, (size_t)cfg->model.T + 2, err, errlen);
     if (cfg->data_kind == FL_DATA_FORTUNES)
         return fl_data_fortunes(d, err, errlen);
+    if (cfg->data_kind == FL_DATA_SHARDS)
+        return fl_data_load_shards(d, cfg->data_path, (size_t)cfg->model.T + 2, err, errlen);
     if (fl_data_synthetic_ex(d, cfg->seed, (size_t)cfg->data_len, cfg->data_kind == FL_DATA_TRIGGERS ? cfg->trigger_rate : 0.0f,
                              cfg->trigger_len)) {
         snprintf(err, errlen, "out of memory generating the corpus");
@@ -479,18 +491,40 @@ void fl_train_batch(uint16_t *out, const fl_data *d, const fl_train_cfg *cfg, ui
         fl_data_batch(out, d, cfg->seed, step, cfg->model.B, cfg->model.T);
 }
 
-/* The corpus (generated, or the text file), checked against the checkpoint's on resume. */
+const char *fl_train_resolve_vocab(fl_train_cfg *cfg, const fl_data *d)
+{
+    static _Thread_local char err[700];
+    if (cfg->data_kind != FL_DATA_SHARDS)
+        return NULL;
+    if (!cfg->model.V)
+        cfg->model.V = d->V < 2 ? 2 : d->V;
+    if (d->V > cfg->model.V) {
+        snprintf(err, sizeof err, "shards:%s: token %u is not below the vocabulary %u (%s); give --vocab %u or more",
+                 cfg->data_path, d->V - 1, cfg->model.V, cfg->vocab_req ? "--vocab" : "the checkpoint's", d->V);
+        return err;
+    }
+    return NULL;
+}
+
+/* The corpus (generated, the text file or the shards), checked against the checkpoint's on resume;
+   the shards' vocabulary resolved. */
 static int run_open_data(train_run *r)
 {
     fl_train_cfg *cfg = &r->cfg;
     char err[4400];
+    const int shards = cfg->data_kind == FL_DATA_SHARDS;
     if (fl_train_open_data(&r->data, cfg, err, sizeof err)) {
         fprintf(stderr, "fp8lab train: %s\n", err);
-        return FL_EXIT_FAIL;
+        return shards ? FL_EXIT_USAGE : FL_EXIT_FAIL;
+    }
+    const char *why = fl_train_resolve_vocab(cfg, &r->data);
+    if (why) {
+        fprintf(stderr, "fp8lab train: %s\n", why);
+        return FL_EXIT_USAGE;
     }
     if ((r->opts->resume || cfg->fork_from[0]) && cfg->data_hash != r->data.hash) {
         fprintf(stderr, "fp8lab train: %s: the data differs from the data this run was trained on (hash %016llx, now %016llx)\n",
-                cfg->data_kind == FL_DATA_TEXT ? cfg->data_path : "synthetic corpus",
+                cfg->data_kind == FL_DATA_TEXT || shards ? cfg->data_path : "synthetic corpus",
                 (unsigned long long)cfg->data_hash, (unsigned long long)r->data.hash);
         return FL_EXIT_FAIL;
     }

@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 enum { FL_SCHED_CONSTANT, FL_SCHED_COSINE };
-enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS, FL_DATA_FORTUNES };
+enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS, FL_DATA_FORTUNES, FL_DATA_SHARDS };
 #define FL_KEEP_MAX 16
 
 /* Every field fixed-width, no padding holes (configurations are compared with memcmp).  Each field
@@ -70,7 +70,8 @@ typedef struct {
     uint32_t bos;          /* 1: token 256 (V = 257) opens every sequence (data.h) */
     uint32_t decor_mode;   /* a fork: FL_DECOR_* applied to the parent's weights before the first step */
     uint32_t decor_k;      /* a fork: channels per layer decorrelated */
-    uint32_t keep_n, pad2_;
+    uint32_t keep_n;
+    uint32_t vocab_req;    /* --vocab (shards): 0 = the largest token + 1, resolved into model.V at start */
     uint64_t keep[FL_KEEP_MAX]; /* after these steps, checkpoint-STEP.bin is kept beside checkpoint.bin */
     uint64_t fork_step;    /* a fork: the step of the parent's checkpoint it starts from; else 0 */
     uint32_t fork_crc;     /* a fork: CRC-32 of the parent checkpoint's payload (checkpoint.h) */
@@ -141,6 +142,9 @@ const char *fl_train_fork_mismatch(const fl_train_cfg *p, const fl_train_cfg *c)
    message naming the file. */
 int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t errlen);
 /* The batch of step `step` (B, T+1 tokens), as the run reads it (with --bos or not). */
+/* --data shards: the vocabulary of cfg from the shards d when --vocab left it 0 (their largest token
+   + 1), and every token below it.  NULL, or why not (naming the pattern).  Other data: NULL. */
+const char *fl_train_resolve_vocab(fl_train_cfg *cfg, const fl_data *d);
 void fl_train_batch(uint16_t *out, const fl_data *d, const fl_train_cfg *cfg, uint64_t step);
 
 /* Run (or resume) a training run in opts->dir.  Returns a CLI exit status (cli.h). */

@@ -26,7 +26,9 @@ static const char *overflow_name(unsigned k) { return k == 0 ? "saturate" : k ==
 static const char *grad_scaling_name(unsigned k) { return k == 0 ? "delayed" : k == 1 ? "current" : NULL; } /* .grad_current */
 
 static const char *const data_names[] = { [FL_DATA_SYNTHETIC] = "synthetic", [FL_DATA_TEXT] = NULL,
-                                          [FL_DATA_TRIGGERS] = "triggers", [FL_DATA_FORTUNES] = "fortunes" };
+                                          [FL_DATA_TRIGGERS] = "triggers", [FL_DATA_FORTUNES] = "fortunes",
+                                          [FL_DATA_SHARDS] = NULL };
+#define SHARDS_PREFIX "shards:"
 
 /* The activations as --act takes them (fl_act_spelling), one space apart; with their notes, the
    spaces inside an item written '\x1f' (the help keeps an item on one line). */
@@ -122,7 +124,7 @@ static void sites_format(char *buf, size_t n, const fl_train_cfg *c)
     snprintf(buf, n, "%.*s", (int)strnlen(c->recipe.sites, sizeof c->recipe.sites), c->recipe.sites);
 }
 
-/* --data: a generated corpus by name, else a text file's path. */
+/* --data: a generated corpus by name, shards:GLOB (llm.c's token shards), else a text file's path. */
 static const char *data_parse(fl_train_cfg *c, const char *v, int stored)
 {
     (void)stored;
@@ -130,19 +132,27 @@ static const char *data_parse(fl_train_cfg *c, const char *v, int stored)
     for (uint32_t k = 0; k < FL_ARRAY_LEN(data_names); k++)
         if (data_names[k] && !strcmp(v, data_names[k]))
             kind = k;
-    if (kind == FL_DATA_TEXT && strlen(v) >= sizeof c->data_path)
-        return "synthetic, triggers, fortunes, or a text file's path of at most 511 bytes";
+    const size_t np = strlen(SHARDS_PREFIX);
+    if (kind == FL_DATA_TEXT && !strncmp(v, SHARDS_PREFIX, np)) {
+        kind = FL_DATA_SHARDS;
+        v += np;
+        if (!*v)
+            return "shards:GLOB needs a pattern, e.g. 'shards:fineweb_train_*.bin'";
+    }
+    if ((kind == FL_DATA_TEXT || kind == FL_DATA_SHARDS) && strlen(v) >= sizeof c->data_path)
+        return "synthetic, triggers, fortunes, shards:GLOB, or a text file's path, a path or pattern of at most 511 bytes";
     c->data_kind = kind;
     memset(c->data_path, 0, sizeof c->data_path);
-    if (kind == FL_DATA_TEXT)
+    if (kind == FL_DATA_TEXT || kind == FL_DATA_SHARDS)
         memcpy(c->data_path, v, strlen(v));
     return NULL;
 }
 
 static void data_format(char *buf, size_t n, const fl_train_cfg *c)
 {
-    if (c->data_kind == FL_DATA_TEXT)
-        snprintf(buf, n, "%.*s", (int)strnlen(c->data_path, sizeof c->data_path), c->data_path);
+    if (c->data_kind == FL_DATA_TEXT || c->data_kind == FL_DATA_SHARDS)
+        snprintf(buf, n, "%s%.*s", c->data_kind == FL_DATA_SHARDS ? SHARDS_PREFIX : "",
+                 (int)strnlen(c->data_path, sizeof c->data_path), c->data_path);
     else
         snprintf(buf, n, "%s", c->data_kind < FL_ARRAY_LEN(data_names) ? data_names[c->data_kind] : "?");
 }
@@ -260,7 +270,7 @@ const fl_train_opt fl_train_opt_table[] = {
     { .flag = "--overwrite", .type = FL_OPT_RUN,
       .help = "let a fresh run replace the run files of --out (not a fork's parent's folder)" },
 
-    { .key = "vocab", U32(256, 257), AT(model.V), .def = "256", .attr = FL_OPT_FIXED }, /* 256 + --bos */
+    { .key = "vocab", U32(0, 65536), AT(model.V), .def = "256", .attr = FL_OPT_FIXED }, /* 256 + --bos, or the shards' */
     { .flag = "--width", .key = "width", U32(4, 4096), AT(model.C), .def = "64", .attr = FL_OPT_FIXED, .group = "model",
       .arg = "C", .help = "(%D)" },
     { .flag = "--layers", .key = "layers", U32(1, FL_MODEL_MAX_L), AT(model.L), .def = "2", .attr = FL_OPT_FIXED,
@@ -337,9 +347,13 @@ const fl_train_opt fl_train_opt_table[] = {
               "stays bf16.\nE.g. --site L0.down.in=bf16, or --site '*.down.in=current' for every FFN's down input" },
 
     { .flag = "--data", .key = "data", CUSTOM(data_ops), AT(data_kind), .def = "synthetic", .attr = FL_OPT_FIXED,
-      .group = "data", .arg = "synthetic|triggers|fortunes|FILE",
+      .group = "data", .arg = "synthetic|triggers|fortunes|shards:GLOB|FILE",
       .help = "(a text file; bytes are tokens; fortunes: the English text of Debian's package fortunes, pinned by "
-              "checksum)" },
+              "checksum; shards:GLOB: token shards in llm.c's format, e.g. FineWeb's or TinyStories', read in the "
+              "pattern's sorted order)" },
+    { .flag = "--vocab", .key = "vocab_arg", U32(0, 65536), AT(vocab_req), .def = "0", .attr = FL_OPT_FIXED,
+      .group = "data", .arg = "N",
+      .help = "(shards: the vocabulary, %D = the shards' largest token + 1; config.json records the one used)" },
     { .flag = "--data-len", .key = "data_len", U64(0, 1 << 30), AT(data_len), .def = "1048576", .attr = FL_OPT_FIXED,
       .group = "data", .arg = "N", .help = "(generated length, %D)" },
     { .key = "data_hash", .type = FL_OPT_HEX, AT(data_hash), .def = "0", .attr = FL_OPT_FIXED }, /* filled at start */
@@ -699,7 +713,9 @@ int fl_train_parse_flag(fl_train_cfg *c, const char *cmd, const char *flag, cons
         if (why)
             return fl_cli_usage_error(cmd, "bad value for %s: '%s' (%s)", flag, val, why), 2;
     }
-    c->model.V = 256 + c->bos; /* the vocabulary follows --bos (token 256 opens the sequences) */
+    /* the vocabulary: bytes (token 256 opens the sequences with --bos), or the shards' (0 until the run
+       reads them, fl_train_resolve_vocab) */
+    c->model.V = c->data_kind == FL_DATA_SHARDS ? c->vocab_req : 256 + c->bos;
     return 0;
 }
 
