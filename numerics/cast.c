@@ -324,10 +324,11 @@ static inline __attribute__((always_inline)) float fq_e2m1_body(float *y, const 
                                                                   int plain, fl_cast_counts *k, double *m2, double *m4)
 {
     /* plain (a constant): no column smoothing, no moments -- a loop without control flow, which the
-       compiler vectorises */
-    uint64_t sat = 0, clip = 0, ftz = 0, nan_in = 0;
+       compiler vectorises.  n < 2^32 (fq_e2m1's chunks): 32-bit counters, the lanes' width; m2, m4: the
+       running sums, carried from chunk to chunk */
+    uint32_t sat = 0, clip = 0, ftz = 0, nan_in = 0;
     uint32_t amb = 0;
-    double s2 = 0.0, s4 = 0.0;
+    double s2 = m2 ? *m2 : 0.0, s4 = m4 ? *m4 : 0.0;
     const float rs = sc->rs, s = sc->s, si = sc->si, rsi = sc->rsi;
     for (size_t c = 0; c < n; c++) {
         const float x0 = x[c] * rs;
@@ -374,19 +375,43 @@ static inline __attribute__((always_inline)) float fq_e2m1_body(float *y, const 
     k->ftz += ftz;
     k->nan_in += nan_in;
     if (m2) {
-        *m2 += s2;
-        *m4 += s4;
+        *m2 = s2;
+        *m4 = s4;
     }
     return fl_f32_from_bits(amb);
 }
 
+/* The span in chunks of at most 2^30 elements (the body's 32-bit counters), the moments summed in
+   order through all of them, then added to *m2, *m4. */
 static float fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                      fl_cast_counts *k, double *m2, double *m4)
 {
-    if (!m2 && !sc->cs && !sc->csi)
-        return f->sr ? fq_e2m1_body(y, x, n, sc, f->key, 1, 1, k, NULL, NULL)
-                     : fq_e2m1_body(y, x, n, sc, 0, 0, 1, k, NULL, NULL);
-    return f->sr ? fq_e2m1_body(y, x, n, sc, f->key, 1, 0, k, m2, m4) : fq_e2m1_body(y, x, n, sc, 0, 0, 0, k, m2, m4);
+    const size_t chunk = (size_t)1 << 30;
+    const int plain = !m2 && !sc->cs && !sc->csi;
+    double s2 = 0.0, s4 = 0.0, *p2 = m2 ? &s2 : NULL, *p4 = m2 ? &s4 : NULL;
+    uint32_t amb = 0;
+    size_t c0 = 0;
+    do {
+        const size_t len = n - c0 < chunk ? n - c0 : chunk;
+        fl_cast_scales cs = *sc;
+        cs.off += c0;
+        cs.cs = sc->cs ? sc->cs + c0 : NULL;
+        cs.csi = sc->csi ? sc->csi + c0 : NULL;
+        float am;
+        if (plain)
+            am = f->sr ? fq_e2m1_body(y + c0, x + c0, len, &cs, f->key, 1, 1, k, NULL, NULL)
+                       : fq_e2m1_body(y + c0, x + c0, len, &cs, 0, 0, 1, k, NULL, NULL);
+        else
+            am = f->sr ? fq_e2m1_body(y + c0, x + c0, len, &cs, f->key, 1, 0, k, p2, p4)
+                       : fq_e2m1_body(y + c0, x + c0, len, &cs, 0, 0, 0, k, p2, p4);
+        amb = fl_f32_bits(am) > amb ? fl_f32_bits(am) : amb;
+        c0 += len;
+    } while (c0 < n);
+    if (m2) {
+        *m2 += s2;
+        *m4 += s4;
+    }
+    return fl_f32_from_bits(amb);
 }
 
 float fl_cast_fq_e2m1(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,

@@ -715,13 +715,17 @@ static void fp4_block_stats(fl_cast_stats *st, const float *a, const float *b, s
             const v8f vtop = { top, top, top, top, top, top, top, top };
             const float *ab = a + i * cols, *bb = b + i * cols;
             for (size_t j8 = j0; j8 < j1; j8 += 8) {
-                float xs[8] = { 0 }, qs[8] = { 0 }; /* a short tail: zeros, which add nothing */
-                const size_t m = j1 - j8 < 8 ? j1 - j8 : 8;
-                memcpy(xs, ab + j8, m * sizeof *xs);
-                memcpy(qs, bb + j8, m * sizeof *qs);
                 v8f xv, q;
-                memcpy(&xv, xs, sizeof xv);
-                memcpy(&q, qs, sizeof q);
+                if (j1 - j8 >= 8) {
+                    memcpy(&xv, ab + j8, sizeof xv);
+                    memcpy(&q, bb + j8, sizeof q);
+                } else { /* a short tail: zeros, which add nothing */
+                    float xs[8] = { 0 }, qs[8] = { 0 };
+                    memcpy(xs, ab + j8, (j1 - j8) * sizeof *xs);
+                    memcpy(qs, bb + j8, (j1 - j8) * sizeof *qs);
+                    memcpy(&xv, xs, sizeof xv);
+                    memcpy(&q, qs, sizeof q);
+                }
                 const v8i fin = ((v8i)xv & 0x7F800000) != 0x7F800000; /* lanes of -1 or 0 */
                 const v8f ax = (v8f)((v8i)xv & 0x7FFFFFFF & fin), d = (v8f)((v8i)(q - xv) & fin);
                 const v8i gt = ax > vm;
@@ -783,12 +787,50 @@ static void fp4_block_stats(fl_cast_stats *st, const float *a, const float *b, s
     free(seg);
 }
 
+/* dst (8 x 8, row stride ldd) = the transpose of src (8 x 8, row stride lds), in three shuffle stages. */
+static inline void transpose8x8(float *dst, size_t ldd, const float *src, size_t lds)
+{
+    v8f r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++)
+        memcpy(&r[k], src + k * lds, sizeof r[k]);
+    for (int k = 0; k < 8; k += 2) { /* t = pairs of rows interleaved */
+        t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int k = 0; k < 8; k += 4) { /* u: four rows of columns (0, 4), (1, 5), (2, 6), (3, 7) */
+        u[k] = __builtin_shufflevector(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[k + 1] = __builtin_shufflevector(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[k + 2] = __builtin_shufflevector(t[k + 1], t[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[k + 3] = __builtin_shufflevector(t[k + 1], t[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int k = 0; k < 4; k++) { /* column k and column k + 4 */
+        const v8f lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        const v8f hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+        memcpy(dst + k * ldd, &lo, sizeof lo);
+        memcpy(dst + (k + 4) * ldd, &hi, sizeof hi);
+    }
+}
+
 /* Element (i, c) of an (R, C) tensor between x's layout and the cast's (transposed: (C, R), at c * R + i),
    times rs[i] or cs[c] where given: back = 0 reads the tensor from src in x's layout, back = 1 writes it
    to dst in x's layout.  In tiles of 32 x 32 (the cache lines of both sides). */
 static void relayout(float *dst, const float *src, size_t R, size_t C, int transposed, int back, const float *rs,
                      const float *cs)
 {
+    if (transposed && !rs && !cs) { /* a plain transpose (the wgrad copies): 8 x 8 blocks in registers */
+        const size_t Rs = back ? C : R, Cs = back ? R : C; /* src (Rs, Cs) -> dst (Cs, Rs) */
+        const size_t R8 = Rs & ~(size_t)7, C8 = Cs & ~(size_t)7;
+        /* eight rows of dst at a time, written along (rows of a power-of-two stride apart share a cache
+           set: more at once would evict each other) */
+#pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < C8; c += 8)
+            for (size_t i = 0; i < R8; i += 8)
+                transpose8x8(dst + c * Rs + i, Rs, src + i * Cs + c, Cs);
+        for (size_t i = 0; i < Rs; i++) /* the edges */
+            for (size_t c = i < R8 ? C8 : 0; c < Cs; c++)
+                dst[c * Rs + i] = src[i * Cs + c];
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (size_t i0 = 0; i0 < R; i0 += 32)
         for (size_t c0 = 0; c0 < C; c0 += 32)
