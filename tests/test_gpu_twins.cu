@@ -11,6 +11,8 @@
 //    instantiate: FP8 scales and scale_inv != 1, amax, coefficient gradients, Smooth-SwiGLU's computed
 //    scales on both axes and its backward.
 // 3. The FP8 GEMM against its twin.
+// 4. The training-step kernels (kernels/train_step.h): AdamW's p, m, v against the twin, gradients with
+//    zeros, Inf and NaN among them.
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
 // (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
 // scalar-access path) -- the reduction order must not depend on either.
@@ -25,6 +27,7 @@
 #include "cuda_test.h"
 #include "gemm_fp8.h"
 #include "kernels.h"
+#include "train_step.h"
 #include "twins.h"
 extern "C" {
 #include "convert.h"
@@ -404,6 +407,43 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
     cases++;
 }
 
+// ---- 4. the training-step kernels ----------------------------------------------------------------
+
+static void case_adamw(size_t n)
+{
+    std::vector<float> p(n), g(n), m(n), v(n);
+    for (size_t i = 0; i < n; i++) {
+        g[i] = i % 97 == 5 ? 0.0f : i % 211 == 7 ? INFINITY : i % 223 == 11 ? NAN : (float)((rnd() - 0.5) * ldexp(1.0, (int)(i % 90) - 60));
+        p[i] = (float)(rnd() - 0.5);
+        m[i] = (float)((rnd() - 0.5) * 1e-3);
+        v[i] = (float)(rnd() * 1e-5);
+    }
+    const fl_adamw_hp hp = { 0.9f, 0.95f, 0.271f, 0.142625f, 1e-8f, 3e-3f, 0.1f, 0.5f };
+    float *d[4];
+    std::vector<float> *h[4] = { &p, &g, &m, &v };
+    for (int k = 0; k < 4; k++) {
+        CK(cudaMalloc(&d[k], n * sizeof(float)));
+        CK(cudaMemcpy(d[k], h[k]->data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    if (fl_adamw(p.data(), g.data(), m.data(), v.data(), n, &hp) || fl_cuda_adamw(d[0], d[1], d[2], d[3], n, &hp, nullptr)) {
+        fprintf(stderr, "FAIL adamw: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    const char *names[4] = { "p", "g", "m", "v" };
+    for (int k = 0; k < 4; k++) {
+        std::vector<float> back(n);
+        CK(cudaMemcpy(back.data(), d[k], n * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++)
+            if (!same(FL_FMT_FP32, fl_f32_bits((*h[k])[i]), fl_f32_bits(back[i]))) {
+                fprintf(stderr, "FAIL adamw %s i=%zu g=%a cpu=%a gpu=%a\n", names[k], i, g[i], (*h[k])[i], back[i]);
+                exit(1);
+            }
+        cudaFree(d[k]);
+    }
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -446,6 +486,9 @@ int main()
         case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, fd, 0, 256, 128, 1024);
     case_gemm(FL_FMT_E5M2, FL_FMT_E4M3, FL_FMT_BF16, 0, 128, 256, 512);
     case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, FL_FMT_FP32, 1, 128, 128, 4096);
+    case_adamw(1000003);
+    case_adamw(17);
+    printf("  adamw (p, m, v; Inf / NaN / zero gradients): ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;

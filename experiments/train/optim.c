@@ -1,9 +1,8 @@
 /* optim.c — gradient norm, learning-rate schedule and AdamW of the training loop (see optim.h). */
 #include "optim.h"
 
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
+#include "train_step.h"
+
 #include <math.h>
 
 float fl_lr_at(const fl_train_cfg *c, uint64_t step)
@@ -29,27 +28,6 @@ static int decays(int tensor)
 {
     return tensor == FL_P_WTE || tensor == FL_P_WPE || tensor == FL_P_WQKV || tensor == FL_P_WPROJ ||
            tensor == FL_P_WFC || tensor == FL_P_WDOWN || tensor == FL_P_WHEAD;
-}
-
-/* x[i] = sqrtf(x[i]), i < n.  The compiler keeps sqrtf a scalar call (errno), so the AdamW loop would
-   not vectorise; the SSE/AVX square root is IEEE's correctly rounded one, as sqrtf, with the same
-   NaN results, so the bits are sqrtf's. */
-#define ADAM_BLOCK 256
-static void sqrt_block(float *x, size_t n)
-{
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, _mm512_sqrt_ps(_mm512_loadu_ps(x + i)));
-#elif defined(__AVX__)
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
-#elif defined(__SSE__)
-    for (; i + 4 <= n; i += 4)
-        _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
-#endif
-    for (; i < n; i++)
-        x[i] = sqrtf(x[i]);
 }
 
 /* FP8 Adam moments: x (n) <- decode(encode(x * s)) / s, per-tensor current scale. */
@@ -79,25 +57,10 @@ void fl_adamw_step(const fl_train_cfg *cfg, fl_model *m, float *am, float *av, u
         float *p = m->p[k], *g = m->g[k], *mk = am + (p - m->params), *vk = av + (p - m->params);
         const float wd = decays(k) ? cfg->wd : 0.0f;
         const size_t n = m->sizes[k];
-        const float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->adam_eps;
-#pragma omp parallel for schedule(static)
-        for (size_t i0 = 0; i0 < n; i0 += ADAM_BLOCK) { /* the update in blocks, around sqrt_block */
-            const size_t nb = n - i0 < ADAM_BLOCK ? n - i0 : ADAM_BLOCK;
-            float mh[ADAM_BLOCK], sv[ADAM_BLOCK];
-            for (size_t j = 0; j < nb; j++) {
-                const size_t i = i0 + j;
-                const float gi = g[i] * gscale;
-                mk[i] = b1 * mk[i] + (1.0f - b1) * gi;
-                vk[i] = b2 * vk[i] + (1.0f - b2) * gi * gi;
-                mh[j] = mk[i] / bc1;
-                sv[j] = vk[i] / bc2;
-            }
-            sqrt_block(sv, nb);
-            for (size_t j = 0; j < nb; j++) {
-                const size_t i = i0 + j;
-                p[i] -= lr * (mh[j] / (sv[j] + eps) + wd * p[i]);
-            }
-        }
+        /* the GPU step's kernel and this harness share the element functions (kernels/train_step.h) */
+        const fl_adamw_hp hp = { .b1 = cfg->beta1, .b2 = cfg->beta2, .bc1 = bc1, .bc2 = bc2, .eps = cfg->adam_eps,
+                                 .lr = lr, .wd = wd, .gscale = gscale };
+        fl_adamw(p, g, mk, vk, n, &hp);
         if (cfg->recipe.fp8_adam && n) {
             moment_cast(mk, n, FL_FMT_E4M3, &st->adam_sat, &st->adam_ftz);
             moment_cast(vk, n, FL_FMT_E5M2, &st->adam_sat, &st->adam_ftz);

@@ -1,0 +1,44 @@
+/* train_step.c — the CPU twins of the training-step kernels (train_step.h). */
+#include "train_step.h"
+
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+
+/* x[i] = sqrt(x[i]), i < n.  The compiler keeps sqrtf a scalar call (errno), so the loop would not
+   vectorise; the SSE/AVX square root is IEEE's correctly rounded one, like sqrtf and the device's
+   __fsqrt_rn, with the same NaN results. */
+static void sqrt_block(float *x, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_sqrt_ps(_mm512_loadu_ps(x + i)));
+#elif defined(__AVX__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+#elif defined(__SSE__)
+    for (; i + 4 <= n; i += 4)
+        _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++)
+        x[i] = fl_sqrtf(x[i]);
+}
+
+#define ADAM_BLOCK 256
+
+int fl_adamw(float *p, const float *g, float *m, float *v, size_t n, const fl_adamw_hp *h)
+{
+    const fl_adamw_hp hp = *h;
+#pragma omp parallel for schedule(static) if (n >= 4 * ADAM_BLOCK)
+    for (size_t i0 = 0; i0 < n; i0 += ADAM_BLOCK) { /* the update in blocks, around sqrt_block */
+        const size_t nb = n - i0 < ADAM_BLOCK ? n - i0 : ADAM_BLOCK;
+        float mh[ADAM_BLOCK], sv[ADAM_BLOCK];
+        for (size_t j = 0; j < nb; j++)
+            sv[j] = fl_adamw_moments(&m[i0 + j], &v[i0 + j], g[i0 + j], &hp, &mh[j]);
+        sqrt_block(sv, nb);
+        for (size_t j = 0; j < nb; j++)
+            p[i0 + j] = fl_adamw_param(p[i0 + j], mh[j], sv[j], &hp);
+    }
+    return 0;
+}
