@@ -1,17 +1,29 @@
 /* cmd_train.c — `fp8lab train`: parse the flags into a configuration (the option table, train_opts.h) and
  * run it (train.c). */
 #include "commands.h"
+#include "gpu_plan.h"
 #include "common/cli.h"
 #include "train.h"
 #include "train_opts.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const help_head =
     "usage: fp8lab train --act ACT --recipe RECIPE --steps N --seed S --out DIR [options]\n"
     "       fp8lab train --resume DIR [--threads N] [--quiet]\n"
     "       fp8lab train --fork CHECKPOINT --out DIR [options changing the recipe, --act, --wd, ...]\n"
+    "       fp8lab train --device cuda --plan [--preset 124m|350m] [--accum N] [--ranks N] [--zero1]\n"
+    "                    [--device-mem GIB] [options]\n"
+    "\n"
+    "--preset 124m|350m: the question at GPU scale (12 layers x 768 / 24 x 1024, SwiGLU F 2048 / 2752,\n"
+    "GeLU and ReLU parameter-matched, seq 1024, micro-batches of 16 / 8, lr 6e-4 / 3e-4, wd 0.1, cosine;\n"
+    "any other flag overrides it).  --device cuda --plan: the GPU training step's buffers, bytes, peak\n"
+    "memory and launches, computed on the host (the step itself is not built yet; --device cuda alone\n"
+    "exits 2); --accum micro-batches per step (the preset's: 524,288 tokens), --ranks and --zero1 for a\n"
+    "data-parallel split, --device-mem whether the peak fits.\n"
     "\n"
     "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
     "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
@@ -32,6 +44,103 @@ static void print_help(FILE *f)
     fputs(help_head, f);
     fl_train_opts_help(f);
     fputs(help_tail, f);
+}
+
+/* The GPU step's flags (gpu_plan.h): only --plan uses them today. */
+typedef struct {
+    const char *preset;
+    int plan, cuda, zero1, accum_set;
+    uint32_t accum, ranks;
+    double device_gib;
+} gpu_args;
+
+enum { GO_ON = -1 };
+
+/* Every flag of argv into cfg, opts and g (the run's folder flags, the GPU flags, the option table).
+   GO_ON, or the exit status after a message. */
+static int parse_flags(fl_train_cfg *cfg, fl_train_opts *opts, gpu_args *g, int argc, char **argv, int resume)
+{
+    const char *cmd = "train";
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        unsigned long long x;
+        if (!strcmp(f, "--resume") || !strcmp(f, "--fork")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--out")) {
+            if (!v)
+                return fl_cli_usage_error(cmd, "--out needs a folder");
+            if (resume)
+                return fl_cli_usage_error(cmd, "--out and --resume exclude each other (--resume continues in its own folder)");
+            opts->dir = v;
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--threads")) {
+            if (!v || fl_cli_parse_u64(&x, v) || x < 1 || x > 256)
+                return fl_cli_usage_error(cmd, "--threads needs a count 1..256");
+            opts->threads = (int)x;
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--quiet")) {
+            opts->quiet = 1;
+            continue;
+        }
+        if (!strcmp(f, "--overwrite")) {
+            if (resume)
+                return fl_cli_usage_error(cmd, "--overwrite and --resume exclude each other (a resume continues the run)");
+            opts->overwrite = 1;
+            continue;
+        }
+        if (!strcmp(f, "--plan") || !strcmp(f, "--zero1")) {
+            *(f[2] == 'p' ? &g->plan : &g->zero1) = 1;
+            continue;
+        }
+        if (!strcmp(f, "--preset") || !strcmp(f, "--device")) {
+            if (!v)
+                return fl_cli_usage_error(cmd, "%s needs a value", f);
+            if (f[2] == 'p')
+                g->preset = v;
+            else if (!strcmp(v, "cuda") || !strcmp(v, "cpu"))
+                g->cuda = !strcmp(v, "cuda");
+            else
+                return fl_cli_usage_error(cmd, "--device takes cpu or cuda, not '%s'", v);
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--accum") || !strcmp(f, "--ranks")) {
+            if (!v || fl_cli_parse_u64(&x, v) || x < 1 || x > 65536)
+                return fl_cli_usage_error(cmd, "%s needs a count 1..65536", f);
+            if (f[2] == 'a')
+                g->accum = (uint32_t)x, g->accum_set = 1;
+            else
+                g->ranks = (uint32_t)x;
+            i++;
+            continue;
+        }
+        if (!strcmp(f, "--device-mem")) {
+            char *e = NULL;
+            const double d = v ? strtod(v, &e) : 0.0;
+            if (!v || e == v || *e || !(d > 0.0 && d < 1e6))
+                return fl_cli_usage_error(cmd, "--device-mem needs GiB, a number in (0, 1e6)");
+            g->device_gib = d;
+            i++;
+            continue;
+        }
+        int used = 0;
+        const int r = fl_train_parse_flag(cfg, cmd, f, v, &used);
+        if (r == 2)
+            return FL_EXIT_USAGE;
+        if (r == 1)
+            return fl_cli_usage_error(cmd, "unknown option '%s'", f);
+        i += used;
+    }
+    if ((g->accum_set || g->ranks > 1 || g->zero1 || g->device_gib > 0) && !g->plan)
+        return fl_cli_usage_error(cmd, "--accum, --ranks, --zero1 and --device-mem apply to --plan (the CPU harness takes one "
+                                  "batch per step)");
+    return GO_ON;
 }
 
 int fl_cmd_train(int argc, char **argv)
@@ -80,46 +189,36 @@ int fl_cmd_train(int argc, char **argv)
         opts.resume = 1;
         opts.dir = resume;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--resume") || !strcmp(f, "--fork")) {
-            i++;
-            continue;
-        }
-        if (!strcmp(f, "--out")) {
-            if (!v)
-                return fl_cli_usage_error(cmd, "--out needs a folder");
-            if (resume)
-                return fl_cli_usage_error(cmd, "--out and --resume exclude each other (--resume continues in its own folder)");
-            opts.dir = v;
-            i++;
-            continue;
-        }
-        if (!strcmp(f, "--threads")) {
-            unsigned long long x;
-            if (!v || fl_cli_parse_u64(&x, v) || x < 1 || x > 256)
-                return fl_cli_usage_error(cmd, "--threads needs a count 1..256");
-            opts.threads = (int)x;
-            i++;
-            continue;
-        }
-        if (!strcmp(f, "--quiet")) {
-            opts.quiet = 1;
-            continue;
-        }
-        if (!strcmp(f, "--overwrite")) {
-            if (resume)
-                return fl_cli_usage_error(cmd, "--overwrite and --resume exclude each other (a resume continues the run)");
-            opts.overwrite = 1;
-            continue;
-        }
-        int used = 0;
-        const int r = fl_train_parse_flag(&cfg, cmd, f, v, &used);
-        if (r == 2)
-            return FL_EXIT_USAGE;
-        if (r == 1)
-            return fl_cli_usage_error(cmd, "unknown option '%s'", f);
-        i += used;
+    gpu_args g = { .accum = 1, .ranks = 1 };
+    int rc = parse_flags(&cfg, &opts, &g, argc, argv, resume != NULL);
+    if (rc != GO_ON)
+        return rc;
+    if (g.preset) { /* the preset under the flags: parse them again on top of it, for the activation they give */
+        if (resume || fork)
+            return fl_cli_usage_error(cmd, "--preset starts a new run (a resume or fork keeps its parent's shapes)");
+        const fl_act act = cfg.model.act;
+        fl_train_cfg_default(&cfg);
+        if (fl_train_preset(&cfg, g.preset, act, &g.accum))
+            return fl_cli_usage_error(cmd, "unknown --preset '%s' (%s)", g.preset, FL_PRESET_NAMES);
+        const uint32_t accum = g.accum;
+        if ((rc = parse_flags(&cfg, &opts, &g, argc, argv, 0)) != GO_ON)
+            return rc;
+        if (!g.accum_set)
+            g.accum = accum;
+    }
+    if (g.plan || g.cuda) {
+        if (!g.plan)
+            return fl_cli_usage_error(cmd, "--device cuda: the GPU training step is not built yet; --plan prints the "
+                                      "memory and launches it is planned with (TRAINING.md, \"The GPU step's plan\")");
+        const char *why = fl_train_cfg_check(&cfg);
+        if (why)
+            return fl_cli_usage_error(cmd, "%s", why);
+        fl_gpu_plan plan;
+        char err[512];
+        if (fl_gpu_plan_build(&plan, &cfg, g.accum, g.ranks, g.zero1, err, sizeof err))
+            return fl_cli_usage_error(cmd, "--plan: %s", err);
+        fl_gpu_plan_print(stdout, &plan, &cfg, (uint64_t)(g.device_gib * 1073741824.0));
+        return FL_EXIT_OK;
     }
     if (!opts.dir)
         return fl_cli_usage_error(cmd, "--out DIR is required (or --resume DIR)");

@@ -19,6 +19,26 @@
 
 static uint32_t gdim(const fl_model_cfg *c) { return fl_act_gated(c->act) ? 2u : 1u; }
 
+size_t fl_model_param_sizes(const fl_model_cfg *cfg, size_t sizes[FL_P_COUNT])
+{
+    const size_t V = cfg->V, C = cfg->C, L = cfg->L, F = cfg->F, T = cfg->T, G = gdim(cfg);
+    sizes[FL_P_WTE] = V * C;
+    sizes[FL_P_WPE] = T * C;
+    sizes[FL_P_LN1] = L * C;
+    sizes[FL_P_WQKV] = L * 3 * C * C;
+    sizes[FL_P_WPROJ] = L * C * C;
+    sizes[FL_P_LN2] = L * C;
+    sizes[FL_P_WFC] = L * G * F * C;
+    sizes[FL_P_WDOWN] = L * C * F;
+    sizes[FL_P_ACOEF] = L * FL_ACT_NCOEF;
+    sizes[FL_P_LNF] = C;
+    sizes[FL_P_WHEAD] = V * C;
+    size_t n = 0;
+    for (int i = 0; i < FL_P_COUNT; i++)
+        n += sizes[i];
+    return n;
+}
+
 const char *fl_model_cfg_check(const fl_model_cfg *c)
 {
     if (c->V < 2 || c->V > 65536)
@@ -91,19 +111,7 @@ int fl_model_init(fl_model *m, const fl_model_cfg *cfg, fl_recipe *rec, uint64_t
     m->rec = rec;
     const size_t V = cfg->V, C = cfg->C, L = cfg->L, F = cfg->F, T = cfg->T, B = cfg->B, H = cfg->H;
     const size_t G = gdim(cfg), N = B * T;
-    m->sizes[FL_P_WTE] = V * C;
-    m->sizes[FL_P_WPE] = T * C;
-    m->sizes[FL_P_LN1] = L * C;
-    m->sizes[FL_P_WQKV] = L * 3 * C * C;
-    m->sizes[FL_P_WPROJ] = L * C * C;
-    m->sizes[FL_P_LN2] = L * C;
-    m->sizes[FL_P_WFC] = L * G * F * C;
-    m->sizes[FL_P_WDOWN] = L * C * F;
-    m->sizes[FL_P_ACOEF] = L * FL_ACT_NCOEF;
-    m->sizes[FL_P_LNF] = C;
-    m->sizes[FL_P_WHEAD] = V * C;
-    for (int i = 0; i < FL_P_COUNT; i++)
-        m->nparams += m->sizes[i];
+    m->nparams = fl_model_param_sizes(cfg, m->sizes);
     int fail = 0;
     m->params = xcalloc(m->nparams, sizeof(float), &fail);
     m->grads = xcalloc(m->nparams, sizeof(float), &fail);

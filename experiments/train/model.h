@@ -59,6 +59,9 @@ enum { FL_LIN_QKV, FL_LIN_PROJ, FL_LIN_FC, FL_LIN_DOWN, FL_LIN_COUNT };
 #define FL_SITE_HEAD(L, role) ((L) * FL_LIN_COUNT * 3 + (role))
 
 /* The quantized operands a Linear saves for its backward. */
+/* The elements of each parameter tensor of a model (storage order), into sizes; returns their sum. */
+size_t fl_model_param_sizes(const fl_model_cfg *cfg, size_t sizes[FL_P_COUNT]);
+
 typedef struct {
     float *xq;  /* (N, K) input as the forward GEMM saw it */
     float *xqt; /* (N, K) backward copy for wgrad (fl_recipe_needs_bwd_copy: block/MX columns, paper-gaudi2 e5m2) */
