@@ -42,3 +42,46 @@ int fl_adamw(float *p, const float *g, float *m, float *v, size_t n, const fl_ad
     }
     return 0;
 }
+
+int fl_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps)
+{
+    const float fc = (float)C;
+#pragma omp parallel for schedule(static) if (N * C >= 65536)
+    for (size_t t = 0; t < N; t++) {
+        const float *xr = x + t * C;
+        float ss = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            ss += xr[c] * xr[c];
+        const float r = fl_rms_r(ss, fc, eps);
+        rstd[t] = r;
+        for (size_t c = 0; c < C; c++)
+            y[t * C + c] = fl_rms_y(xr[c], r, gain[c]);
+    }
+    return 0;
+}
+
+int fl_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd, const float *gain,
+                   size_t N, size_t C, int accumulate)
+{
+    const float fc = (float)C;
+#pragma omp parallel for schedule(static) if (N * C >= 65536)
+    for (size_t t = 0; t < N; t++) {
+        const float *xr = x + t * C, *dyr = dy + t * C;
+        float d = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            d += dyr[c] * gain[c] * xr[c];
+        const float r = rstd[t], k = fl_rms_k(r, d, fc);
+        for (size_t c = 0; c < C; c++) {
+            const float v = fl_rms_dx(r, dyr[c], gain[c], k, xr[c]);
+            dx[t * C + c] = accumulate ? dx[t * C + c] + v : v;
+        }
+    }
+#pragma omp parallel for schedule(static) if (N * C >= 65536)
+    for (size_t c = 0; c < C; c++) {
+        float s = 0.0f;
+        for (size_t t = 0; t < N; t++)
+            s += dy[t * C + c] * x[t * C + c] * rstd[t];
+        dgain[c] += s;
+    }
+    return 0;
+}

@@ -1,6 +1,7 @@
 // train_step.cu — the training-step kernels (CPU twins: kernels/train_step.c; element functions and
 // their contract: kernels/train_step.h).
 //
+// RMSNorm: see the kernels' comment below.
 // AdamW: one thread per element in a grid-stride loop, each element through the same two element
 // functions as the twin; 16 bytes read and 12 written per element (p, g, m, v in; p, m, v out).
 #include "train_step.h"
@@ -24,7 +25,123 @@ __global__ void __launch_bounds__(256) adamw_kernel(float *__restrict__ p, const
     }
 }
 
+// RMSNorm: a warp per 32 rows.  The warp stages a 32 x 32 tile (32 rows, 32 channels) in shared memory
+// with coalesced loads; lane j then adds row j's 32 values to its sum in channel order, so each row's sum
+// runs over c = 0, 1, ... in order, the twin's.  The outputs are written a row at a time across the lanes.
+constexpr int RMS_WARPS = 4; // the backward's two tiles: 4 x 2 x 32 x 33 floats = 33.8 KB of shared memory
+
+__global__ void __launch_bounds__(RMS_WARPS * 32) rms_fwd_kernel(float *__restrict__ y, float *__restrict__ rstd,
+                                                                   const float *__restrict__ x,
+                                                                   const float *__restrict__ gain, size_t N, size_t C,
+                                                                   float eps)
+{
+    __shared__ float tile[RMS_WARPS][32][33];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t r0 = ((size_t)blockIdx.x * RMS_WARPS + w) * 32;
+    if (r0 >= N)
+        return;
+    float ss = 0.0f;
+    for (size_t c0 = 0; c0 < C; c0 += 32) {
+        for (int j = 0; j < 32; j++)
+            tile[w][j][lane] = r0 + j < N && c0 + lane < C ? x[(r0 + j) * C + c0 + lane] : 0.0f;
+        __syncwarp();
+        for (int c = 0; c < 32 && c0 + c < C; c++)
+            ss += tile[w][lane][c] * tile[w][lane][c];
+        __syncwarp();
+    }
+    const float r = fl_rms_r(ss, (float)C, eps);
+    if (r0 + lane < N)
+        rstd[r0 + lane] = r;
+    for (int j = 0; j < 32 && r0 + j < N; j++) {
+        const float rj = __shfl_sync(0xFFFFFFFFu, r, j);
+        for (size_t c = lane; c < C; c += 32)
+            y[(r0 + j) * C + c] = fl_rms_y(x[(r0 + j) * C + c], rj, gain[c]);
+    }
+}
+
+__global__ void __launch_bounds__(RMS_WARPS * 32) rms_bwd_kernel(float *__restrict__ dx, const float *__restrict__ dy,
+                                                                   const float *__restrict__ x,
+                                                                   const float *__restrict__ rstd,
+                                                                   const float *__restrict__ gain, size_t N, size_t C,
+                                                                   int accumulate)
+{
+    __shared__ float tdy[RMS_WARPS][32][33], tx[RMS_WARPS][32][33];
+    __shared__ float tg[RMS_WARPS][32];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t r0 = ((size_t)blockIdx.x * RMS_WARPS + w) * 32;
+    if (r0 >= N)
+        return;
+    float d = 0.0f;
+    for (size_t c0 = 0; c0 < C; c0 += 32) {
+        for (int j = 0; j < 32; j++) {
+            const int ok = r0 + j < N && c0 + lane < C;
+            tdy[w][j][lane] = ok ? dy[(r0 + j) * C + c0 + lane] : 0.0f;
+            tx[w][j][lane] = ok ? x[(r0 + j) * C + c0 + lane] : 0.0f;
+        }
+        tg[w][lane] = c0 + lane < C ? gain[c0 + lane] : 0.0f;
+        __syncwarp();
+        for (int c = 0; c < 32 && c0 + c < C; c++)
+            d += tdy[w][lane][c] * tg[w][c] * tx[w][lane][c];
+        __syncwarp();
+    }
+    const float r = r0 + lane < N ? rstd[r0 + lane] : 0.0f, k = fl_rms_k(r, d, (float)C);
+    for (int j = 0; j < 32 && r0 + j < N; j++) {
+        const float rj = __shfl_sync(0xFFFFFFFFu, r, j), kj = __shfl_sync(0xFFFFFFFFu, k, j);
+        for (size_t c = lane; c < C; c += 32) {
+            const size_t i = (r0 + j) * C + c;
+            const float v = fl_rms_dx(rj, dy[i], gain[c], kj, x[i]);
+            dx[i] = accumulate ? dx[i] + v : v;
+        }
+    }
+}
+
+// The gain's gradient: a thread per channel, the rows in order (coalesced across the channels).
+__global__ void __launch_bounds__(256) rms_dgain_kernel(float *__restrict__ dgain, const float *__restrict__ dy,
+                                                        const float *__restrict__ x, const float *__restrict__ rstd,
+                                                        size_t N, size_t C)
+{
+    const size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float s = 0.0f;
+    for (size_t t = 0; t < N; t++)
+        s += dy[t * C + c] * x[t * C + c] * rstd[t];
+    dgain[c] += s;
+}
+
+unsigned rms_blocks(size_t N) { return (unsigned)((N + RMS_WARPS * 32 - 1) / (RMS_WARPS * 32)); }
+
 } // namespace
+
+extern "C" int fl_cuda_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps,
+                                   void *stream)
+{
+    if (!N || !C)
+        return 0;
+    if (N > (size_t)RMS_WARPS * 32 * 0x7FFFFFFFu) {
+        fprintf(stderr, "fl_cuda_rmsnorm_fwd: %zu rows is too many\n", N);
+        return -1;
+    }
+    rms_fwd_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(y, rstd, x, gain, N, C, eps);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
+                                   const float *gain, size_t N, size_t C, int accumulate, void *stream)
+{
+    if (!N || !C)
+        return 0;
+    if (N > (size_t)RMS_WARPS * 32 * 0x7FFFFFFFu) {
+        fprintf(stderr, "fl_cuda_rmsnorm_bwd: %zu rows is too many\n", N);
+        return -1;
+    }
+    rms_bwd_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(dx, dy, x, rstd, gain, N, C, accumulate);
+    FL_CUDA_CHECK(cudaGetLastError());
+    rms_dgain_kernel<<<(unsigned)((C + 255) / 256), 256, 0, (cudaStream_t)stream>>>(dgain, dy, x, rstd, N, C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
 
 extern "C" int fl_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, const fl_adamw_hp *h, void *stream)
 {

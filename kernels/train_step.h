@@ -10,6 +10,16 @@
  * each operation rounded once to float32, in this order.  The CPU harness's optimizer
  * (experiments/train/optim.c) is the twin itself, so a GPU step's update is the harness's bit for bit
  * (tests/test_train_kernels.c on the host; tests/test_gpu_twins.cu on a device).
+ *
+ * RMSNorm over rows of C channels (token t's hidden vector), gain g, eps (the harness: 1e-5):
+ *     ss = sum_c x_c^2                     in order c = 0, 1, ..., C - 1 from +0 (float32)
+ *     r  = 1 / sqrt(ss / C + eps)          y_c = (x_c r) g_c
+ *   backward, dy the output's gradient:
+ *     d  = sum_c (dy_c g_c) x_c            in order from +0
+ *     k  = (((r r) r) d) / C               dx_c = ((r dy_c) g_c) - k x_c
+ *     dg_c += sum_t (dy_tc x_tc) r_t       over the rows t in order from +0, then added to dg_c
+ * These are the harness's sums and formulas (experiments/train/model.c, rms_forward / rms_backward,
+ * whose vector paths equal its scalar one bit for bit), so the twins and kernels give its bits.
  */
 #ifndef FL_TRAIN_STEP_H
 #define FL_TRAIN_STEP_H
@@ -44,6 +54,23 @@ FL_HD float fl_adamw_param(float p, float mh, float s, const fl_adamw_hp *h)
 {
     return p - h->lr * (fl_divf(mh, s + h->eps) + h->wd * p);
 }
+
+/* RMSNorm's element functions (the sums' terms are x*x, (dy*g)*x and (dy*x)*r, added in order). */
+FL_HD float fl_rms_r(float ss, float C, float eps) { return fl_divf(1.0f, fl_sqrtf(fl_divf(ss, C) + eps)); }
+FL_HD float fl_rms_y(float x, float r, float g) { return x * r * g; }
+FL_HD float fl_rms_k(float r, float d, float C) { return fl_divf(r * r * r * d, C); }
+FL_HD float fl_rms_dx(float r, float dy, float g, float k, float x) { return r * dy * g - k * x; }
+
+/* RMSNorm forward: y (N, C) and rstd (N) from x (N, C) and gain (C).  Backward: dx (N, C) = the input
+   gradient (accumulate: added to dx), dgain (C) += the gain's.  Twins (host) and launchers (device
+   pointers).  0, or -1 after printing why. */
+int fl_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps);
+int fl_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd, const float *gain,
+                   size_t N, size_t C, int accumulate);
+int fl_cuda_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps,
+                        void *stream);
+int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd, const float *gain,
+                        size_t N, size_t C, int accumulate, void *stream);
 
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device

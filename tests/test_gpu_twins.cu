@@ -12,7 +12,8 @@
 //    scales on both axes and its backward.
 // 3. The FP8 GEMM against its twin.
 // 4. The training-step kernels (kernels/train_step.h): AdamW's p, m, v against the twin, gradients with
-//    zeros, Inf and NaN among them.
+//    zeros, Inf and NaN among them; RMSNorm forward (y, rstd) and backward (dx accumulating or not,
+//    dgain), row counts and widths that are not multiples of 32.
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
 // (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
 // scalar-access path) -- the reduction order must not depend on either.
@@ -444,6 +445,53 @@ static void case_adamw(size_t n)
     cases++;
 }
 
+static float *dev_copy(const std::vector<float> &h)
+{
+    float *d;
+    CK(cudaMalloc(&d, h.size() * sizeof(float)));
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void expect_same(const char *what, const std::vector<float> &cpu, const float *dev)
+{
+    std::vector<float> back(cpu.size());
+    CK(cudaMemcpy(back.data(), dev, back.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < cpu.size(); i++)
+        if (!same(FL_FMT_FP32, fl_f32_bits(cpu[i]), fl_f32_bits(back[i]))) {
+            fprintf(stderr, "FAIL %s i=%zu cpu=%a gpu=%a\n", what, i, cpu[i], back[i]);
+            exit(1);
+        }
+}
+
+static void case_rmsnorm(size_t N, size_t C, int accumulate)
+{
+    std::vector<float> x(N * C), dy(N * C), g(C), y(N * C), r(N), dx(N * C, accumulate ? 0.25f : 0.0f), dg(C, 0.125f);
+    for (size_t i = 0; i < N * C; i++) {
+        x[i] = (float)((rnd() - 0.5) * (i / C % 7 == 3 ? 1e30 : 4.0));
+        dy[i] = (float)(rnd() - 0.5);
+    }
+    for (size_t c = 0; c < C; c++)
+        g[c] = (float)(0.5 + rnd());
+    float *dx_ = dev_copy(x), *ddy = dev_copy(dy), *dg_ = dev_copy(g), *dy_ = dev_copy(y), *dr = dev_copy(r),
+          *ddx = dev_copy(dx), *ddg = dev_copy(dg);
+    if (fl_rmsnorm_fwd(y.data(), r.data(), x.data(), g.data(), N, C, 1e-5f) ||
+        fl_cuda_rmsnorm_fwd(dy_, dr, dx_, dg_, N, C, 1e-5f, nullptr) ||
+        fl_rmsnorm_bwd(dx.data(), dg.data(), dy.data(), x.data(), r.data(), g.data(), N, C, accumulate) ||
+        fl_cuda_rmsnorm_bwd(ddx, ddg, ddy, dx_, dr, dg_, N, C, accumulate, nullptr)) {
+        fprintf(stderr, "FAIL rmsnorm: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("rmsnorm y", y, dy_);
+    expect_same("rmsnorm rstd", r, dr);
+    expect_same("rmsnorm dx", dx, ddx);
+    expect_same("rmsnorm dgain", dg, ddg);
+    for (float *p : { dx_, ddy, dg_, dy_, dr, ddx, ddg })
+        cudaFree(p);
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -489,6 +537,10 @@ int main()
     case_adamw(1000003);
     case_adamw(17);
     printf("  adamw (p, m, v; Inf / NaN / zero gradients): ok\n");
+    case_rmsnorm(16 * 1024, 768, 0);
+    case_rmsnorm(1000, 200, 1);
+    case_rmsnorm(33, 31, 0);
+    printf("  rmsnorm forward and backward (accumulating or not, overflowing rows, ragged shapes): ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;

@@ -6,11 +6,16 @@
  *  2. The element functions are the optimizer's update: against the same formula in double precision,
  *     p, m and v agree to a few float32 ulps where the inputs are finite and the update is not
  *     dominated by cancellation.
+ *  3. RMSNorm: the twins equal the harness's vector paths (experiments/train/rmsnorm_simd.c at the
+ *     machine's level, AVX-512 or AVX2) bit for bit, forward and backward, accumulating or not, with
+ *     C not a multiple of 16 and rows of zeros, huge and tiny values; and the forward against double
+ *     precision within its bound.
  * The GPU side (fl_cuda_adamw against this twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
 #include "fl_base.h"
 #include "train_step.h"
+#include "train/model_simd.h"
 
 #include <math.h>
 #include <omp.h>
@@ -98,9 +103,62 @@ static void check_against_double(void)
     printf("  the element functions against AdamW in double: %d updates within their rounding bounds\n", n);
 }
 
+static void check_rmsnorm(void)
+{
+    const size_t NR = 37, C = 200; /* C % 16 = 8, NR % 16 = 5: the vector paths' tails */
+    float *x = malloc(NR * C * sizeof *x), *dy = malloc(NR * C * sizeof *dy), *g = malloc(C * sizeof *g);
+    float *y1 = malloc(NR * C * sizeof *y1), *y2 = malloc(NR * C * sizeof *y2), r1[37], r2[37];
+    float *dx1 = malloc(NR * C * sizeof *dx1), *dx2 = malloc(NR * C * sizeof *dx2), dg1[200], dg2[200];
+    CHECK(x && dy && g && y1 && y2 && dx1 && dx2, "alloc");
+    uint64_t s = 99;
+    for (size_t i = 0; i < NR * C; i++) {
+        const size_t t = i / C;
+        const double u = (double)(fl_splitmix64(&s) >> 11) * 0x1p-53 - 0.5;
+        x[i] = t == 3 ? 0.0f : (float)(u * (t == 5 ? 1e30 : t == 6 ? 1e-30 : 4.0));
+        dy[i] = (float)((double)(fl_splitmix64(&s) >> 11) * 0x1p-53 - 0.5);
+    }
+    for (size_t c = 0; c < C; c++)
+        g[c] = 0.5f + (float)c / (float)C;
+    const int simd = model_rms_forward_simd(y2, r2, x, g, NR, C);
+    fl_rmsnorm_fwd(y1, r1, x, g, NR, C, 1e-5f);
+    if (simd) {
+        CHECK(!memcmp(y1, y2, NR * C * sizeof *y1) && !memcmp(r1, r2, sizeof r1), "forward: twin = harness");
+        for (int acc = 0; acc <= 1; acc++) {
+            for (size_t i = 0; i < NR * C; i++)
+                dx1[i] = dx2[i] = acc ? 0.25f : 0.0f;
+            for (size_t c = 0; c < C; c++)
+                dg1[c] = dg2[c] = 0.125f;
+            CHECK(model_rms_backward_simd(dx2, dg2, dy, x, r1, g, NR, C, acc), "the vector backward ran");
+            fl_rmsnorm_bwd(dx1, dg1, dy, x, r1, g, NR, C, acc);
+            CHECK(!memcmp(dx1, dx2, NR * C * sizeof *dx1) && !memcmp(dg1, dg2, sizeof dg1), "backward (accumulate %d): twin = harness",
+                  acc);
+        }
+    }
+    for (size_t t = 0; t < NR; t++) {
+        if (t == 5) /* x^2 overflows float32 (ss = Inf, r = 0, as in the harness): no bound to check */
+            continue;
+        double ss = 0;
+        for (size_t c = 0; c < C; c++)
+            ss += (double)x[t * C + c] * x[t * C + c];
+        const double r = 1.0 / sqrt(ss / (double)C + 1e-5);
+        /* ss: C - 1 roundings of positive terms, then a division, an addition, a sqrt, a division: r's
+           relative error <= (C/2 + 4) u; y: two more roundings */
+        CHECK(fabs(r1[t] - r) <= ((double)C / 2 + 4) * 0x1p-24 * r, "rstd row %zu: %a vs %a", t, r1[t], r);
+        for (size_t c = 0; c < C; c++) {
+            const double yd = (double)x[t * C + c] * r * g[c];
+            CHECK(fabs(y1[t * C + c] - yd) <= ((double)C / 2 + 7) * 0x1p-24 * fabs(yd) + 0x1p-149, "y[%zu, %zu]", t, c);
+        }
+    }
+    printf("  RMSNorm twins: %s; forward within its bound of double precision\n",
+           simd ? "equal to the harness's vector paths bit for bit (forward, backward, accumulating or not)"
+                : "no vector path at this instruction-set level to compare with");
+    free(x), free(dy), free(g), free(y1), free(y2), free(dx1), free(dx2);
+}
+
 int main(void)
 {
     check_blocks_equal_elements();
     check_against_double();
+    check_rmsnorm();
     PASS("test_train_kernels");
 }

@@ -1,5 +1,6 @@
 /* model.c — forward and backward of the harness's transformer (see model.h). */
 #include "model.h"
+#include "train_step.h"
 
 #include "convert.h" /* fl_format_storage_bytes */
 #include "gemm.h"
@@ -440,83 +441,23 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
 /* ---- RMSNorm ------------------------------------------------------------------------------------ */
 
 /* The per-row sums (sum of squares, and dy . gain . x in the backward) run over c in order from
-   0.0f.  With AVX-512 (AVX2) a block of 16 (8) rows runs side by side, one row per lane: each square
-   block of (rows, columns) is transposed in registers and the sum takes one vector add per column
-   (rmsnorm_simd.c, chosen at run time); otherwise groups of RMS_RB rows run side by side.  The gain
-   gradient sums over rows in order, for all channels at once (64 per block, in registers). */
-#define RMS_RB 4
-
+   0.0f, the gain gradient's over the rows in order (kernels/train_step.h: the element functions and
+   the order, shared with the GPU step's kernels).  With AVX-512 (AVX2) a block of 16 (8) rows runs
+   side by side, one row per lane: each square block of (rows, columns) is transposed in registers and
+   the sum takes one vector add per column (rmsnorm_simd.c, chosen at run time); otherwise the twins of
+   the CUDA kernels (kernels/train_step.c) run, with the same bits. */
 static void rms_forward(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C)
 {
-    if (model_rms_forward_simd(y, rstd, x, gain, N, C))
-        return;
-#pragma omp parallel for schedule(static)
-    for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
-        const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
-        float ss[RMS_RB] = { 0.0f };
-        if (nr == RMS_RB) {
-            for (size_t c = 0; c < C; c++)
-                for (size_t r = 0; r < RMS_RB; r++)
-                    ss[r] += x[(t0 + r) * C + c] * x[(t0 + r) * C + c];
-        } else {
-            for (size_t r = 0; r < nr; r++)
-                for (size_t c = 0; c < C; c++)
-                    ss[r] += x[(t0 + r) * C + c] * x[(t0 + r) * C + c];
-        }
-        for (size_t r = 0; r < nr; r++) {
-            const size_t t = t0 + r;
-            const float *xr = x + t * C;
-            const float rr = 1.0f / sqrtf(ss[r] / (float)C + RMS_EPS);
-            rstd[t] = rr;
-            for (size_t c = 0; c < C; c++)
-                y[t * C + c] = xr[c] * rr * gain[c];
-        }
-    }
+    if (!model_rms_forward_simd(y, rstd, x, gain, N, C))
+        fl_rmsnorm_fwd(y, rstd, x, gain, N, C, RMS_EPS);
 }
 
 /* dx (N, C) += (or = when accumulate is 0) the input gradient; dgain (C) += the gain gradient. */
 static void rms_backward(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
                          const float *gain, size_t N, size_t C, int accumulate)
 {
-    if (model_rms_backward_simd(dx, dgain, dy, x, rstd, gain, N, C, accumulate))
-        return;
-#pragma omp parallel for schedule(static)
-    for (size_t t0 = 0; t0 < N; t0 += RMS_RB) {
-        const size_t nr = N - t0 < RMS_RB ? N - t0 : RMS_RB;
-        float dot[RMS_RB] = { 0.0f };
-        if (nr == RMS_RB) {
-            for (size_t c = 0; c < C; c++)
-                for (size_t r = 0; r < RMS_RB; r++)
-                    dot[r] += dy[(t0 + r) * C + c] * gain[c] * x[(t0 + r) * C + c];
-        } else {
-            for (size_t r = 0; r < nr; r++)
-                for (size_t c = 0; c < C; c++)
-                    dot[r] += dy[(t0 + r) * C + c] * gain[c] * x[(t0 + r) * C + c];
-        }
-        for (size_t r = 0; r < nr; r++) {
-            const size_t t = t0 + r;
-            const float *xr = x + t * C, *dyr = dy + t * C;
-            const float rr = rstd[t];
-            const float k = rr * rr * rr * dot[r] / (float)C;
-            for (size_t c = 0; c < C; c++) {
-                const float v = rr * dyr[c] * gain[c] - k * xr[c];
-                dx[t * C + c] = accumulate ? dx[t * C + c] + v : v;
-            }
-        }
-    }
-    enum { CB = 64 }; /* channels per block: a block's sums stay in registers over the rows */
-#pragma omp parallel for schedule(static)
-    for (size_t c0 = 0; c0 < C; c0 += CB) {
-        const size_t nc = C - c0 < CB ? C - c0 : CB;
-        float s[CB];
-        for (size_t c = 0; c < nc; c++)
-            s[c] = 0.0f;
-        for (size_t t = 0; t < N; t++)
-            for (size_t c = 0; c < nc; c++)
-                s[c] += dy[t * C + c0 + c] * x[t * C + c0 + c] * rstd[t];
-        for (size_t c = 0; c < nc; c++)
-            dgain[c0 + c] += s[c];
-    }
+    if (!model_rms_backward_simd(dx, dgain, dy, x, rstd, gain, N, C, accumulate))
+        fl_rmsnorm_bwd(dx, dgain, dy, x, rstd, gain, N, C, accumulate);
 }
 
 /* ---- expf, vectorised ---------------------------------------------------------------------------- */
