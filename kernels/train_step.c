@@ -1,6 +1,10 @@
 /* train_step.c — the CPU twins of the training-step kernels (train_step.h). */
 #include "train_step.h"
 
+#include "fl_format.h"
+
+#include <stdio.h>
+
 #if defined(__SSE__)
 #include <immintrin.h>
 #endif
@@ -83,5 +87,31 @@ int fl_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, con
             s += dy[t * C + c] * x[t * C + c] * rstd[t];
         dgain[c] += s;
     }
+    return 0;
+}
+
+int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, const fl_cast_fmt *f,
+                uint64_t off)
+{
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2) {
+        fprintf(stderr, "fl_cast_fp8: %s is not an FP8 format\n", fl_format_name(f->fmt));
+        return -1;
+    }
+    fl_cast_limits l;
+    fl_cast_limits_of(&l, f);
+    fl_cast_counts kk = { 0 };
+    uint32_t am = fl_f32_bits(*amax) & 0x7FFFFFFFu;
+#pragma omp parallel for schedule(static) reduction(fl_cnt_add : kk) reduction(max : am) if (n >= 65536)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t fl;
+        codes[i] = (uint8_t)fl_cast_elem(&l.d, x[i], x[i] * s, f->sr, f->sr ? fl_sr_bits(f->key, off + i) : 0u, l.ovf,
+                                         l.fmax, l.bound, l.ties_ovf, &fl);
+        fl_cast_counts_flags(&kk, fl);
+        const uint32_t a = fl_f32_bits(x[i]) & 0x7FFFFFFFu; /* non-negative floats order as their bits */
+        if (!(fl & FL_CE_NAN_IN) && a > am)
+            am = a;
+    }
+    *amax = fl_f32_from_bits(am);
+    fl_cast_counts_add(k, &kk);
     return 0;
 }

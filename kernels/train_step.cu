@@ -2,6 +2,8 @@
 // their contract: kernels/train_step.h).
 //
 // RMSNorm: see the kernels' comment below.
+// FP8 cast: one element per thread iteration through fl_cast_elem (numerics/cast_elem.h); 4 bytes read,
+// 1 written per element, counts and amax by warp reductions and atomics.
 // AdamW: one thread per element in a grid-stride loop, each element through the same two element
 // functions as the twin; 16 bytes read and 12 written per element (p, g, m, v in; p, m, v out).
 #include "train_step.h"
@@ -109,6 +111,39 @@ __global__ void __launch_bounds__(256) rms_dgain_kernel(float *__restrict__ dgai
     dgain[c] += s;
 }
 
+// The FP8 cast: a grid-stride loop, each element through fl_cast_elem as in the twin; the counts and
+// the amax are integers and a maximum, summed per warp and added with atomics (no order to keep).
+__global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ codes, unsigned *__restrict__ amax_bits,
+                                                       unsigned long long *__restrict__ counts,
+                                                       const float *__restrict__ x, size_t n, float s,
+                                                       fl_cast_limits l, int sr, uint64_t key, uint64_t off)
+{
+    unsigned c[6] = { 0, 0, 0, 0, 0, 0 }, am = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t fl;
+        const float xi = x[i];
+        codes[i] = (uint8_t)fl_cast_elem(&l.d, xi, xi * s, sr, sr ? fl_sr_bits(key, off + i) : 0u, l.ovf, l.fmax, l.bound,
+                                         l.ties_ovf, &fl);
+        c[0] += (fl & FL_CE_SAT) != 0;
+        c[1] += (fl & FL_CE_CLIP) != 0;
+        c[2] += (fl & FL_CE_NAN_OUT) != 0;
+        c[3] += (fl & FL_CE_INF_OUT) != 0;
+        c[4] += (fl & FL_CE_NAN_IN) != 0;
+        c[5] += (fl & FL_CE_FTZ) != 0;
+        const unsigned a = __float_as_uint(xi) & 0x7FFFFFFFu;
+        if (!(fl & FL_CE_NAN_IN) && a > am)
+            am = a;
+    }
+    for (int k = 0; k < 6; k++) {
+        const unsigned v = __reduce_add_sync(0xFFFFFFFFu, c[k]);
+        if (threadIdx.x % 32 == 0 && v)
+            atomicAdd(&counts[k], (unsigned long long)v);
+    }
+    const unsigned m = __reduce_max_sync(0xFFFFFFFFu, am);
+    if (threadIdx.x % 32 == 0 && m)
+        atomicMax(amax_bits, m);
+}
+
 unsigned rms_blocks(size_t N) { return (unsigned)((N + RMS_WARPS * 32 - 1) / (RMS_WARPS * 32)); }
 
 } // namespace
@@ -139,6 +174,24 @@ extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, con
     rms_bwd_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(dx, dy, x, rstd, gain, N, C, accumulate);
     FL_CUDA_CHECK(cudaGetLastError());
     rms_dgain_kernel<<<(unsigned)((C + 255) / 256), 256, 0, (cudaStream_t)stream>>>(dgain, dy, x, rstd, N, C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n,
+                                float s, const fl_cast_fmt *f, uint64_t off, void *stream)
+{
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2) {
+        fprintf(stderr, "fl_cuda_cast_fp8: not an FP8 format\n");
+        return -1;
+    }
+    if (!n)
+        return 0;
+    fl_cast_limits l;
+    fl_cast_limits_of(&l, f);
+    const size_t blocks = (n + 255) / 256;
+    cast_fp8_kernel<<<(unsigned)(blocks < 65535 * 4 ? blocks : 65535 * 4), 256, 0, (cudaStream_t)stream>>>(
+        codes, (unsigned *)amax, counts, x, n, s, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

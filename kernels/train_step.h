@@ -25,8 +25,17 @@
 #define FL_TRAIN_STEP_H
 
 #include "activations.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "cast.h"
+#ifdef __cplusplus
+}
+#endif
+#include "cast_elem.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +80,19 @@ int fl_cuda_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain
                         void *stream);
 int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd, const float *gain,
                         size_t N, size_t C, int accumulate, void *stream);
+
+/* The FP8 cast of a GEMM input (per-tensor scale s): codes[i] = the cast engine's code of x[i] * s
+   (cast.h: e4m3 / e5m2 / Gaudi2's e4m3, RNE or SR drawing fl_sr_bits(f->key, off + i), saturating
+   unless f->nosat), *amax = max(*amax, max |x_i|) over the non-NaN x_i (the caller zeroes it:
+   TransformerEngine's amax-out pattern), k += the counts of fl_cast_counts.  One element through
+   fl_cast_elem (numerics/cast_elem.h), as the engine's reference loop, so the twin's codes and counts
+   are the engine's (tests/test_train_kernels.c against fl_cast_fq_span and fl_cast_encode_span).
+   The launcher takes device pointers: counts[6] as unsigned long long in fl_cast_counts' order (sat,
+   clip, nan_out, inf_out, nan_in, ftz), added to. */
+int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, const fl_cast_fmt *f,
+                uint64_t off);
+int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
+                     const fl_cast_fmt *f, uint64_t off, void *stream);
 
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device

@@ -1,6 +1,7 @@
 /* cast.c — the cast engine (see cast.h): element code, the reference loop, and the run-time choice
  * of the kernels that numerics/cast_vec.h instantiates per instruction set. */
 #include "cast.h"
+#include "cast_elem.h"
 #include "convert.h"      /* fl_convert_isa */
 #include "convert_simd.h" /* FL_ISA_* */
 #include "fl_round.h"
@@ -17,6 +18,16 @@ void fl_cast_counts_add(fl_cast_counts *a, const fl_cast_counts *b)
     a->inf_out += b->inf_out;
     a->nan_in += b->nan_in;
     a->ftz += b->ftz;
+}
+
+void fl_cast_counts_flags(fl_cast_counts *k, uint32_t flags)
+{
+    k->nan_in += (flags & FL_CE_NAN_IN) != 0;
+    k->sat += (flags & FL_CE_SAT) != 0;
+    k->clip += (flags & FL_CE_CLIP) != 0;
+    k->nan_out += (flags & FL_CE_NAN_OUT) != 0;
+    k->inf_out += (flags & FL_CE_INF_OUT) != 0;
+    k->ftz += (flags & FL_CE_FTZ) != 0;
 }
 
 /* ---- encoding: the conversion kernels ------------------------------------------------------------ */
@@ -256,34 +267,43 @@ void fl_cast_clip_mass(const float *x, size_t n, const fl_cast_fmt *f, const fl_
 /* ---- the reference loop ------------------------------------------------------------------------- */
 
 /* fl_encode_f32_bits and fl_decode_f32 element by element, the counts by their definitions. */
+void fl_cast_limits_of(fl_cast_limits *l, const fl_cast_fmt *f)
+{
+    static const fl_format_desc gaudi2 = FL_DESC_E4M3_GAUDI2;
+    l->d = f->gaudi2 ? gaudi2 : *fl_format_get(f->fmt);
+    const int nosat = (f->nosat && !f->gaudi2) || f->fmt == FL_FMT_BF16;
+    l->ovf = nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE;
+    l->ties_ovf = 0;
+    l->fmax = fl_cast_fmax(f);
+    l->bound = cast_bound(f, &l->ties_ovf);
+}
+
 static float fq_reference(float *y, const float *x, size_t n, const fl_cast_fmt *f, const fl_cast_scales *sc,
                           fl_cast_counts *k, double *m2, double *m4)
 {
-    static const fl_format_desc gaudi2 = FL_DESC_E4M3_GAUDI2;
-    const fl_format_desc *d = f->gaudi2 ? &gaudi2 : fl_format_get(f->fmt);
-    const int nosat = (f->nosat && !f->gaudi2) || f->fmt == FL_FMT_BF16;
-    const fl_overflow ovf = nosat ? FL_OVF_NOSATURATE : FL_OVF_SATURATE;
-    int ties_ovf = 0;
-    const float fmax = fl_cast_fmax(f), bound = cast_bound(f, &ties_ovf);
+    fl_cast_limits lim;
+    fl_cast_limits_of(&lim, f);
+    const fl_format_desc *d = &lim.d;
+    const fl_overflow ovf = lim.ovf;
+    const int ties_ovf = lim.ties_ovf;
+    const float fmax = lim.fmax, bound = lim.bound;
     float am = 0.0f;
     for (size_t c = 0; c < n; c++) {
         float xv = x[c] * sc->rs;
         if (sc->cs)
             xv = xv * sc->cs[c];
         const float v = xv * sc->s;
-        const uint32_t u = fl_f32_bits(v);
-        const uint32_t code = fl_encode_f32_bits(d, u, f->sr ? FL_RND_SR : FL_RND_NE, ovf,
-                                                 f->sr ? fl_sr_bits(f->key, sc->off + c) : 0u);
-        const float dq = fl_decode_f32(d, code);
-        float out = dq * sc->si * sc->rsi;
+        uint32_t fl;
+        const uint32_t code = fl_cast_elem(d, xv, v, f->sr, f->sr ? fl_sr_bits(f->key, sc->off + c) : 0u, ovf, fmax,
+                                           bound, ties_ovf, &fl);
+        float out = fl_decode_f32(d, code) * sc->si * sc->rsi;
         if (sc->csi)
             out = out * sc->csi[c];
         y[c] = out;
-        if (xv != xv) {
-            k->nan_in++;
+        fl_cast_counts_flags(k, fl);
+        if (fl & FL_CE_NAN_IN)
             continue;
-        }
-        const float ax = fabsf(xv), av = fabsf(v);
+        const float ax = fabsf(xv);
         if (ax > am)
             am = ax;
         if (m2) {
@@ -291,17 +311,6 @@ static float fq_reference(float *y, const float *x, size_t n, const fl_cast_fmt 
             *m2 += d2;
             *m4 += d2 * d2;
         }
-        if (av > fmax) { /* includes +-Inf inputs */
-            k->sat++;
-            if (f->sr || av > bound || (ties_ovf && av == bound))
-                k->clip++;
-        }
-        if (dq != dq)
-            k->nan_out++;
-        else if (isinf(dq) && !isinf(v))
-            k->inf_out++;
-        else if (dq == 0.0f && (f->sr ? v != 0.0f : xv != 0.0f))
-            k->ftz++;
     }
     return am;
 }

@@ -48,6 +48,8 @@ typedef struct {
 } fl_cast_counts;
 
 void fl_cast_counts_add(fl_cast_counts *a, const fl_cast_counts *b);
+/* One element's counts (the FL_CE_* flags of cast_elem.h) added to k. */
+void fl_cast_counts_flags(fl_cast_counts *k, uint32_t flags);
 
 /* reduction(fl_cnt_add : k) in an OpenMP loop sums fl_cast_counts over the threads. */
 #ifdef _OPENMP
@@ -98,6 +100,17 @@ void fl_cast_encode_span(void *codes, const float *x, size_t n, float s, fl_form
 
 /* The largest finite value of the cast's format (240 for Gaudi2's e4m3). */
 float fl_cast_fmax(const fl_cast_fmt *f);
+
+/* What fl_cast_elem (cast_elem.h) needs for the cast f: its format's descriptor (Gaudi2's e4m3 where
+   f->gaudi2), the overflow mode (bf16 and non-saturating casts overflow), the largest finite value,
+   the RNE overflow boundary and whether its tie overflows. */
+typedef struct {
+    fl_format_desc d;
+    fl_overflow ovf;
+    float fmax, bound;
+    int ties_ovf;
+} fl_cast_limits;
+void fl_cast_limits_of(fl_cast_limits *l, const fl_cast_fmt *f);
 
 /* The clip-mass sums of a span cast with sc (si unused): over the finite x[c], den += |x[c]| and
    num += the part of |x[c]| the cast loses to saturation, in x's units: (|v| - fmax) / s * csi[c]

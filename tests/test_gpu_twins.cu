@@ -13,7 +13,8 @@
 // 3. The FP8 GEMM against its twin.
 // 4. The training-step kernels (kernels/train_step.h): AdamW's p, m, v against the twin, gradients with
 //    zeros, Inf and NaN among them; RMSNorm forward (y, rstd) and backward (dx accumulating or not,
-//    dgain), row counts and widths that are not multiples of 32.
+//    dgain), row counts and widths that are not multiples of 32; the FP8 cast's codes, counts and amax
+//    (e4m3, e5m2, Gaudi2's e4m3; saturating or not; RNE and SR) on a stride of every float32 pattern.
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
 // (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
 // scalar-access path) -- the reduction order must not depend on either.
@@ -492,6 +493,51 @@ static void case_rmsnorm(size_t N, size_t C, int accumulate)
     cases++;
 }
 
+static void case_cast_fp8(fl_format fmt, int gaudi2, int nosat, int sr)
+{
+    const size_t n = (size_t)(0x100000000ull / 65521) + 5;
+    std::vector<float> x(n);
+    for (size_t i = 0; i + 5 < n; i++)
+        x[i] = fl_f32_from_bits((uint32_t)(i * 65521u));
+    const float sp[5] = { 0.0f, INFINITY, NAN, 464.0f, 0x1p-17f };
+    memcpy(&x[n - 5], sp, sizeof sp);
+    const fl_cast_fmt f = { fmt, gaudi2, nosat, sr, 0xC0FFEEull, 0 };
+    std::vector<uint8_t> codes(n), back(n);
+    fl_cast_counts k = { 0, 0, 0, 0, 0, 0 };
+    float amax = 0.0f;
+    float *dx = dev_copy(x), *dam = dev_scalar(0.0f);
+    uint8_t *dcodes;
+    unsigned long long *dk, hk[6];
+    CK(cudaMalloc(&dcodes, n));
+    CK(cudaMalloc(&dk, sizeof hk));
+    CK(cudaMemset(dk, 0, sizeof hk));
+    if (fl_cast_fp8(codes.data(), &amax, &k, x.data(), n, 0.75f, &f, 77) ||
+        fl_cuda_cast_fp8(dcodes, dam, dk, dx, n, 0.75f, &f, 77, nullptr)) {
+        fprintf(stderr, "FAIL cast_fp8: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(back.data(), dcodes, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        if (codes[i] != back[i]) {
+            fprintf(stderr, "FAIL cast_fp8 %s%s nosat %d sr %d i=%zu x=%a cpu=%#x gpu=%#x\n", fl_format_name(fmt),
+                    gaudi2 ? " (Gaudi2)" : "", nosat, sr, i, x[i], codes[i], back[i]);
+            exit(1);
+        }
+    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
+    if (memcmp(want, hk, sizeof hk) || fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
+        fprintf(stderr, "FAIL cast_fp8 %s nosat %d sr %d: counts or amax differ (sat %llu/%llu ftz %llu/%llu amax %a/%a)\n",
+                fl_format_name(fmt), nosat, sr, want[0], hk[0], want[5], hk[5], amax, get_scalar(dam));
+        exit(1);
+    }
+    cudaFree(dx);
+    cudaFree(dam);
+    cudaFree(dcodes);
+    cudaFree(dk);
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -541,6 +587,14 @@ int main()
     case_rmsnorm(1000, 200, 1);
     case_rmsnorm(33, 31, 0);
     printf("  rmsnorm forward and backward (accumulating or not, overflowing rows, ragged shapes): ok\n");
+    for (int sr = 0; sr <= 1; sr++) {
+        for (int nosat = 0; nosat <= 1; nosat++) {
+            case_cast_fp8(FL_FMT_E4M3, 0, nosat, sr);
+            case_cast_fp8(FL_FMT_E5M2, 0, nosat, sr);
+        }
+        case_cast_fp8(FL_FMT_E4M3, 1, 0, sr);
+    }
+    printf("  fp8 cast (codes, counts, amax; e4m3, e5m2, Gaudi2 e4m3; RNE and SR): ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;

@@ -10,6 +10,10 @@
  *     machine's level, AVX-512 or AVX2) bit for bit, forward and backward, accumulating or not, with
  *     C not a multiple of 16 and rows of zeros, huge and tiny values; and the forward against double
  *     precision within its bound.
+ *  4. The FP8 cast twin (fl_cast_fp8) equals the cast engine the harness casts with: its codes decode to
+ *     fl_cast_fq_span's values, its counts and amax are fl_cast_fq_span's, and under RNE its codes are
+ *     fl_cast_encode_span's -- e4m3, e5m2 and Gaudi2's e4m3, saturating or not, RNE and SR, three
+ *     scales, on a stride of every float32 bit pattern plus the specials.
  * The GPU side (fl_cuda_adamw against this twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
@@ -155,10 +159,63 @@ static void check_rmsnorm(void)
     free(x), free(dy), free(g), free(y1), free(y2), free(dx1), free(dx2);
 }
 
+static void check_cast(void)
+{
+    const size_t n = (size_t)(0x100000000ull / 4099) + 16;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    uint8_t *codes = malloc(n), *enc = malloc(n);
+    CHECK(x && y && codes && enc, "alloc");
+    for (size_t i = 0; i + 16 < n; i++)
+        x[i] = fl_f32_from_bits((uint32_t)(i * 4099u));
+    const float sp[16] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 448.0f, 464.0f, -480.0f, 57344.0f, 61440.0f,
+                           0x1p-9f, 0x1p-10f, 0x1p-17f, 0x1.8p-17f, 240.0f, 248.0f };
+    memcpy(x + n - 16, sp, sizeof sp);
+    const float scales[3] = { 1.0f, 0.125f, 448.0f / 3.0f };
+    int cases = 0;
+    for (int fmt = 0; fmt < 3; fmt++)
+        for (int nosat = 0; nosat <= 1; nosat++)
+            for (int sr = 0; sr <= 1; sr++)
+                for (int k = 0; k < 3; k++) {
+                    if (fmt == 2 && nosat)
+                        continue; /* Gaudi2's e4m3 always saturates */
+                    const fl_cast_fmt f = { .fmt = fmt == 1 ? FL_FMT_E5M2 : FL_FMT_E4M3, .gaudi2 = fmt == 2, .nosat = nosat,
+                                            .sr = sr, .key = 0x5EED + (uint64_t)k };
+                    const float s = scales[k], si = 1.0f / s;
+                    fl_cast_counts kt = { 0 }, ke = { 0 };
+                    float amax = 0.0f;
+                    CHECK(fl_cast_fp8(codes, &amax, &kt, x, n, s, &f, 1000) == 0, "cast");
+                    const fl_cast_scales sc = { .rs = 1.0f, .rsi = 1.0f, .s = s, .si = si, .off = 1000 };
+                    const float am = fl_cast_fq_span(y, x, n, &f, &sc, &ke, NULL, NULL);
+                    fl_cast_limits l;
+                    fl_cast_limits_of(&l, &f);
+                    for (size_t i = 0; i < n; i++) {
+                        const float q = fl_decode_f32(&l.d, codes[i]) * si;
+                        if (!same_bits(q, y[i])) {
+                            CHECK(0, "fmt %d nosat %d sr %d s %g: x %a code %#x -> %a, the engine %a", fmt, nosat, sr, s,
+                                  x[i], codes[i], q, y[i]);
+                            break;
+                        }
+                    }
+                    CHECK(!memcmp(&kt, &ke, sizeof kt) && fl_f32_bits(amax) == fl_f32_bits(am),
+                          "fmt %d nosat %d sr %d: counts (sat %llu/%llu clip %llu/%llu ftz %llu/%llu nan %llu/%llu) amax %a/%a",
+                          fmt, nosat, sr, (unsigned long long)kt.sat, (unsigned long long)ke.sat,
+                          (unsigned long long)kt.clip, (unsigned long long)ke.clip, (unsigned long long)kt.ftz,
+                          (unsigned long long)ke.ftz, (unsigned long long)kt.nan_out, (unsigned long long)ke.nan_out, amax, am);
+                    if (!sr && fmt < 2) {
+                        fl_cast_encode_span(enc, x, n, s, f.fmt, nosat);
+                        CHECK(!memcmp(enc, codes, n), "fmt %d nosat %d: RNE codes = fl_cast_encode_span's", fmt, nosat);
+                    }
+                    cases++;
+                }
+    printf("  fl_cast_fp8: the cast engine's values, counts and amax (and RNE codes) in %d casts of %zu inputs\n", cases, n);
+    free(x), free(y), free(codes), free(enc);
+}
+
 int main(void)
 {
     check_blocks_equal_elements();
     check_against_double();
     check_rmsnorm();
+    check_cast();
     PASS("test_train_kernels");
 }
