@@ -4,6 +4,7 @@
 #include "fl_format.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #if defined(__SSE__)
 #include <immintrin.h>
@@ -113,5 +114,65 @@ int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, 
     }
     *amax = fl_f32_from_bits(am);
     fl_cast_counts_add(k, &kk);
+    return 0;
+}
+
+int fl_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T, size_t C)
+{
+#pragma omp parallel for schedule(static) if (N * C >= 65536)
+    for (size_t i = 0; i < N; i++) {
+        const float *e = wte + (size_t)tok[i] * C, *pe = wpe + (i % T) * C;
+        for (size_t k = 0; k < C; k++)
+            x[i * C + k] = e[k] + pe[k];
+    }
+    return 0;
+}
+
+int fl_embed_bwd(float *gwte, float *gwpe, const float *dx, const int *tok, size_t N, size_t T, size_t C)
+{
+    /* blocks of 16 channels split between threads, each walks the rows in order */
+#pragma omp parallel for schedule(static)
+    for (size_t k0 = 0; k0 < C; k0 += 16) {
+        const size_t k1 = C - k0 < 16 ? C : k0 + 16;
+        for (size_t i = 0; i < N; i++) {
+            float *gw = gwte + (size_t)tok[i] * C, *gp = gwpe + (i % T) * C;
+            const float *d = dx + i * C;
+            for (size_t k = k0; k < k1; k++) {
+                gw[k] += d[k];
+                gp[k] += d[k];
+            }
+        }
+    }
+    return 0;
+}
+
+int fl_embed_index(int *toks, int *starts, int *rows, size_t *ntok, const int *tok, size_t N, uint32_t V)
+{
+    size_t *count = calloc((size_t)V + 1, sizeof *count);
+    if (!count) {
+        fprintf(stderr, "fl_embed_index: out of memory\n");
+        return -1;
+    }
+    for (size_t i = 0; i < N; i++) {
+        if (tok[i] < 0 || (uint32_t)tok[i] >= V) {
+            fprintf(stderr, "fl_embed_index: token %d at row %zu is not below the vocabulary %u\n", tok[i], i, V);
+            free(count);
+            return -1;
+        }
+        count[tok[i] + 1]++;
+    }
+    size_t n = 0;
+    for (uint32_t v = 0; v < V; v++) { /* the distinct tokens in increasing order, their first row slots */
+        if (count[v + 1]) {
+            toks[n] = (int)v;
+            starts[n++] = (int)count[v];
+        }
+        count[v + 1] += count[v];
+    }
+    starts[n] = (int)N;
+    for (size_t i = 0; i < N; i++) /* stable: each token's rows in increasing order */
+        rows[count[tok[i]]++] = (int)i;
+    *ntok = n;
+    free(count);
     return 0;
 }

@@ -144,6 +144,50 @@ __global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ cod
         atomicMax(amax_bits, m);
 }
 
+// Embeddings: the forward a thread per element; the backward a thread per (token, channel) walking
+// the token's rows in increasing order (fl_embed_index), and per (position, channel) walking the
+// batch's rows of that position in order -- each sum in the twin's order, coalesced across channels.
+__global__ void __launch_bounds__(256) embed_fwd_kernel(float *__restrict__ x, const int *__restrict__ tok,
+                                                        const float *__restrict__ wte, const float *__restrict__ wpe,
+                                                        size_t N, size_t T, size_t C)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < N * C; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = e / C, k = e % C;
+        x[e] = wte[(size_t)tok[i] * C + k] + wpe[(i % T) * C + k];
+    }
+}
+
+__global__ void __launch_bounds__(256) embed_bwd_wte_kernel(float *__restrict__ gwte, const float *__restrict__ dx,
+                                                            const int *__restrict__ toks, const int *__restrict__ starts,
+                                                            const int *__restrict__ rows, size_t ntok, size_t C)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < ntok * C; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t j = e / C, k = e % C;
+        float g = gwte[(size_t)toks[j] * C + k];
+        for (int r = starts[j]; r < starts[j + 1]; r++)
+            g += dx[(size_t)rows[r] * C + k];
+        gwte[(size_t)toks[j] * C + k] = g;
+    }
+}
+
+__global__ void __launch_bounds__(256) embed_bwd_wpe_kernel(float *__restrict__ gwpe, const float *__restrict__ dx,
+                                                            size_t N, size_t T, size_t C)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < T * C; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = e / C, k = e % C;
+        float g = gwpe[e];
+        for (size_t i = t; i < N; i += T)
+            g += dx[i * C + k];
+        gwpe[e] = g;
+    }
+}
+
+unsigned grid_for(size_t n)
+{
+    const size_t b = (n + 255) / 256;
+    return (unsigned)(b < 65535 * 4 ? (b ? b : 1) : 65535 * 4);
+}
+
 unsigned rms_blocks(size_t N) { return (unsigned)((N + RMS_WARPS * 32 - 1) / (RMS_WARPS * 32)); }
 
 } // namespace
@@ -192,6 +236,28 @@ extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long 
     const size_t blocks = (n + 255) / 256;
     cast_fp8_kernel<<<(unsigned)(blocks < 65535 * 4 ? blocks : 65535 * 4), 256, 0, (cudaStream_t)stream>>>(
         codes, (unsigned *)amax, counts, x, n, s, l, f->sr, f->key, off);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
+                                 size_t C, void *stream)
+{
+    if (!N || !C)
+        return 0;
+    embed_fwd_kernel<<<grid_for(N * C), 256, 0, (cudaStream_t)stream>>>(x, tok, wte, wpe, N, T, C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_embed_bwd(float *gwte, float *gwpe, const float *dx, const int *toks, const int *starts,
+                                 const int *rows, size_t ntok, size_t N, size_t T, size_t C, void *stream)
+{
+    if (!N || !C)
+        return 0;
+    embed_bwd_wte_kernel<<<grid_for(ntok * C), 256, 0, (cudaStream_t)stream>>>(gwte, dx, toks, starts, rows, ntok, C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    embed_bwd_wpe_kernel<<<grid_for(T * C), 256, 0, (cudaStream_t)stream>>>(gwpe, dx, N, T, C);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

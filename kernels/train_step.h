@@ -94,6 +94,22 @@ int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, 
 int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
                      const fl_cast_fmt *f, uint64_t off, void *stream);
 
+/* Token and position embeddings, N = B T rows of C channels, token i at position i % T:
+     forward   x[i][k] = wte[tok[i]][k] + wpe[i % T][k]
+     backward  gwte[v][k] += dx[i][k] over the rows i with tok[i] = v, in increasing i (from the
+               value gwte holds); gwpe[t][k] += dx[i][k] over the rows i with i % T = t, in increasing i.
+   The harness's order (experiments/train/model.c calls the twins).  On the device the token rows'
+   sums need each token's rows in order: fl_embed_index (host) sorts the rows by token, stably, into
+   rows[] with starts[j], starts[j + 1] the rows of token toks[j], j < *ntok; the launcher takes
+   those three arrays in device memory (ntok + 1 starts).  Tokens must be below V. */
+int fl_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T, size_t C);
+int fl_embed_bwd(float *gwte, float *gwpe, const float *dx, const int *tok, size_t N, size_t T, size_t C);
+int fl_embed_index(int *toks, int *starts, int *rows, size_t *ntok, const int *tok, size_t N, uint32_t V);
+int fl_cuda_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T, size_t C,
+                      void *stream);
+int fl_cuda_embed_bwd(float *gwte, float *gwpe, const float *dx, const int *toks, const int *starts, const int *rows,
+                      size_t ntok, size_t N, size_t T, size_t C, void *stream);
+
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device
    pointers; stream a cudaStream_t or NULL).  0, or -1 after printing why. */

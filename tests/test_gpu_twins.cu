@@ -14,7 +14,8 @@
 // 4. The training-step kernels (kernels/train_step.h): AdamW's p, m, v against the twin, gradients with
 //    zeros, Inf and NaN among them; RMSNorm forward (y, rstd) and backward (dx accumulating or not,
 //    dgain), row counts and widths that are not multiples of 32; the FP8 cast's codes, counts and amax
-//    (e4m3, e5m2, Gaudi2's e4m3; saturating or not; RNE and SR) on a stride of every float32 pattern.
+//    (e4m3, e5m2, Gaudi2's e4m3; saturating or not; RNE and SR) on a stride of every float32 pattern;
+//    the embeddings' forward and backward (token rows through fl_embed_index).
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
 // (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
 // scalar-access path) -- the reduction order must not depend on either.
@@ -538,6 +539,50 @@ static void case_cast_fp8(fl_format fmt, int gaudi2, int nosat, int sr)
     cases++;
 }
 
+static void case_embed(size_t B, size_t T, size_t C, uint32_t V)
+{
+    const size_t N = B * T;
+    std::vector<int> tok(N), toks(N), starts(N + 1), rows(N);
+    for (size_t i = 0; i < N; i++)
+        tok[i] = (int)(rnd() * rnd() * V) % (int)V; /* skewed: frequent small tokens, some never seen */
+    std::vector<float> wte(V * C), wpe(T * C), dx(N * C), x(N * C), gw(V * C), gp(T * C);
+    for (auto *v : { &wte, &wpe, &dx, &gw, &gp })
+        for (float &e : *v)
+            e = (float)(rnd() - 0.5);
+    size_t ntok = 0;
+    if (fl_embed_index(toks.data(), starts.data(), rows.data(), &ntok, tok.data(), N, V)) {
+        fprintf(stderr, "FAIL embed: index\n");
+        exit(1);
+    }
+    int *dtok, *dtoks, *dstarts, *drows;
+    CK(cudaMalloc(&dtok, N * sizeof(int)));
+    CK(cudaMalloc(&dtoks, N * sizeof(int)));
+    CK(cudaMalloc(&dstarts, (N + 1) * sizeof(int)));
+    CK(cudaMalloc(&drows, N * sizeof(int)));
+    CK(cudaMemcpy(dtok, tok.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dtoks, toks.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dstarts, starts.data(), (N + 1) * sizeof(int), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(drows, rows.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    float *dwte = dev_copy(wte), *dwpe = dev_copy(wpe), *ddx = dev_copy(dx), *dx_ = dev_copy(x), *dgw = dev_copy(gw),
+          *dgp = dev_copy(gp);
+    if (fl_embed_fwd(x.data(), tok.data(), wte.data(), wpe.data(), N, T, C) ||
+        fl_cuda_embed_fwd(dx_, dtok, dwte, dwpe, N, T, C, nullptr) ||
+        fl_embed_bwd(gw.data(), gp.data(), dx.data(), tok.data(), N, T, C) ||
+        fl_cuda_embed_bwd(dgw, dgp, ddx, dtoks, dstarts, drows, ntok, N, T, C, nullptr)) {
+        fprintf(stderr, "FAIL embed: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("embed x", x, dx_);
+    expect_same("embed gwte", gw, dgw);
+    expect_same("embed gwpe", gp, dgp);
+    for (float *p : { dwte, dwpe, ddx, dx_, dgw, dgp })
+        cudaFree(p);
+    for (int *p : { dtok, dtoks, dstarts, drows })
+        cudaFree(p);
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -595,6 +640,9 @@ int main()
         case_cast_fp8(FL_FMT_E4M3, 1, 0, sr);
     }
     printf("  fp8 cast (codes, counts, amax; e4m3, e5m2, Gaudi2 e4m3; RNE and SR): ok\n");
+    case_embed(4, 1024, 768, 5003);
+    case_embed(3, 7, 20, 50);
+    printf("  embeddings forward and backward (repeated and absent tokens): ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;

@@ -14,6 +14,9 @@
  *     fl_cast_fq_span's values, its counts and amax are fl_cast_fq_span's, and under RNE its codes are
  *     fl_cast_encode_span's -- e4m3, e5m2 and Gaudi2's e4m3, saturating or not, RNE and SR, three
  *     scales, on a stride of every float32 bit pattern plus the specials.
+ *  5. Embeddings: fl_embed_index sorts the rows by token, stably; the device's algorithm over that
+ *     index (each token's rows in order, each position's rows in order), run here in C, gives the twin's
+ *     gradients bit for bit, with repeated and absent tokens; a token beyond the vocabulary is refused.
  * The GPU side (fl_cuda_adamw against this twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
@@ -211,11 +214,57 @@ static void check_cast(void)
     free(x), free(y), free(codes), free(enc);
 }
 
+static void check_embed(void)
+{
+    enum { NT = 6, T = 16, NN = NT * T, C = 24, V = 40 };
+    int tok[NN], toks[NN], starts[NN + 1], rows[NN];
+    static float wte[V * C], wpe[T * C], dx[NN * C], x[NN * C], g1[V * C], p1[T * C], g2[V * C], p2[T * C];
+    uint64_t s = 5;
+    for (int i = 0; i < NN; i++)
+        tok[i] = (int)(fl_splitmix64(&s) % 13) * 3; /* 13 distinct tokens of 40, each several times */
+    for (int i = 0; i < V * C; i++)
+        wte[i] = g1[i] = g2[i] = (float)((double)(fl_splitmix64(&s) >> 11) * 0x1p-53 - 0.5);
+    for (int i = 0; i < T * C; i++)
+        wpe[i] = p1[i] = p2[i] = (float)((double)(fl_splitmix64(&s) >> 11) * 0x1p-53);
+    for (int i = 0; i < NN * C; i++)
+        dx[i] = (float)((double)(fl_splitmix64(&s) >> 11) * 0x1p-53 - 0.5) * (i % 7 ? 1.0f : 1e6f);
+    fl_embed_fwd(x, tok, wte, wpe, NN, T, C);
+    for (int i = 0; i < NN * C; i++)
+        CHECK(fl_f32_bits(x[i]) == fl_f32_bits(wte[tok[i / C] * C + i % C] + wpe[(i / C % T) * C + i % C]), "fwd %d", i);
+    size_t ntok = 0;
+    CHECK(fl_embed_index(toks, starts, rows, &ntok, tok, NN, V) == 0, "index");
+    CHECK(ntok <= 13 && starts[0] == 0 && starts[ntok] == NN, "%zu tokens", ntok);
+    for (size_t j = 0; j < ntok; j++)
+        for (int r = starts[j]; r < starts[j + 1]; r++)
+            CHECK(tok[rows[r]] == toks[j] && (r == starts[j] || rows[r] > rows[r - 1]) && (j == 0 || toks[j] > toks[j - 1]),
+                  "index order at %d", r);
+    fl_embed_bwd(g1, p1, dx, tok, NN, T, C);
+    for (size_t j = 0; j < ntok; j++) /* the device's loops */
+        for (int k = 0; k < C; k++) {
+            float g = g2[toks[j] * C + k];
+            for (int r = starts[j]; r < starts[j + 1]; r++)
+                g += dx[rows[r] * C + k];
+            g2[toks[j] * C + k] = g;
+        }
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < C; k++) {
+            float g = p2[t * C + k];
+            for (int i = t; i < NN; i += T)
+                g += dx[i * C + k];
+            p2[t * C + k] = g;
+        }
+    CHECK(!memcmp(g1, g2, sizeof g1) && !memcmp(p1, p2, sizeof p1), "the indexed sums equal the twin's");
+    tok[7] = V;
+    CHECK(fl_embed_index(toks, starts, rows, &ntok, tok, NN, V) == -1, "token beyond the vocabulary refused");
+    printf("  embeddings: the index's order, the device's sums equal the twin's bit for bit\n");
+}
+
 int main(void)
 {
     check_blocks_equal_elements();
     check_against_double();
     check_rmsnorm();
     check_cast();
+    check_embed();
     PASS("test_train_kernels");
 }

@@ -1096,12 +1096,7 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
             m->tgt[b * T + t] = tokens[b * (T + 1) + t + 1];
         }
     /* embeddings */
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < N; i++) {
-        const float *e = m->p[FL_P_WTE] + (size_t)m->tok[i] * C, *pe = m->p[FL_P_WPE] + (i % T) * C;
-        for (size_t k = 0; k < C; k++)
-            m->resid[i * C + k] = e[k] + pe[k];
-    }
+    fl_embed_fwd(m->resid, m->tok, m->p[FL_P_WTE], m->p[FL_P_WPE], N, T, C); /* kernels/train_step.h */
     for (size_t l = 0; l < L; l++) {
         const float *x = m->resid + l * N * C;
         float *ln1 = m->ln1 + l * N * C, *qkv = m->qkv + l * N * 3 * C, *atty = m->atty + l * N * C;
@@ -1203,21 +1198,9 @@ void fl_model_backward(fl_model *m)
         lin_backward(m, lin_index(m, (int)l, FL_LIN_QKV), m->dln, m->g[FL_P_WQKV] + l * 3 * C * C, m->dqkv, C, 3 * C, 1, 1);
         rms_backward(m->dres, m->g[FL_P_LN1] + l * C, m->dln, x, m->rstd1 + l * N, m->p[FL_P_LN1] + l * C, N, C, 1);
     }
-    /* embeddings: deterministic scatter-add, each element's sum over tokens i in order; blocks of
-       16 channels split between threads, each walks the tokens in order */
-    float *gwte = m->g[FL_P_WTE], *gwpe = m->g[FL_P_WPE];
-#pragma omp parallel for schedule(static)
-    for (size_t k0 = 0; k0 < C; k0 += 16) {
-        const size_t k1 = C - k0 < 16 ? C : k0 + 16;
-        for (size_t i = 0; i < N; i++) {
-            float *gw = gwte + (size_t)m->tok[i] * C, *gp = gwpe + (i % T) * C;
-            const float *d = m->dres + i * C;
-            for (size_t k = k0; k < k1; k++) {
-                gw[k] += d[k];
-                gp[k] += d[k];
-            }
-        }
-    }
+    /* embeddings: deterministic scatter-add, each element's sum over tokens i in order
+       (kernels/train_step.h, the GPU step's order too) */
+    fl_embed_bwd(m->g[FL_P_WTE], m->g[FL_P_WPE], m->dres, m->tok, N, T, C);
 }
 
 /* ---- alignment telemetry ------------------------------------------------------------------------- */
