@@ -3,6 +3,9 @@
 
 #include "fl_format.h"
 
+#include <math.h>
+#include <mpfr.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -174,5 +177,55 @@ int fl_embed_index(int *toks, int *starts, int *rows, size_t *ntok, const int *t
         rows[count[tok[i]]++] = (int)i;
     *ntok = n;
     free(count);
+    return 0;
+}
+
+void fl_expf_table(uint64_t tab[32])
+{
+    mpfr_t t;
+    mpfr_init2(t, 53);
+    for (unsigned i = 0; i < 32; i++) {
+        mpfr_set_ui(t, i, MPFR_RNDN);
+        mpfr_div_2ui(t, t, 5, MPFR_RNDN); /* i/32, exact */
+        mpfr_exp2(t, t, MPFR_RNDN);       /* correctly rounded to 53 bits */
+        const double d = mpfr_get_d(t, MPFR_RNDN);
+        uint64_t b;
+        memcpy(&b, &d, sizeof b);
+        tab[i] = b - ((uint64_t)i << 47);
+    }
+    mpfr_clear(t);
+}
+
+int fl_xent_fwd(float *z, double *tokloss, const int *tgt, size_t N, size_t V, const uint64_t *tab)
+{
+#pragma omp parallel for schedule(static) if (N * V >= 65536)
+    for (size_t i = 0; i < N; i++) {
+        float *zr = z + i * V;
+        float m = -INFINITY;
+        for (size_t v = 0; v < V; v++)
+            m = zr[v] > m ? zr[v] : m;
+        double sum = 0.0;
+        for (size_t v = 0; v < V; v++) {
+            zr[v] = fl_expf_glibc(zr[v] - m, tab);
+            sum += zr[v];
+        }
+        const float inv = (float)(1.0 / sum), zt = zr[tgt[i]];
+        for (size_t v = 0; v < V; v++)
+            zr[v] *= inv;
+        tokloss[i] = -(log((double)zt) - log(sum));
+    }
+    return 0;
+}
+
+int fl_xent_bwd(float *z, const int *tgt, size_t N, size_t V)
+{
+    const float invN = 1.0f / (float)N;
+#pragma omp parallel for schedule(static) if (N * V >= 65536)
+    for (size_t i = 0; i < N; i++) {
+        float *zr = z + i * V;
+        zr[tgt[i]] -= 1.0f;
+        for (size_t v = 0; v < V; v++)
+            zr[v] *= invN;
+    }
     return 0;
 }

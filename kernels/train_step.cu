@@ -2,6 +2,7 @@
 // their contract: kernels/train_step.h).
 //
 // RMSNorm: see the kernels' comment below.
+// Softmax cross-entropy: a warp per row (below).
 // FP8 cast: one element per thread iteration through fl_cast_elem (numerics/cast_elem.h); 4 bytes read,
 // 1 written per element, counts and amax by warp reductions and atomics.
 // AdamW: one thread per element in a grid-stride loop, each element through the same two element
@@ -10,7 +11,9 @@
 #include "cuda_check.h"
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 namespace {
 
@@ -182,6 +185,66 @@ __global__ void __launch_bounds__(256) embed_bwd_wpe_kernel(float *__restrict__ 
     }
 }
 
+// Softmax cross-entropy: a warp per row.  The maximum by value (NaN ignored: any order gives it); the
+// exponentials 32 at a time, staged in shared memory, lane 0 adding them to the double sum in index
+// order (the twin's order); the normalisation; lane 0 the token's loss.
+struct expf_tab {
+    uint64_t t[32];
+};
+
+constexpr int XENT_WARPS = 8;
+
+__global__ void __launch_bounds__(XENT_WARPS * 32) xent_fwd_kernel(float *__restrict__ z, double *__restrict__ tokloss,
+                                                                     const int *__restrict__ tgt, size_t N, size_t V,
+                                                                     expf_tab tab)
+{
+    __shared__ float tile[XENT_WARPS][32];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t i = (size_t)blockIdx.x * XENT_WARPS + w;
+    if (i >= N)
+        return;
+    float *zr = z + i * V;
+    float m = -INFINITY;
+    for (size_t v = lane; v < V; v += 32)
+        m = zr[v] > m ? zr[v] : m;
+    for (int o = 16; o > 0; o /= 2) {
+        const float u = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = u > m ? u : m;
+    }
+    double sum = 0.0;
+    for (size_t v0 = 0; v0 < V; v0 += 32) {
+        const size_t v = v0 + lane;
+        float e = 0.0f;
+        if (v < V) {
+            e = fl_expf_glibc(zr[v] - m, tab.t);
+            zr[v] = e;
+        }
+        tile[w][lane] = e;
+        __syncwarp();
+        if (lane == 0)
+            for (size_t c = 0; c < 32 && v0 + c < V; c++)
+                sum += tile[w][c];
+        __syncwarp();
+    }
+    sum = __shfl_sync(0xFFFFFFFFu, sum, 0);
+    const float inv = (float)(1.0 / sum), zt = zr[tgt[i]];
+    __syncwarp();
+    for (size_t v = lane; v < V; v += 32)
+        zr[v] *= inv;
+    if (lane == 0)
+        tokloss[i] = -(log((double)zt) - log(sum));
+}
+
+__global__ void __launch_bounds__(256) xent_bwd_kernel(float *__restrict__ z, const int *__restrict__ tgt, size_t N,
+                                                       size_t V, float invN)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < N * V; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = e / V, v = e % V;
+        const float d = (size_t)tgt[i] == v ? z[e] - 1.0f : z[e];
+        z[e] = d * invN;
+    }
+}
+
 unsigned grid_for(size_t n)
 {
     const size_t b = (n + 255) / 256;
@@ -258,6 +321,32 @@ extern "C" int fl_cuda_embed_bwd(float *gwte, float *gwpe, const float *dx, cons
     embed_bwd_wte_kernel<<<grid_for(ntok * C), 256, 0, (cudaStream_t)stream>>>(gwte, dx, toks, starts, rows, ntok, C);
     FL_CUDA_CHECK(cudaGetLastError());
     embed_bwd_wpe_kernel<<<grid_for(T * C), 256, 0, (cudaStream_t)stream>>>(gwpe, dx, N, T, C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_xent_fwd(float *z, double *tokloss, const int *tgt, size_t N, size_t V, const uint64_t *tab_host,
+                                void *stream)
+{
+    if (!N || !V)
+        return 0;
+    expf_tab t;
+    memcpy(t.t, tab_host, sizeof t.t);
+    const size_t blocks = (N + XENT_WARPS - 1) / XENT_WARPS;
+    if (blocks > 0x7FFFFFFFu) {
+        fprintf(stderr, "fl_cuda_xent_fwd: %zu rows is too many\n", N);
+        return -1;
+    }
+    xent_fwd_kernel<<<(unsigned)blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(z, tokloss, tgt, N, V, t);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_xent_bwd(float *z, const int *tgt, size_t N, size_t V, void *stream)
+{
+    if (!N || !V)
+        return 0;
+    xent_bwd_kernel<<<grid_for(N * V), 256, 0, (cudaStream_t)stream>>>(z, tgt, N, V, 1.0f / (float)N);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

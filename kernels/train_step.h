@@ -36,6 +36,7 @@ extern "C" {
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -109,6 +110,63 @@ int fl_cuda_embed_fwd(float *x, const int *tok, const float *wte, const float *w
                       void *stream);
 int fl_cuda_embed_bwd(float *gwte, float *gwpe, const float *dx, const int *toks, const int *starts, const int *rows,
                       size_t ntok, size_t N, size_t T, size_t C, void *stream);
+
+/* ---- softmax cross-entropy of the head ----------------------------------------------------------
+ * expf as glibc computes it on x86-64 with FMA (sysdeps/ieee754/flt-32/e_expf.c, __expf_fma): k =
+ * round(x 32/ln2), r = x 32/ln2 - k fused, 2^(k/32) from a 32-entry table, a cubic in r, in double with
+ * fused multiply-adds, one rounding to float; NaN gives x + x, -Inf 0, x > 0x1.62e42ep6 +Inf, x <
+ * -0x1.9fe368p6 +0, every other x the main path.  The harness's softmaxes use the same (model.c,
+ * expf_main, where a check at init finds the libm agreeing), so the twin's exp is the harness's.
+ * tab: fl_expf_table's 32 entries (the bits of RN(2^(i/32)) minus i << 47, from MPFR). */
+FL_HD double fl_fma_d(double a, double b, double c)
+{
+#if defined(__CUDA_ARCH__)
+    return __fma_rn(a, b, c);
+#else
+    return __builtin_fma(a, b, c);
+#endif
+}
+
+FL_HD float fl_expf_glibc(float x, const uint64_t *tab)
+{
+    const uint32_t ax = fl_f32_bits(x) & 0x7FFFFFFFu;
+    if ((ax >> 20) >= 0x42Bu) { /* |x| >= 88: glibc's special cases, then its main path */
+        if (fl_f32_bits(x) == 0xFF800000u)
+            return 0.0f;
+        if (ax >= 0x7F800000u)
+            return x + x;
+        if (x > 0x1.62e42ep6f)
+            return fl_f32_from_bits(0x7F800000u);
+        if (x < -0x1.9fe368p6f)
+            return 0.0f;
+    }
+    const double inv = 0x1.71547652b82fep+5, shift = 0x1.8p52; /* 32/ln2; 1.5 * 2^52 rounds to an integer */
+    const double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
+    const double xd = (double)x, kds = fl_fma_d(inv, xd, shift);
+    uint64_t ki;
+    memcpy(&ki, &kds, sizeof ki);
+    const double kd = kds - shift, r = fl_fma_d(inv, xd, -kd);
+    const uint64_t sb = tab[ki & 31] + (ki << 47);
+    double sc;
+    memcpy(&sc, &sb, sizeof sc);
+    const double z = fl_fma_d(c0, r, c1), r2 = r * r, y0 = fl_fma_d(c2, r, 1.0);
+    return (float)(fl_fma_d(z, r2, y0) * sc);
+}
+
+/* The table of fl_expf_glibc (host, MPFR). */
+void fl_expf_table(uint64_t tab[32]);
+
+/* The head's softmax cross-entropy over N rows of V logits z, in place, as the harness computes it:
+   m = max_v z_v (by value, NaN ignored), e_v = fl_expf_glibc(z_v - m), S = sum_v e_v in double in
+   order from 0, z_v = e_v * (float)(1 / S), tokloss[i] = -(log((double)e_tgt) - log(S)).  Backward,
+   in place: z_tgt -= 1, then every z_v *= 1 / (float)N (the mean over the rows).  On the device log is
+   CUDA's double log, within 1 ulp of glibc's: the loss may differ in its last bits, the probabilities
+   and gradients not. */
+int fl_xent_fwd(float *z, double *tokloss, const int *tgt, size_t N, size_t V, const uint64_t *tab);
+int fl_xent_bwd(float *z, const int *tgt, size_t N, size_t V);
+int fl_cuda_xent_fwd(float *z, double *tokloss, const int *tgt, size_t N, size_t V, const uint64_t *tab_host,
+                     void *stream);
+int fl_cuda_xent_bwd(float *z, const int *tgt, size_t N, size_t V, void *stream);
 
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device

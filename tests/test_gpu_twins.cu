@@ -15,7 +15,9 @@
 //    zeros, Inf and NaN among them; RMSNorm forward (y, rstd) and backward (dx accumulating or not,
 //    dgain), row counts and widths that are not multiples of 32; the FP8 cast's codes, counts and amax
 //    (e4m3, e5m2, Gaudi2's e4m3; saturating or not; RNE and SR) on a stride of every float32 pattern;
-//    the embeddings' forward and backward (token rows through fl_embed_index).
+//    the embeddings' forward and backward (token rows through fl_embed_index); the head's softmax
+//    cross-entropy (probabilities and dlogits bit for bit, the losses within 4 ulps of double: CUDA's
+//    log is not glibc's).
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
 // (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
 // scalar-access path) -- the reduction order must not depend on either.
@@ -583,6 +585,47 @@ static void case_embed(size_t B, size_t T, size_t C, uint32_t V)
     cases++;
 }
 
+static void case_xent(size_t N, size_t V)
+{
+    std::vector<float> z(N * V);
+    std::vector<int> tgt(N);
+    std::vector<double> loss(N), dloss(N);
+    for (size_t i = 0; i < N * V; i++)
+        z[i] = (float)((rnd() - 0.5) * (i / V % 5 == 2 ? 300.0 : 10.0));
+    for (size_t i = 0; i < N; i++)
+        tgt[i] = (int)(rnd() * V) % (int)V;
+    uint64_t tab[32];
+    fl_expf_table(tab);
+    float *dz = dev_copy(z);
+    int *dt;
+    double *dl;
+    CK(cudaMalloc(&dt, N * sizeof(int)));
+    CK(cudaMalloc(&dl, N * sizeof(double)));
+    CK(cudaMemcpy(dt, tgt.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+    if (fl_xent_fwd(z.data(), loss.data(), tgt.data(), N, V, tab) || fl_cuda_xent_fwd(dz, dl, dt, N, V, tab, nullptr)) {
+        fprintf(stderr, "FAIL xent: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("xent p", z, dz);
+    CK(cudaMemcpy(dloss.data(), dl, N * sizeof(double), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < N; i++)
+        if (!(loss[i] == dloss[i] || fabs(loss[i] - dloss[i]) <= 4 * 0x1p-52 * fabs(loss[i]))) {
+            fprintf(stderr, "FAIL xent loss row %zu: cpu %.17g gpu %.17g\n", i, loss[i], dloss[i]);
+            exit(1);
+        }
+    if (fl_xent_bwd(z.data(), tgt.data(), N, V) || fl_cuda_xent_bwd(dz, dt, N, V, nullptr)) {
+        fprintf(stderr, "FAIL xent bwd: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("xent dlogits", z, dz);
+    cudaFree(dz);
+    cudaFree(dt);
+    cudaFree(dl);
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -643,6 +686,9 @@ int main()
     case_embed(4, 1024, 768, 5003);
     case_embed(3, 7, 20, 50);
     printf("  embeddings forward and backward (repeated and absent tokens): ok\n");
+    case_xent(1024, 50257);
+    case_xent(37, 300);
+    printf("  softmax cross-entropy (probabilities, dlogits; losses within 4 ulps): ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;

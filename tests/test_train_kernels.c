@@ -17,12 +17,17 @@
  *  5. Embeddings: fl_embed_index sorts the rows by token, stably; the device's algorithm over that
  *     index (each token's rows in order, each position's rows in order), run here in C, gives the twin's
  *     gradients bit for bit, with repeated and absent tokens; a token beyond the vocabulary is refused.
+ *  6. The head's softmax cross-entropy: fl_expf_glibc equals the libm's expf on a stride of every
+ *     float32 and at the special cases' edges where the libm is glibc's FMA expf (the harness's own
+ *     check, fl_model_expf_mismatches, says whether it is); the twin's probabilities and losses against
+ *     double precision within their bounds; the backward's (p - onehot) / N.
  * The GPU side (fl_cuda_adamw against this twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
 #include "fl_base.h"
 #include "train_step.h"
 #include "train/model_simd.h"
+#include "train/model.h"
 
 #include <math.h>
 #include <omp.h>
@@ -259,6 +264,63 @@ static void check_embed(void)
     printf("  embeddings: the index's order, the device's sums equal the twin's bit for bit\n");
 }
 
+static void check_xent(void)
+{
+    uint64_t tab[32];
+    fl_expf_table(tab);
+    const int glibc = fl_model_expf_mismatches(0, 1, 1) >= 0; /* the harness found its libm to be glibc's */
+    long bad = 0, n = 0;
+    if (glibc) {
+        for (uint64_t b = 0; b < (1ull << 32); b += 65521, n++) {
+            const float x = fl_f32_from_bits((uint32_t)b);
+            bad += !same_bits(fl_expf_glibc(x, tab), expf(x));
+        }
+        const float edges[] = { 88.0f, 0x1.62e42ep6f, 0x1.62e430p6f, -88.0f, -0x1.9fe368p6f, -0x1.9fe36ap6f, -100.0f,
+                                -103.0f, -104.0f, INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 0x1p-149f };
+        for (size_t k = 0; k < sizeof edges / sizeof *edges; k++, n++)
+            bad += !same_bits(fl_expf_glibc(edges[k], tab), expf(edges[k]));
+        CHECK(bad == 0, "fl_expf_glibc differs from expf on %ld of %ld inputs", bad, n);
+    }
+    enum { R = 5, V = 300 };
+    static float z[R * V], z0[R * V];
+    double loss[R];
+    int tgt[R];
+    uint64_t s = 11;
+    for (int i = 0; i < R * V; i++)
+        z[i] = z0[i] = (float)(((double)(fl_splitmix64(&s) >> 11) * 0x1p-53 - 0.5) * (i / V == 2 ? 200.0 : 8.0));
+    for (int r = 0; r < R; r++)
+        tgt[r] = (int)(fl_splitmix64(&s) % V);
+    fl_xent_fwd(z, loss, tgt, R, V, tab);
+    for (int r = 0; r < R; r++) {
+        double m = -INFINITY, sum = 0;
+        for (int v = 0; v < V; v++)
+            m = fmax(m, z0[r * V + v]);
+        for (int v = 0; v < V; v++)
+            sum += exp((double)z0[r * V + v] - m);
+        const double lref = log(sum) - ((double)z0[r * V + tgt[r]] - m);
+        /* each exp within ~1 ulp (glibc's expf: 0.502 ulp) of its float argument, itself one rounding of
+           z - m; the double sum and the float normalisation add a few u */
+        if ((double)z0[r * V + tgt[r]] - m < -103.0) /* the target's float exp underflows to 0, as in the harness */
+            CHECK(isinf(loss[r]) && loss[r] > 0, "loss row %d: %g, not +Inf", r, loss[r]);
+        else
+            CHECK(fabs(loss[r] - lref) <= 4e-6 * (1 + fabs(lref)), "loss row %d: %.9g vs %.9g", r, loss[r], lref);
+        for (int v = 0; v < V; v++) {
+            const double p = exp((double)z0[r * V + v] - m) / sum;
+            CHECK(fabs(z[r * V + v] - p) <= 8 * 0x1p-24 * p + 0x1p-149 + (fabs(z0[r * V + v] - m) + 1) * 0x1p-24 * p,
+                  "p[%d, %d]: %a vs %a", r, v, z[r * V + v], p);
+        }
+    }
+    float zb[R * V];
+    memcpy(zb, z, sizeof zb);
+    fl_xent_bwd(zb, tgt, R, V);
+    for (int i = 0; i < R * V; i++) {
+        const float want = (i % V == tgt[i / V] ? z[i] - 1.0f : z[i]) * (1.0f / (float)R);
+        CHECK(fl_f32_bits(zb[i]) == fl_f32_bits(want), "bwd %d", i);
+    }
+    printf("  cross-entropy: fl_expf_glibc %s; probabilities and losses within their bounds; the backward\n",
+           glibc ? "equal to glibc's expf on a stride of every float32 and the edges" : "not compared (the libm is not glibc's FMA expf)");
+}
+
 int main(void)
 {
     check_blocks_equal_elements();
@@ -266,5 +328,6 @@ int main(void)
     check_rmsnorm();
     check_cast();
     check_embed();
+    check_xent();
     PASS("test_train_kernels");
 }
