@@ -127,6 +127,22 @@ FL_HD double fl_fma_d(double a, double b, double c)
 #endif
 }
 
+/* The main path alone (every x where glibc takes it: |x| < 88, and -0x1.9fe368p6 <= x <= 0x1.62e42ep6). */
+FL_HD float fl_expf_glibc_main(float x, const uint64_t *tab)
+{
+    const double inv = 0x1.71547652b82fep+5, shift = 0x1.8p52; /* 32/ln2; 1.5 * 2^52 rounds to an integer */
+    const double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
+    const double xd = (double)x, kds = fl_fma_d(inv, xd, shift);
+    uint64_t ki;
+    memcpy(&ki, &kds, sizeof ki);
+    const double kd = kds - shift, r = fl_fma_d(inv, xd, -kd);
+    const uint64_t sb = tab[ki & 31] + (ki << 47);
+    double sc;
+    memcpy(&sc, &sb, sizeof sc);
+    const double z = fl_fma_d(c0, r, c1), r2 = r * r, y0 = fl_fma_d(c2, r, 1.0);
+    return (float)(fl_fma_d(z, r2, y0) * sc);
+}
+
 FL_HD float fl_expf_glibc(float x, const uint64_t *tab)
 {
     const uint32_t ax = fl_f32_bits(x) & 0x7FFFFFFFu;
@@ -140,17 +156,7 @@ FL_HD float fl_expf_glibc(float x, const uint64_t *tab)
         if (x < -0x1.9fe368p6f)
             return 0.0f;
     }
-    const double inv = 0x1.71547652b82fep+5, shift = 0x1.8p52; /* 32/ln2; 1.5 * 2^52 rounds to an integer */
-    const double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
-    const double xd = (double)x, kds = fl_fma_d(inv, xd, shift);
-    uint64_t ki;
-    memcpy(&ki, &kds, sizeof ki);
-    const double kd = kds - shift, r = fl_fma_d(inv, xd, -kd);
-    const uint64_t sb = tab[ki & 31] + (ki << 47);
-    double sc;
-    memcpy(&sc, &sb, sizeof sc);
-    const double z = fl_fma_d(c0, r, c1), r2 = r * r, y0 = fl_fma_d(c2, r, 1.0);
-    return (float)(fl_fma_d(z, r2, y0) * sc);
+    return fl_expf_glibc_main(x, tab);
 }
 
 /* The table of fl_expf_glibc (host, MPFR). */

@@ -9,7 +9,6 @@
 
 #include <cblas.h> /* CBLAS_TRANSPOSE: sgemm_tiled's transpose flags */
 #include <math.h>
-#include <mpfr.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -477,40 +476,10 @@ static void rms_backward(float *dx, float *dgain, const float *dy, const float *
 uint64_t model_expf_tab[32]; /* shared with vexp.c (model_simd.h) */
 static pthread_once_t expf_tab_once = PTHREAD_ONCE_INIT;
 
-static void expf_tab_init(void)
-{
-    mpfr_t t;
-    mpfr_init2(t, 53);
-    for (unsigned i = 0; i < 32; i++) {
-        mpfr_set_ui(t, i, MPFR_RNDN);
-        mpfr_div_2ui(t, t, 5, MPFR_RNDN); /* i/32, exact */
-        mpfr_exp2(t, t, MPFR_RNDN);       /* correctly rounded to 53 bits */
-        model_expf_tab[i] = fl_f64_bits(mpfr_get_d(t, MPFR_RNDN)) - ((uint64_t)i << 47);
-    }
-    mpfr_clear(t);
-}
+static void expf_tab_init(void) { fl_expf_table(model_expf_tab); }
 
-static inline double expf_d(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
-static inline float expf_main(float x)
-{
-    const double inv = 0x1.71547652b82fep+5, shift = 0x1.8p52; /* 32/ln2; 1.5 * 2^52 rounds to an integer */
-    const double c0 = 0x1.c6af84b912394p-20, c1 = 0x1.ebfce50fac4f3p-13, c2 = 0x1.62e42ff0c52d6p-6;
-    const double xd = (double)x;
-    const double kds = fma(inv, xd, shift);
-    uint64_t ki;
-    memcpy(&ki, &kds, sizeof ki);
-    const double kd = kds - shift;
-    const double r = fma(inv, xd, -kd);
-    const double sc = expf_d(model_expf_tab[ki & 31] + (ki << 47));
-    const double z = fma(c0, r, c1), r2 = r * r, y0 = fma(c2, r, 1.0);
-    return (float)(fma(z, r2, y0) * sc);
-}
+/* glibc's main path (kernels/train_step.h: the GPU step's cross-entropy computes the same) */
+static inline float expf_main(float x) { return fl_expf_glibc_main(x, model_expf_tab); }
 
 static inline int expf_special(float x) { return ((fl_f32_bits(x) >> 20) & 0x7FFu) > 0x42Au; }
 
