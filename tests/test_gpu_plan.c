@@ -6,7 +6,8 @@
  *  2. The presets: SwiGLU and GeLU parameter-matched exactly, 524,288 tokens per step, the flags after
  *     --preset override it.
  *  3. Refusals: no vocabulary, an FP4 recipe; through the CLI, --device cuda without --plan, an
- *     unknown preset and --accum without --plan exit 2; --plan exits 0 without --out and prints the peak.
+ *     unknown preset and --accum without --plan exit 2; --plan exits 0 without --out and prints the peak,
+ *     3 when the peak does not fit in --device-mem.
  */
 #include "check.h"
 #include "cli_test.h"
@@ -114,6 +115,8 @@ static void check_cli(void)
     CHECK(run_sh(out, sizeof out, "train --preset 124m --act gelu --ffn 4096 --device cuda --plan --device-mem 80") == 0 &&
               strstr(out, "ffn 4096 (gelu)") && strstr(out, "peak") && strstr(out, "fits") && strstr(out, "524288 tokens"),
           "the plan: %s", out);
+    CHECK(run_sh(out, sizeof out, "train --preset 350m --device cuda --plan --device-mem 8") == 3 && strstr(out, "DOES NOT FIT"),
+          "350m in 8 GiB: exit 3: %s", out);
     printf("  CLI: --plan prints the plan (flags over the preset); --device cuda alone, bad presets, --accum: exit 2\n");
 }
 

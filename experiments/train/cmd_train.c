@@ -23,7 +23,7 @@ static const char *const help_head =
     "any other flag overrides it).  --device cuda --plan: the GPU training step's buffers, bytes, peak\n"
     "memory and launches, computed on the host (the step itself is not built yet; --device cuda alone\n"
     "exits 2); --accum micro-batches per step (the preset's: 524,288 tokens), --ranks and --zero1 for a\n"
-    "data-parallel split, --device-mem whether the peak fits.\n"
+    "data-parallel split, --device-mem whether the peak fits (exit 3 when it does not).\n"
     "\n"
     "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
     "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
@@ -217,8 +217,9 @@ int fl_cmd_train(int argc, char **argv)
         char err[512];
         if (fl_gpu_plan_build(&plan, &cfg, g.accum, g.ranks, g.zero1, err, sizeof err))
             return fl_cli_usage_error(cmd, "--plan: %s", err);
-        fl_gpu_plan_print(stdout, &plan, &cfg, (uint64_t)(g.device_gib * 1073741824.0));
-        return FL_EXIT_OK;
+        const uint64_t dev = (uint64_t)(g.device_gib * 1073741824.0);
+        fl_gpu_plan_print(stdout, &plan, &cfg, dev);
+        return dev && plan.peak > dev ? FL_EXIT_GATE : FL_EXIT_OK; /* 3: does not fit in --device-mem */
     }
     if (!opts.dir)
         return fl_cli_usage_error(cmd, "--out DIR is required (or --resume DIR)");
