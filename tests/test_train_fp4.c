@@ -273,6 +273,17 @@ static void check_casts(void)
         fl_mx_fake_quantize(u, code, NULL, t, C, R, FL_FMT_E2M1, FL_MX_CEIL);
         transpose(w, u, C, R);
         expect_equal(y, w, n, "mxfp4 W 32x1 copy");
+        fl_recipe_free(&r);
+        /* --mx-floor: the OCP rule, which clips where TE's does not */
+        fl_recipe_cfg fc;
+        fl_recipe_cfg_default(&fc, FL_RECIPE_MXFP4);
+        fc.mx_floor = 1;
+        recipe(&r, FL_RECIPE_MXFP4, &fc);
+        memset(&q, 0, sizeof q);
+        fl_recipe_cast(&r, 0, y, x, R, C, 0, 1, NULL);
+        fl_mx_fake_quantize(w, code, &q, x, R, C, FL_FMT_E2M1, FL_MX_FLOOR);
+        expect_equal(y, w, n, "mxfp4 X, OCP floor rule");
+        CHECK(r.sites[0].st.sat == q.n_sat && q.n_sat > 0, "the floor rule saturates (%zu elements)", q.n_sat);
         free(code);
         fl_recipe_free(&r);
     }
@@ -522,8 +533,9 @@ static void check_runs(void)
     const char *b4[] = { "train", "--recipe", "nvfp4", "--site", "L0.fc.in=current", "--quiet", "--out", d, NULL };
     const char *b5[] = { "train", "--recipe", "nvfp4", "--rht", "--seq", "7", "--batch", "3", "--quiet", "--out", d, NULL };
     const char *b6[] = { "train", "--recipe", "nvfp4", "--rht", "--act", "smooth_swiglu_token", "--quiet", "--out", d, NULL };
-    const char *const *bad[] = { b1, b2, b3, b4, b5, b6 };
-    const char *want[] = { "--four-over-six", "--rht", "--update-sr", "bf16", "--rht", "per-token" };
+    const char *b7[] = { "train", "--recipe", "nvfp4", "--mx-floor", "--quiet", "--out", d, NULL };
+    const char *const *bad[] = { b1, b2, b3, b4, b5, b6, b7 };
+    const char *want[] = { "--four-over-six", "--rht", "--update-sr", "bf16", "--rht", "per-token", "--mx-floor" };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         CHECK(run(e, bad[k]) == 2, "bad flags %zu: exit 2", k);
         CHECK(contains(e, want[k]), "bad flags %zu: the message names %s", k, want[k]);

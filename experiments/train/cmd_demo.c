@@ -352,6 +352,7 @@ static void recipe_deviations(char *buf, size_t n, const fl_recipe_cfg *r, int f
         DEV(r->update_sr, "stochastically rounded wgrad copy of X");
         DEV(r->four_over_six, "Four Over Six block scales");
         DEV(r->fp4_w1d, "weights in 1x16 blocks");
+        DEV(r->mx_floor, "the OCP MX scale rule (floor)");
         DEV(r->fp8_start, "FP4 from step %u", r->fp8_start);
         DEV(r->fp8_adam, "FP8 Adam moments");
         DEV(r->sites[0], "site overrides %s", r->sites);

@@ -195,6 +195,10 @@ const char *fl_recipe_sites_check(const fl_recipe_cfg *cfg, int nsites, const ch
         snprintf(err, errlen, "--four-over-six and --fp4-w1d need nvfp4");
         return err;
     }
+    if (cfg->mx_floor && cfg->kind != FL_RECIPE_MXFP8 && cfg->kind != FL_RECIPE_MXFP4) {
+        snprintf(err, errlen, "--mx-floor needs mxfp8 or mxfp4");
+        return err;
+    }
     return NULL;
 }
 
@@ -501,7 +505,7 @@ static void current_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling
     for (size_t b = 0; b < nb; b++) {
         float s;
         if (scaling == FL_SCALING_MX32) {
-            const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], FL_MX_CEIL);
+            const uint32_t code = fl_mx_scale_code((fl_format)site->fmt, bam[b], r->cfg.mx_floor ? FL_MX_FLOOR : FL_MX_CEIL);
             s = fl_mx_mul_from_code(code);
             g->bsi[b] = fl_mx_scale_from_code(code);
         } else if (scaling == FL_SCALING_1X128) {
@@ -894,7 +898,7 @@ static void fp4_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, 
         for (size_t t = 0; t < nr * nc; t++)
             unit[t] = fl_decode_f32(fl_format_get(FL_FMT_E4M3), code[t]) * s_dec;
     } else { /* a block holding a NaN gets the code 0xFF and decodes to NaNs */
-        fl_mx_fake_quantize_cast(b, code, &q, a, rows, cols, &cf, FL_MX_CEIL);
+        fl_mx_fake_quantize_cast(b, code, &q, a, rows, cols, &cf, r->cfg.mx_floor ? FL_MX_FLOOR : FL_MX_CEIL);
         for (size_t t = 0; t < nr * nc; t++)
             unit[t] = code[t] == 0xFFu ? NAN : fl_mx_scale_from_code(code[t]);
     }

@@ -137,6 +137,8 @@ typedef struct {
     uint32_t four_over_six; /* nvfp4, 1: Four Over Six block scales (fl_nvfp4_fake_quantize) */
     uint32_t fp4_w1d;      /* nvfp4, 1: weights in 1x16 blocks (and a 16x1 copy for dgrad), not 16x16 tiles */
     uint32_t rht;          /* nvfp4 / mxfp4, 1: random Hadamard transform of the wgrad copies of X and dY */
+    uint32_t mx_floor;     /* mxfp8 / mxfp4, 1: the OCP MX scale rule 2^(floor(log2 amax) - emax) (may clip), not
+                              TE's round-up rule (never clips) */
     char sites[FL_SITE_SPEC_MAX]; /* per-site overrides "PATTERN=MODE;..." (fl_recipe_sites_check), "" none */
 } fl_recipe_cfg;
 

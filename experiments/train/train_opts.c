@@ -337,6 +337,9 @@ const fl_train_opt fl_train_opt_table[] = {
               "as the FP4 demo has it on)" },
     { .flag = "--four-over-six", .key = "four_over_six", BOOL, AT(recipe.four_over_six), .def = "0",
       .attr = FL_OPT_NEWLINE, .group = "recipe", .help = "(nvfp4: each block scaled to 6 or to 4, the smaller error)" },
+    { .flag = "--mx-floor", .key = "mx_floor", BOOL, AT(recipe.mx_floor), .def = "0", .group = "recipe",
+      .help = "(mxfp8 / mxfp4: the OCP MX scale 2^(floor(log2 amax) - emax), which may clip, instead of TE's rule rounding "
+              "the exponent up)" },
     { .flag = "--fp4-w1d", .key = "fp4_w1d", BOOL, AT(recipe.fp4_w1d), .def = "0", .group = "recipe",
       .help = "(nvfp4: weights in 1x16 blocks, not 16x16 tiles)" },
     { .flag = "--site", .key = "sites", CUSTOM(sites_ops), AT(recipe.sites), .def = "", .attr = FL_OPT_ECHO_SET,
