@@ -229,3 +229,45 @@ int fl_xent_bwd(float *z, const int *tgt, size_t N, size_t V)
     }
     return 0;
 }
+
+int fl_attn_softmax_fwd(float *P, const float *S, size_t R, size_t T, float scale, const uint64_t *tab)
+{
+#pragma omp parallel for schedule(static) if (R * T >= 65536)
+    for (size_t i = 0; i < R; i++) {
+        const size_t n = i % T + 1;
+        const float *s = S + i * T;
+        float *p = P + i * T, m = -INFINITY;
+        for (size_t j = 0; j < n; j++) {
+            p[j] = scale != 1.0f ? s[j] * scale : s[j];
+            m = p[j] > m ? p[j] : m;
+        }
+        float sum = 0.0f;
+        for (size_t j = 0; j < n; j++) {
+            p[j] = fl_expf_glibc(p[j] - m, tab);
+            sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        for (size_t j = 0; j < n; j++)
+            p[j] *= inv;
+        for (size_t j = n; j < T; j++)
+            p[j] = 0.0f;
+    }
+    return 0;
+}
+
+int fl_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, size_t T, float scale)
+{
+#pragma omp parallel for schedule(static) if (R * T >= 65536)
+    for (size_t i = 0; i < R; i++) {
+        const size_t n = i % T + 1;
+        const float *p = P + i * T, *dp = dP + i * T;
+        float d = 0.0f;
+        for (size_t j = 0; j < n; j++)
+            d += p[j] * dp[j];
+        for (size_t j = 0; j < n; j++)
+            dS[i * T + j] = p[j] * (dp[j] - d) * scale;
+        for (size_t j = n; j < T; j++)
+            dS[i * T + j] = 0.0f;
+    }
+    return 0;
+}

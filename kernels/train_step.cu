@@ -245,6 +245,76 @@ __global__ void __launch_bounds__(256) xent_bwd_kernel(float *__restrict__ z, co
     }
 }
 
+// The causal softmax: a warp per row, as the cross-entropy: the maximum by value, the exponentials
+// (and in the backward the products p dP) 32 at a time through shared memory, lane 0 adding them in
+// key order in float.
+__global__ void __launch_bounds__(XENT_WARPS * 32) attn_softmax_fwd_kernel(float *__restrict__ P,
+                                                                             const float *__restrict__ S, size_t R,
+                                                                             size_t T, float scale, expf_tab tab)
+{
+    __shared__ float tile[XENT_WARPS][32];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t i = (size_t)blockIdx.x * XENT_WARPS + w;
+    if (i >= R)
+        return;
+    const size_t n = i % T + 1;
+    const float *s = S + i * T;
+    float *p = P + i * T, m = -INFINITY;
+    for (size_t j = lane; j < n; j += 32) {
+        const float v = scale != 1.0f ? s[j] * scale : s[j];
+        m = v > m ? v : m;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        const float u = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = u > m ? u : m;
+    }
+    float sum = 0.0f;
+    for (size_t j0 = 0; j0 < n; j0 += 32) {
+        const size_t j = j0 + lane;
+        float e = 0.0f;
+        if (j < n) {
+            e = fl_expf_glibc((scale != 1.0f ? s[j] * scale : s[j]) - m, tab.t);
+            p[j] = e;
+        }
+        tile[w][lane] = e;
+        __syncwarp();
+        if (lane == 0)
+            for (size_t c = 0; c < 32 && j0 + c < n; c++)
+                sum += tile[w][c];
+        __syncwarp();
+    }
+    const float inv = 1.0f / __shfl_sync(0xFFFFFFFFu, sum, 0);
+    for (size_t j = lane; j < T; j += 32)
+        p[j] = j < n ? p[j] * inv : 0.0f;
+}
+
+__global__ void __launch_bounds__(XENT_WARPS * 32) attn_softmax_bwd_kernel(float *__restrict__ dS,
+                                                                             const float *__restrict__ P,
+                                                                             const float *__restrict__ dP, size_t R,
+                                                                             size_t T, float scale)
+{
+    __shared__ float tile[XENT_WARPS][32];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t i = (size_t)blockIdx.x * XENT_WARPS + w;
+    if (i >= R)
+        return;
+    const size_t n = i % T + 1;
+    const float *p = P + i * T, *dp = dP + i * T;
+    float d = 0.0f;
+    for (size_t j0 = 0; j0 < n; j0 += 32) {
+        const size_t j = j0 + lane;
+        tile[w][lane] = j < n ? p[j] * dp[j] : 0.0f;
+        __syncwarp();
+        if (lane == 0)
+            for (size_t c = 0; c < 32 && j0 + c < n; c++)
+                d += tile[w][c];
+        __syncwarp();
+    }
+    d = __shfl_sync(0xFFFFFFFFu, d, 0);
+    for (size_t j = lane; j < T; j += 32)
+        dS[i * T + j] = j < n ? p[j] * (dp[j] - d) * scale : 0.0f;
+}
+
 unsigned grid_for(size_t n)
 {
     const size_t b = (n + 255) / 256;
@@ -347,6 +417,38 @@ extern "C" int fl_cuda_xent_bwd(float *z, const int *tgt, size_t N, size_t V, vo
     if (!N || !V)
         return 0;
     xent_bwd_kernel<<<grid_for(N * V), 256, 0, (cudaStream_t)stream>>>(z, tgt, N, V, 1.0f / (float)N);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_attn_softmax_fwd(float *P, const float *S, size_t R, size_t T, float scale,
+                                        const uint64_t *tab_host, void *stream)
+{
+    if (!R || !T)
+        return 0;
+    expf_tab t;
+    memcpy(t.t, tab_host, sizeof t.t);
+    const size_t blocks = (R + XENT_WARPS - 1) / XENT_WARPS;
+    if (blocks > 0x7FFFFFFFu) {
+        fprintf(stderr, "fl_cuda_attn_softmax_fwd: %zu rows is too many\n", R);
+        return -1;
+    }
+    attn_softmax_fwd_kernel<<<(unsigned)blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(P, S, R, T, scale, t);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, size_t T, float scale,
+                                        void *stream)
+{
+    if (!R || !T)
+        return 0;
+    const size_t blocks = (R + XENT_WARPS - 1) / XENT_WARPS;
+    if (blocks > 0x7FFFFFFFu) {
+        fprintf(stderr, "fl_cuda_attn_softmax_bwd: %zu rows is too many\n", R);
+        return -1;
+    }
+    attn_softmax_bwd_kernel<<<(unsigned)blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(dS, P, dP, R, T, scale);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

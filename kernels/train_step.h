@@ -174,6 +174,21 @@ int fl_cuda_xent_fwd(float *z, double *tokloss, const int *tgt, size_t N, size_t
                      void *stream);
 int fl_cuda_xent_bwd(float *z, const int *tgt, size_t N, size_t V, void *stream);
 
+/* ---- the causal attention's softmax --------------------------------------------------------------
+ * Rows of R = B H T scores (row t of a head: t % T), each T long, keys j <= t % T valid:
+ *   forward   s_j = S_tj * scale (skipped when scale is 1), m = max_j s_j, e_j = fl_expf_glibc(s_j - m),
+ *             sum = sum_j e_j in float in order from +0, P_tj = e_j * (1 / sum), P_tj = 0 for j > t % T
+ *   backward  d = sum_j P_tj dP_tj in float in order from +0, dS_tj = P_tj (dP_tj - d) scale (j <= t % T),
+ *             dS_tj = 0 beyond
+ * The harness's attention (experiments/train/model.c, "Every sum below has the order of the plain
+ * loops") computes the same from its own scores; the GPU step forms S = Q K^T and dP = dO V^T with
+ * cuBLAS (other bits than the harness's sequential dot products) and these kernels on them. */
+int fl_attn_softmax_fwd(float *P, const float *S, size_t R, size_t T, float scale, const uint64_t *tab);
+int fl_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, size_t T, float scale);
+int fl_cuda_attn_softmax_fwd(float *P, const float *S, size_t R, size_t T, float scale, const uint64_t *tab_host,
+                             void *stream);
+int fl_cuda_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, size_t T, float scale, void *stream);
+
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device
    pointers; stream a cudaStream_t or NULL).  0, or -1 after printing why. */

@@ -17,7 +17,7 @@
 //    (e4m3, e5m2, Gaudi2's e4m3; saturating or not; RNE and SR) on a stride of every float32 pattern;
 //    the embeddings' forward and backward (token rows through fl_embed_index); the head's softmax
 //    cross-entropy (probabilities and dlogits bit for bit, the losses within 4 ulps of double: CUDA's
-//    log is not glibc's).
+//    log is not glibc's); the causal attention softmax forward and backward.
 // Inputs: random activations-like values, every bf16 / e4m3 / e5m2 code cycled through the tensors
 // (NaN, Inf, subnormals, max), sizes with a scalar tail (n % 16 != 0), and misaligned copies (the
 // scalar-access path) -- the reduction order must not depend on either.
@@ -626,6 +626,32 @@ static void case_xent(size_t N, size_t V)
     cases++;
 }
 
+static void case_attn_softmax(size_t R, size_t T)
+{
+    std::vector<float> S(R * T), dP(R * T), P(R * T), dS(R * T);
+    for (size_t i = 0; i < R * T; i++) {
+        S[i] = (float)((rnd() - 0.5) * (i / T % 11 == 4 ? 500.0 : 20.0));
+        dP[i] = (float)(rnd() - 0.5);
+    }
+    uint64_t tab[32];
+    fl_expf_table(tab);
+    const float scale = 0.125f;
+    float *dS_ = dev_copy(S), *ddP = dev_copy(dP), *dPr = dev_copy(P), *ddS = dev_copy(dS);
+    if (fl_attn_softmax_fwd(P.data(), S.data(), R, T, scale, tab) ||
+        fl_cuda_attn_softmax_fwd(dPr, dS_, R, T, scale, tab, nullptr) ||
+        fl_attn_softmax_bwd(dS.data(), P.data(), dP.data(), R, T, scale) ||
+        fl_cuda_attn_softmax_bwd(ddS, dPr, ddP, R, T, scale, nullptr)) {
+        fprintf(stderr, "FAIL attn softmax: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("attn softmax P", P, dPr);
+    expect_same("attn softmax dS", dS, ddS);
+    for (float *p : { dS_, ddP, dPr, ddS })
+        cudaFree(p);
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -689,6 +715,9 @@ int main()
     case_xent(1024, 50257);
     case_xent(37, 300);
     printf("  softmax cross-entropy (probabilities, dlogits; losses within 4 ulps): ok\n");
+    case_attn_softmax(4 * 12 * 1024, 1024);
+    case_attn_softmax(2 * 3 * 37, 37);
+    printf("  causal attention softmax forward and backward: ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;
