@@ -502,55 +502,73 @@ void fl_rht16_signs(float signs[FL_RHT_SIZE], uint64_t seed)
         signs[j] = (r >> j) & 1u ? -1.0f : 1.0f;
 }
 
-/* Sixteen float32 lanes (the compiler's vector extension: each operation lane by lane, so the bits do
-   not depend on the instructions it picks). */
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
+/* Eight float32 lanes (the compiler's vector extension: each operation lane by lane, so the bits do
+   not depend on the instructions it picks; eight lanes are one register from AVX on). */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-/* One butterfly stage of span h: lane j with bit h clear gets v[j] + v[j + h], its partner v[j] -
-   v[j + h].  p holds each lane's partner (v with the lanes j, j ^ h swapped): the lower lane computes
-   v + p = v[j] + v[j + h], the upper p - v = v[j] - v[j + h], the same operations as in order. */
+/* One butterfly stage of span h < 8 inside eight lanes: lane j with bit h clear gets v[j] + v[j + h],
+   its partner v[j] - v[j + h].  p holds each lane's partner (v with the lanes j, j ^ h swapped): the
+   lower lane computes v + p = v[j] + v[j + h], the upper p - v = v[j] - v[j + h], the same operations
+   as in order. */
 #define WHT_STAGE(v, hi, ...)                                                                          \
     do {                                                                                               \
-        const v16f p_ = __builtin_shufflevector(v, v, __VA_ARGS__);                                     \
-        v = (v16f)(((v16i)(v + p_) & ~(hi)) | ((v16i)(p_ - v) & (hi)));                                 \
+        const v8f p_ = __builtin_shufflevector(v, v, __VA_ARGS__);                                      \
+        v = (v8f)(((v8i)(v + p_) & ~(hi)) | ((v8i)(p_ - v) & (hi)));                                    \
     } while (0)
 
-/* The Walsh-Hadamard butterflies of 16, in the fixed order of the stages h = 1, 2, 4, 8: v = H16 v
-   (entries +-1, H16 H16 = 16 I, symmetric).  Each element's operations are those of the loop
-   for h: for i: for j in [i, i + h): (v[j], v[j + h]) = (v[j] + v[j + h], v[j] - v[j + h]). */
-static v16f wht16(v16f v)
+/* The Walsh-Hadamard butterflies of 16 (lo: elements 0..7, hi: 8..15), in the fixed order of the
+   stages h = 1, 2, 4, 8: v = H16 v (entries +-1, H16 H16 = 16 I, symmetric).  Each element's
+   operations are those of the loop for h: for i: for j in [i, i + h): (v[j], v[j + h]) = (v[j] +
+   v[j + h], v[j] - v[j + h]); the stage h = 8 pairs the halves lane by lane. */
+static void wht16(v8f *lo, v8f *hi)
 {
-    const v16i h1 = { 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1 };
-    const v16i h2 = { 0, 0, -1, -1, 0, 0, -1, -1, 0, 0, -1, -1, 0, 0, -1, -1 };
-    const v16i h4 = { 0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1 };
-    const v16i h8 = { 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1 };
-    WHT_STAGE(v, h1, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-    WHT_STAGE(v, h2, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-    WHT_STAGE(v, h4, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-    WHT_STAGE(v, h8, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-    return v;
+    const v8i h1 = { 0, -1, 0, -1, 0, -1, 0, -1 }, h2 = { 0, 0, -1, -1, 0, 0, -1, -1 };
+    const v8i h4 = { 0, 0, 0, 0, -1, -1, -1, -1 };
+    v8f *half[2] = { lo, hi };
+    for (int k = 0; k < 2; k++) {
+        v8f v = *half[k];
+        WHT_STAGE(v, h1, 1, 0, 3, 2, 5, 4, 7, 6);
+        WHT_STAGE(v, h2, 2, 3, 0, 1, 6, 7, 4, 5);
+        WHT_STAGE(v, h4, 4, 5, 6, 7, 0, 1, 2, 3);
+        *half[k] = v;
+    }
+    const v8f a = *lo, b = *hi;
+    *lo = a + b;
+    *hi = a - b;
 }
 #undef WHT_STAGE
 
-_Static_assert(FL_RHT_SIZE == 16, "the transform is written for 16 lanes");
+_Static_assert(FL_RHT_SIZE == 16, "the transform is written for two halves of 8 lanes");
 
 void fl_rht16(float *v, const float signs[FL_RHT_SIZE])
 {
-    v16f x, sg;
-    memcpy(&x, v, sizeof x);
-    memcpy(&sg, signs, sizeof sg);
-    x = wht16(x * sg) * 0.25f;
-    memcpy(v, &x, sizeof x);
+    v8f lo, hi, s0, s1;
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, v + 8, sizeof hi);
+    memcpy(&s0, signs, sizeof s0);
+    memcpy(&s1, signs + 8, sizeof s1);
+    lo *= s0;
+    hi *= s1;
+    wht16(&lo, &hi);
+    lo *= 0.25f;
+    hi *= 0.25f;
+    memcpy(v, &lo, sizeof lo);
+    memcpy(v + 8, &hi, sizeof hi);
 }
 
 void fl_rht16_inv(float *v, const float signs[FL_RHT_SIZE])
 {
-    v16f x, sg;
-    memcpy(&x, v, sizeof x);
-    memcpy(&sg, signs, sizeof sg);
-    x = wht16(x) * 0.25f * sg;
-    memcpy(v, &x, sizeof x);
+    v8f lo, hi, s0, s1;
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, v + 8, sizeof hi);
+    memcpy(&s0, signs, sizeof s0);
+    memcpy(&s1, signs + 8, sizeof s1);
+    wht16(&lo, &hi);
+    lo = lo * 0.25f * s0;
+    hi = hi * 0.25f * s1;
+    memcpy(v, &lo, sizeof lo);
+    memcpy(v + 8, &hi, sizeof hi);
 }
 
 /* ---- delayed scaling --------------------------------------------------------------------------- */
