@@ -321,6 +321,19 @@ unsigned grid_for(size_t n)
     return (unsigned)(b < 65535 * 4 ? (b ? b : 1) : 65535 * 4);
 }
 
+// Blocks of XENT_WARPS rows (a warp per row) for R rows into *blocks; -1 with a message when there are
+// more than a grid takes.
+int warp_row_blocks(const char *who, size_t R, unsigned *blocks)
+{
+    const size_t b = (R + XENT_WARPS - 1) / XENT_WARPS;
+    if (b > 0x7FFFFFFFu) {
+        fprintf(stderr, "%s: %zu rows is too many\n", who, R);
+        return -1;
+    }
+    *blocks = (unsigned)b;
+    return 0;
+}
+
 unsigned rms_blocks(size_t N) { return (unsigned)((N + RMS_WARPS * 32 - 1) / (RMS_WARPS * 32)); }
 
 } // namespace
@@ -366,8 +379,7 @@ extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long 
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
-    const size_t blocks = (n + 255) / 256;
-    cast_fp8_kernel<<<(unsigned)(blocks < 65535 * 4 ? blocks : 65535 * 4), 256, 0, (cudaStream_t)stream>>>(
+    cast_fp8_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(
         codes, (unsigned *)amax, counts, x, n, s, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
@@ -402,12 +414,10 @@ extern "C" int fl_cuda_xent_fwd(float *z, double *tokloss, const int *tgt, size_
         return 0;
     expf_tab t;
     memcpy(t.t, tab_host, sizeof t.t);
-    const size_t blocks = (N + XENT_WARPS - 1) / XENT_WARPS;
-    if (blocks > 0x7FFFFFFFu) {
-        fprintf(stderr, "fl_cuda_xent_fwd: %zu rows is too many\n", N);
+    unsigned blocks;
+    if (warp_row_blocks("fl_cuda_xent_fwd", N, &blocks))
         return -1;
-    }
-    xent_fwd_kernel<<<(unsigned)blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(z, tokloss, tgt, N, V, t);
+    xent_fwd_kernel<<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(z, tokloss, tgt, N, V, t);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -428,12 +438,10 @@ extern "C" int fl_cuda_attn_softmax_fwd(float *P, const float *S, size_t R, size
         return 0;
     expf_tab t;
     memcpy(t.t, tab_host, sizeof t.t);
-    const size_t blocks = (R + XENT_WARPS - 1) / XENT_WARPS;
-    if (blocks > 0x7FFFFFFFu) {
-        fprintf(stderr, "fl_cuda_attn_softmax_fwd: %zu rows is too many\n", R);
+    unsigned blocks;
+    if (warp_row_blocks("fl_cuda_attn_softmax_fwd", R, &blocks))
         return -1;
-    }
-    attn_softmax_fwd_kernel<<<(unsigned)blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(P, S, R, T, scale, t);
+    attn_softmax_fwd_kernel<<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(P, S, R, T, scale, t);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -443,12 +451,10 @@ extern "C" int fl_cuda_attn_softmax_bwd(float *dS, const float *P, const float *
 {
     if (!R || !T)
         return 0;
-    const size_t blocks = (R + XENT_WARPS - 1) / XENT_WARPS;
-    if (blocks > 0x7FFFFFFFu) {
-        fprintf(stderr, "fl_cuda_attn_softmax_bwd: %zu rows is too many\n", R);
+    unsigned blocks;
+    if (warp_row_blocks("fl_cuda_attn_softmax_bwd", R, &blocks))
         return -1;
-    }
-    attn_softmax_bwd_kernel<<<(unsigned)blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(dS, P, dP, R, T, scale);
+    attn_softmax_bwd_kernel<<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(dS, P, dP, R, T, scale);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -461,8 +467,7 @@ extern "C" int fl_cuda_adamw(float *p, const float *g, float *m, float *v, size_
         fprintf(stderr, "fl_cuda_adamw: a NULL pointer\n");
         return -1;
     }
-    const size_t blocks = (n + 255) / 256;
-    adamw_kernel<<<(unsigned)(blocks < 65535 * 4 ? blocks : 65535 * 4), 256, 0, (cudaStream_t)stream>>>(p, g, m, v, n, *h);
+    adamw_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(p, g, m, v, n, *h);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
