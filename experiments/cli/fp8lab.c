@@ -20,6 +20,7 @@ static const struct {
     { "demo", fl_cmd_demo, "the FP8 SwiGLU instability reproduction (bf16 / fp8 SwiGLU / fp8 Smooth-SwiGLU)" },
     { "attribute", fl_cmd_attribute, "per-channel attribution of a run's down-projection outliers (alignment, records, lead/lag, slope)" },
     { "mechanism", fl_cmd_mechanism, "the SwiGLU outlier chain link by link: late FP8 forks, interventions, weight-decay dose-response" },
+    { "compare", fl_cmd_compare, "whether a run follows a reference within the envelope of summation-order reruns" },
     { "quant", fl_cmd_quant, "saturation / flush-to-zero / error of a tensor under each format and scaling" },
     { "ref", fl_cmd_ref, "MPFR reference: activations and derivatives, correctly rounded into a format" },
     { "order", fl_cmd_order, "safe polynomial order of PolyReLU / PolyNorm per format, scaling and strategy" },

@@ -3,6 +3,7 @@
 #include "ffn_act.h"
 #include "model.h"
 #include "fl_json.h"
+#include "runcsv.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -197,155 +198,6 @@ static double binom_tail(long k, long n, double p)
 
 /* ---- CSV reading ---- */
 
-enum { CSV_MAXF = 64 };
-
-typedef struct {
-    FILE *f;
-    char path[4200];
-    char *line, *hdr;
-    size_t cap;
-    long lineno;
-    char *name[CSV_MAXF]; /* the header's column names (into hdr) */
-    char *fld[CSV_MAXF];  /* the current row's fields (into line) */
-    int nh;
-    char *err;
-    size_t errn;
-} csv_t;
-
-/* Split s at commas (trailing CR/LF removed) into out; the count, or -1 beyond CSV_MAXF. */
-static int split(char *s, char **out)
-{
-    s[strcspn(s, "\r\n")] = 0;
-    int n = 0;
-    for (;;) {
-        if (n == CSV_MAXF)
-            return -1;
-        out[n++] = s;
-        char *c = strchr(s, ',');
-        if (!c)
-            return n;
-        *c = 0;
-        s = c + 1;
-    }
-}
-
-static void csv_close(csv_t *c)
-{
-    if (c->f)
-        fclose(c->f);
-    free(c->line);
-    free(c->hdr);
-    c->f = NULL;
-    c->line = c->hdr = NULL;
-}
-
-/* Open dir/name and read its header. */
-static int csv_open(csv_t *c, const char *dir, const char *name, char *err, size_t errn)
-{
-    memset(c, 0, sizeof *c);
-    c->err = err;
-    c->errn = errn;
-    if ((size_t)snprintf(c->path, sizeof c->path, "%s/%s", dir, name) >= sizeof c->path)
-        return fail(err, errn, "%s/%s: path too long", dir, name);
-    c->f = fopen(c->path, "r");
-    if (!c->f)
-        return fail(err, errn, "%s: cannot open: %s", c->path, strerror(errno));
-    const ssize_t len = getline(&c->line, &c->cap, c->f);
-    if (len < 0) {
-        csv_close(c);
-        return fail(err, errn, "%s: empty file (no header line)", c->path);
-    }
-    if (c->line[len - 1] != '\n') {
-        csv_close(c);
-        return fail(err, errn, "%s:1: the header line has no newline (the file is cut short)", c->path);
-    }
-    c->lineno = 1;
-    c->hdr = strdup(c->line);
-    if (!c->hdr || (c->nh = split(c->hdr, c->name)) < 0) {
-        csv_close(c);
-        return fail(err, errn, "%s:1: header unreadable (more than %d columns?)", c->path, CSV_MAXF);
-    }
-    return 0;
-}
-
-/* The header positions of the k columns names into col. */
-static int csv_need(csv_t *c, const char *const *names, int *col, int k)
-{
-    for (int j = 0; j < k; j++) {
-        col[j] = -1;
-        for (int h = 0; h < c->nh && col[j] < 0; h++)
-            if (!strcmp(c->name[h], names[j]))
-                col[j] = h;
-        if (col[j] < 0)
-            return fail(c->err, c->errn, "%s:1: header lacks the column '%s'", c->path, names[j]);
-    }
-    return 0;
-}
-
-/* Whether s is one whole number (nan and inf included: the caller decides). */
-static int is_number(const char *s)
-{
-    char *end;
-    errno = 0;
-    const double v = strtod(s, &end);
-    return end != s && !*end && !(errno == ERANGE && isfinite(v) && v != 0.0);
-}
-
-/* The next non-blank row: 1, 0 at the end, -1 when it is damaged: no newline at its end (a file cut
-   short inside its last line), a field count not the header's, or a field that is not a number
-   (every column of these files is numeric). */
-static int csv_row(csv_t *c)
-{
-    for (;;) {
-        const ssize_t len = getline(&c->line, &c->cap, c->f);
-        if (len < 0)
-            return 0;
-        c->lineno++;
-        if (c->line[len - 1] != '\n')
-            return fail(c->err, c->errn, "%s:%ld: the last line has no newline (the file is cut short)", c->path,
-                        c->lineno);
-        if (c->line[strspn(c->line, " \t\r\n")] == 0)
-            continue;
-        const int n = split(c->line, c->fld);
-        if (n != c->nh)
-            return fail(c->err, c->errn, "%s:%ld: %s%d fields, the header has %d", c->path, c->lineno,
-                        n < 0 ? "more than " : "", n < 0 ? CSV_MAXF : n, c->nh);
-        for (int j = 0; j < n; j++)
-            if (!is_number(c->fld[j]))
-                return fail(c->err, c->errn, "%s:%ld: column '%s': bad number '%s'", c->path, c->lineno, c->name[j],
-                            c->fld[j]);
-        return 1;
-    }
-}
-
-/* Field j as a number (nan and inf accepted: the caller decides). */
-static int csv_num(csv_t *c, int j, double *v)
-{
-    const char *s = c->fld[j];
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    if (end == s || *end || (errno == ERANGE && isfinite(*v) && *v != 0.0))
-        return fail(c->err, c->errn, "%s:%ld: column '%s': bad number '%s'", c->path, c->lineno, c->name[j], s);
-    return 0;
-}
-
-/* Field j as an integer in [lo, hi]. */
-static int csv_int(csv_t *c, int j, long lo, long hi, long *v)
-{
-    const char *s = c->fld[j];
-    char *end;
-    errno = 0;
-    *v = strtol(s, &end, 10);
-    if (end == s || *end || errno || *v < lo || *v > hi) {
-        if (hi == LONG_MAX)
-            return fail(c->err, c->errn, "%s:%ld: column '%s': '%s' is not an integer >= %ld", c->path, c->lineno,
-                        c->name[j], s, lo);
-        return fail(c->err, c->errn, "%s:%ld: column '%s': '%s' is not an integer in [%ld, %ld]", c->path, c->lineno,
-                    c->name[j], s, lo, hi);
-    }
-    return 0;
-}
 
 /* ---- loading ---- */
 
@@ -387,18 +239,18 @@ static int load_config(fl_attrib_run *r, const char *dir, char *err, size_t errn
 static int load_metrics(fl_attrib_run *r, const char *dir, char *err, size_t errn)
 {
     static const char *const cols[] = { "step", "lr" };
-    csv_t c;
+    fl_csv c;
     int col[2], rc;
     long cap = 0;
     double acc = 0.0;
-    if (csv_open(&c, dir, "metrics.csv", err, errn))
+    if (fl_csv_open(&c, dir, "metrics.csv", err, errn))
         return -1;
-    if (csv_need(&c, cols, col, 2))
+    if (fl_csv_need(&c, cols, col, 2))
         goto bad;
-    while ((rc = csv_row(&c)) > 0) {
+    while ((rc = fl_csv_row(&c)) > 0) {
         long step;
         double lr;
-        if (csv_int(&c, col[0], 0, LONG_MAX, &step) || csv_num(&c, col[1], &lr))
+        if (fl_csv_int(&c, col[0], 0, LONG_MAX, &step) || fl_csv_num(&c, col[1], &lr))
             goto bad;
         if (!isfinite(lr) || lr < 0.0) {
             fail(err, errn, "%s:%ld: lr %s is not a finite non-negative number", c.path, c.lineno, c.fld[col[1]]);
@@ -433,10 +285,10 @@ static int load_metrics(fl_attrib_run *r, const char *dir, char *err, size_t err
         goto bad;
     }
     r->tau[r->nmetric] = acc;
-    csv_close(&c);
+    fl_csv_close(&c);
     return 0;
 bad:
-    csv_close(&c);
+    fl_csv_close(&c);
     return -1;
 }
 
@@ -446,7 +298,7 @@ enum { CH_ROW_MIN = 16 };
 
 /* The logged steps channels.csv (open in c) can hold, from its size: config.json's L and F are checked
    against the file before anything is allocated.  0 with the reason in err when it cannot hold one. */
-static size_t channels_max_steps(const fl_attrib_run *r, const csv_t *c, size_t LF, char *err, size_t errn)
+static size_t channels_max_steps(const fl_attrib_run *r, const fl_csv *c, size_t LF, char *err, size_t errn)
 {
     struct stat sb;
     if (fstat(fileno(c->f), &sb) || !S_ISREG(sb.st_mode)) {
@@ -462,7 +314,7 @@ static size_t channels_max_steps(const fl_attrib_run *r, const csv_t *c, size_t 
 }
 
 /* Room for more logged steps: r->lstep and the channel planes grown to *cap steps, at most max_steps. */
-static int channels_grow(fl_attrib_run *r, long *cap, size_t max_steps, size_t LF, const csv_t *c, long step,
+static int channels_grow(fl_attrib_run *r, long *cap, size_t max_steps, size_t LF, const fl_csv *c, long step,
                          char *err, size_t errn)
 {
     if ((size_t)*cap >= max_steps) /* only when the file grows while it is read */
@@ -489,7 +341,7 @@ static int channels_grow(fl_attrib_run *r, long *cap, size_t max_steps, size_t L
 /* Logged step `step` begins at the current row: after the previous step's L*F rows (have of them were
    read), in increasing order; its rows NaN until read. */
 static int channels_step_begin(fl_attrib_run *r, long *cap, size_t max_steps, size_t LF, size_t have,
-                               const csv_t *c, long step, char *err, size_t errn)
+                               const fl_csv *c, long step, char *err, size_t errn)
 {
     if (r->S && step < r->lstep[r->S - 1])
         return fail(err, errn, "%s:%ld: steps not increasing: step %ld after step %ld", c->path, c->lineno, step,
@@ -510,14 +362,14 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
 {
     static const char *const cols[] = { "step", "layer", "channel", "amax", "align", "wnorm", "gate_max", "up_max" };
     const size_t LF = (size_t)r->L * (size_t)r->F;
-    csv_t c;
+    fl_csv c;
     int col[8], rc;
     long cap = 0;
     size_t have = 0; /* rows of the current step */
     unsigned char *seen = NULL;
-    if (csv_open(&c, dir, "channels.csv", err, errn))
+    if (fl_csv_open(&c, dir, "channels.csv", err, errn))
         return -1;
-    if (csv_need(&c, cols, col, 8))
+    if (fl_csv_need(&c, cols, col, 8))
         goto bad;
     const size_t max_steps = channels_max_steps(r, &c, LF, err, errn);
     if (!max_steps)
@@ -526,15 +378,15 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
         fail(err, errn, "%s: out of memory", c.path);
         goto bad;
     }
-    while ((rc = csv_row(&c)) > 0) {
+    while ((rc = fl_csv_row(&c)) > 0) {
         long step, l, i;
         double v[FL_CH_COUNT];
         int finite = 1;
-        if (csv_int(&c, col[0], 0, LONG_MAX, &step) || csv_int(&c, col[1], 0, r->L - 1, &l) ||
-            csv_int(&c, col[2], 0, r->F - 1, &i))
+        if (fl_csv_int(&c, col[0], 0, LONG_MAX, &step) || fl_csv_int(&c, col[1], 0, r->L - 1, &l) ||
+            fl_csv_int(&c, col[2], 0, r->F - 1, &i))
             goto bad;
         for (int q = 0; q < FL_CH_COUNT; q++) {
-            if (csv_num(&c, col[3 + q], &v[q]))
+            if (fl_csv_num(&c, col[3 + q], &v[q]))
                 goto bad;
             finite &= isfinite(v[q]) != 0;
         }
@@ -570,11 +422,11 @@ static int load_channels(fl_attrib_run *r, const char *dir, char *err, size_t er
         goto bad;
     }
     free(seen);
-    csv_close(&c);
+    fl_csv_close(&c);
     return 0;
 bad:
     free(seen);
-    csv_close(&c);
+    fl_csv_close(&c);
     return -1;
 }
 
@@ -582,18 +434,18 @@ bad:
 static int load_records(fl_attrib_run *r, const char *dir, char *err, size_t errn)
 {
     static const char *const cols[] = { "step", "layer", "channel", "amax", "align_rank" };
-    csv_t c;
+    fl_csv c;
     int col[5], rc;
     long cap = 0, last = -1;
-    if (csv_open(&c, dir, "records.csv", err, errn))
+    if (fl_csv_open(&c, dir, "records.csv", err, errn))
         return -1;
-    if (csv_need(&c, cols, col, 5))
+    if (fl_csv_need(&c, cols, col, 5))
         goto bad;
-    while ((rc = csv_row(&c)) > 0) {
+    while ((rc = fl_csv_row(&c)) > 0) {
         fl_attrib_record e;
         long step, l, i;
-        if (csv_int(&c, col[0], 0, LONG_MAX, &step) || csv_int(&c, col[1], 0, r->L - 1, &l) ||
-            csv_int(&c, col[2], 0, r->F - 1, &i) || csv_num(&c, col[3], &e.amax) || csv_num(&c, col[4], &e.align_rank))
+        if (fl_csv_int(&c, col[0], 0, LONG_MAX, &step) || fl_csv_int(&c, col[1], 0, r->L - 1, &l) ||
+            fl_csv_int(&c, col[2], 0, r->F - 1, &i) || fl_csv_num(&c, col[3], &e.amax) || fl_csv_num(&c, col[4], &e.align_rank))
             goto bad;
         if (step < last) {
             fail(err, errn, "%s:%ld: steps going back: step %ld after step %ld", c.path, c.lineno, step, last);
@@ -624,10 +476,10 @@ static int load_records(fl_attrib_run *r, const char *dir, char *err, size_t err
     }
     if (rc < 0)
         goto bad;
-    csv_close(&c);
+    fl_csv_close(&c);
     return 0;
 bad:
-    csv_close(&c);
+    fl_csv_close(&c);
     return -1;
 }
 

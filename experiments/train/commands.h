@@ -8,5 +8,6 @@ int fl_cmd_train(int argc, char **argv);
 int fl_cmd_demo(int argc, char **argv);
 int fl_cmd_attribute(int argc, char **argv);
 int fl_cmd_mechanism(int argc, char **argv);
+int fl_cmd_compare(int argc, char **argv);
 
 #endif /* FL_TRAIN_COMMANDS_H */

@@ -287,7 +287,38 @@ static size_t tile_side(size_t n)
     return a < n ? a : n;
 }
 
-static void sgemm_tiled(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t N, size_t K, const float *A,
+/* One tile in blocks of kc terms (kc > 0, K > kc): each block's sum one fma chain from +0 (fl_train_gemm),
+   added to the accumulator in block order, the accumulator starting at beta C (the first block's chain
+   writes C itself when beta is 0).  The products are the same as the one chain's; only the order of the
+   additions differs (--gemm-kchunk). */
+static void gemm_kblocks(fl_train_gemm_op oa, fl_train_gemm_op ob, size_t m, size_t n, size_t K, size_t kc,
+                         const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
+{
+    float *t = malloc(m * n * sizeof *t);
+    if (!t) {
+        fprintf(stderr, "fp8lab train: out of memory in a GEMM\n");
+        exit(1);
+    }
+    for (size_t k0 = 0; k0 < K; k0 += kc) {
+        const size_t kn = K - k0 < kc ? K - k0 : kc;
+        const float *ak = oa == FL_TRAIN_GEMM_N ? a + k0 : a + k0 * lda;
+        const float *bk = ob == FL_TRAIN_GEMM_N ? b + k0 * ldb : b + k0;
+        if (k0 == 0 && beta == 0.0f) {
+            fl_train_gemm(oa, ob, m, n, kn, ak, lda, bk, ldb, 0.0f, c, ldc);
+            continue;
+        }
+        fl_train_gemm(oa, ob, m, n, kn, ak, lda, bk, ldb, 0.0f, t, n);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                float *e = c + i * ldc + j;
+                *e = (k0 == 0 ? beta * *e : *e) + t[i * n + j];
+            }
+    }
+    free(t);
+}
+
+/* kc: 0, or the --gemm-kchunk block length. */
+static void sgemm_tiled(size_t kc, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t N, size_t K, const float *A,
                         size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
     if (!M || !N)
@@ -302,7 +333,10 @@ static void sgemm_tiled(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t
         const size_t m = M - i0 < tr ? M - i0 : tr, n = N - j0 < tcw ? N - j0 : tcw;
         const float *a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
         const float *b = tb == CblasNoTrans ? B + j0 : B + j0 * ldb;
-        fl_train_gemm(oa, ob, m, n, K, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
+        if (kc && K > kc)
+            gemm_kblocks(oa, ob, m, n, K, kc, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
+        else
+            fl_train_gemm(oa, ob, m, n, K, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
     }
 }
 
@@ -360,7 +394,7 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
         return;
     }
     for (size_t p = 0; p < P; p++)
-        sgemm_tiled(CblasNoTrans, CblasTrans, N, Mp, K, q->xs, K, q->ws + p * Mp * K, K, 0.0f, Y + p * N * Mp, Mp);
+        sgemm_tiled(m->gemm_kchunk, CblasNoTrans, CblasTrans, N, Mp, K, q->xs, K, q->ws + p * Mp * K, K, 0.0f, Y + p * N * Mp, Mp);
 }
 
 /* FP4 recipes, telemetry steps: the weight gradient's quantisation noise.  The wgrad GEMM once on the
@@ -388,10 +422,10 @@ static void wgrad_noise(fl_model *m, int li, const float *dY, const float *gt, s
     }
     double n2 = 0.0, e2 = 0.0, c2 = 0.0;
     for (size_t p = 0; p < P; p++) {
-        sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 0.0f, a, K);
-        sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, dY + p * N * Mp, Mp, q->x, K, 0.0f, b, K);
+        sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 0.0f, a, K);
+        sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N, dY + p * N * Mp, Mp, q->x, K, 0.0f, b, K);
         if (halves) /* rows b * T + t: the first N / 2 rows are the first B / 2 sequences */
-            sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N / 2, dY + p * N * Mp, Mp, q->x, K, 0.0f, h, K);
+            sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N / 2, dY + p * N * Mp, Mp, q->x, K, 0.0f, h, K);
         for (size_t i = 0; i < Mp * K; i++) {
             const double d = (double)a[i] - b[i];
             n2 += (double)b[i] * b[i];
@@ -430,9 +464,9 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
     }
     for (size_t p = 0; p < P; p++) {
         if (dX)
-            sgemm_tiled(CblasNoTrans, CblasNoTrans, N, K, Mp, g + p * N * Mp, Mp, q->wbs + p * Mp * K, K,
+            sgemm_tiled(m->gemm_kchunk, CblasNoTrans, CblasNoTrans, N, K, Mp, g + p * N * Mp, Mp, q->wbs + p * Mp * K, K,
                         p ? 1.0f : 0.0f, dX, K);
-        sgemm_tiled(CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
+        sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
     }
     wgrad_noise(m, li, dY, gt, K, M, P);
 }

@@ -88,6 +88,8 @@ typedef struct {
     float *p[FL_P_COUNT];       /* pointer tables into params / grads */
     float *g[FL_P_COUNT];
     fl_recipe *rec;             /* the recipe (owned by the caller) */
+    uint32_t gemm_kchunk;       /* 0: one fma chain per GEMM element (gemm.h); k: chains over blocks of k terms,
+                                   added in order (--gemm-kchunk; set after fl_model_init) */
 
     /* forward activations (kept for backward) */
     int *tok;      /* (N) inputs */

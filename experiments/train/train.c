@@ -550,6 +550,7 @@ static int run_build(train_run *r)
         fprintf(stderr, "fp8lab train: out of memory for the model\n");
         return FL_EXIT_FAIL;
     }
+    r->m.gemm_kchunk = cfg->gemm_kchunk;
     r->am = calloc(r->m.nparams, sizeof *r->am);
     r->av = calloc(r->m.nparams, sizeof *r->av);
     r->batch = malloc((size_t)cfg->model.B * (cfg->model.T + 1) * sizeof *r->batch);

@@ -75,7 +75,8 @@ typedef struct {
     uint64_t keep[FL_KEEP_MAX]; /* after these steps, checkpoint-STEP.bin is kept beside checkpoint.bin */
     uint64_t fork_step;    /* a fork: the step of the parent's checkpoint it starts from; else 0 */
     uint32_t fork_crc;     /* a fork: CRC-32 of the parent checkpoint's payload (checkpoint.h) */
-    uint32_t pad3_;
+    uint32_t gemm_kchunk;  /* 0: each GEMM sum is one fma chain over K; k: chains over blocks of k, added in order
+                              (a summation-order perturbation: TRAINING.md, "How far a GPU run may differ") */
     char fork_from[512];   /* a fork: the parent checkpoint's path as given; "" otherwise */
 } fl_train_cfg;
 

@@ -317,6 +317,11 @@ const fl_train_opt fl_train_opt_table[] = {
       .help = "(Adam m1 e4m3, m2 e5m2)" },
     { .flag = "--fast-accum", .key = "fast_accum", BOOL, AT(recipe.fast_accum), .def = "0", .group = "recipe",
       .help = "(needs the FP8 GEMM twin)" },
+    { .flag = "--gemm-kchunk", .key = "gemm_kchunk", U32(0, 65536), AT(gemm_kchunk), .def = "0",
+      .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe", .arg = "K",
+      .help = "(%D: every GEMM element one fused multiply-add chain over the whole sum; K: chains over blocks of K "
+              "terms added in order, as a tensor-core GEMM accumulates its k-tiles; another summation order with the "
+              "same products, to measure how far a run may drift from a GPU's: fp8lab compare)" },
     { .flag = "--grad-scaling", .key = "grad_scaling", ENUM(grad_scaling_name), AT(recipe.grad_current), .def = "delayed",
       .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
       .help = "(fp8-delayed: dY's scale from its history (TE) or from the tensor itself, X and W staying delayed: a "

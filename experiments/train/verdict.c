@@ -263,3 +263,58 @@ int fl_pred_s3(const double *opening, int n, double open)
         }
     return k ? 1 : -1;
 }
+
+/* ---- the summation-order envelope ------------------------------------------------------------------ */
+
+/* The spacing of float32 numbers at |x| (the ulp of the float32 nearest x); NaN for a non-finite x. */
+static double ulp_f32(double x)
+{
+    if (!isfinite(x))
+        return NAN;
+    const float f = fabsf((float)x);
+    return (double)nextafterf(f, INFINITY) - (double)f;
+}
+
+static int same_nonfinite(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || (isinf(a) && isinf(b) && (a > 0) == (b > 0));
+}
+
+int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, const double *test,
+                     const double *const *pert, int np, long n, double factor, double floor_ulps)
+{
+    *r = (fl_envelope_result){ n, -1, -1, -1, 0.0, NAN, NAN };
+    double e = 0.0;
+    for (long t = 0; t < n; t++) {
+        for (int p = 0; p < np && isfinite(e); p++) {
+            const double d = fabs(pert[p][t] - ref[t]);
+            e = isfinite(d) ? fmax(e, d) : INFINITY;
+        }
+        if (!isfinite(ref[t]))
+            e = INFINITY;
+        const double b = factor * fmax(e, floor_ulps * ulp_f32(ref[t]));
+        if (bound)
+            bound[t] = isfinite(b) ? b : NAN;
+        if (!isfinite(b) || np == 0) {
+            if (r->unbounded_from < 0)
+                r->unbounded_from = t;
+            continue;
+        }
+        r->env_first = isnan(r->env_first) ? e : r->env_first;
+        r->env_last = e;
+        const double d = fabs(test[t] - ref[t]);
+        const double ratio = same_nonfinite(test[t], ref[t]) ? 0.0 : isfinite(d) ? d / b : INFINITY;
+        if (r->worst_step < 0 || ratio > r->worst_ratio) {
+            r->worst_step = t;
+            r->worst_ratio = ratio;
+        }
+        if (ratio > 1.0 && r->first_bad < 0)
+            r->first_bad = t;
+    }
+    return r->first_bad >= 0 ? 1 : r->unbounded_from >= 0 || np == 0 ? 2 : 0;
+}
+
+const char *fl_envelope_name(int verdict)
+{
+    return verdict == 0 ? "AGREE" : verdict == 1 ? "DISAGREE" : "UNDETERMINED";
+}

@@ -129,4 +129,33 @@ int fl_pred_s1(const double *rmin, int n, double thr);
 int fl_pred_s2(const long *cross, int n);
 int fl_pred_s3(const double *opening, int n, double open);
 
+/* ---- a run against the harness: the summation-order envelope (fp8lab compare) --------------------
+ * Two implementations of the same step that differ only in the order of their floating-point sums (a
+ * GPU's tensor-core GEMMs and the harness's fixed fma chains, gemm.h) give losses that drift apart as
+ * training amplifies the first rounding differences.  How far they may drift is measured, not assumed:
+ * the reference run is repeated with its GEMM sums cut into blocks of k terms (--gemm-kchunk k, the
+ * same products added in another order), and the spread of those reruns bounds the run under test:
+ *   e_t     = max over the perturbed runs p and the steps s <= t of |loss_p(s) - loss_ref(s)|
+ *             (a running maximum: the drift grows, and one step's difference may pass through 0)
+ *   bound_t = factor * max(e_t, floor_ulps * ulp(loss_ref(t)))      ulp of float32, the loss's type
+ * Step t agrees when |loss_test(t) - loss_ref(t)| <= bound_t, or when both losses are the same
+ * non-finite value.  Where a perturbed run or the reference is not finite, e_t is not finite from there
+ * on: those steps are undetermined (the reference is not reproducible under a change of order), never
+ * counted as agreeing.  TRAINING.md ("How far a GPU run may differ") derives the factor and the floor. */
+typedef struct {
+    long n;              /* steps compared */
+    long first_bad;      /* the first step outside the bound, -1 when none */
+    long unbounded_from; /* the first step whose envelope is not finite, -1 when none */
+    long worst_step;     /* the step of the largest |test - ref| / bound (bounded steps), -1 when n = 0 */
+    double worst_ratio;
+    double env_first, env_last; /* e_t at the first and the last bounded step */
+} fl_envelope_result;
+
+/* ref, test: n losses; pert: np perturbed runs of n losses each; bound (may be NULL): bound_t out (NaN
+   where undetermined).  Returns 0 AGREE, 1 DISAGREE (a bounded step outside), 2 UNDETERMINED (no step
+   outside, some step unbounded or np == 0). */
+int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, const double *test,
+                     const double *const *pert, int np, long n, double factor, double floor_ulps);
+const char *fl_envelope_name(int verdict); /* "AGREE", "DISAGREE", "UNDETERMINED" */
+
 #endif /* FL_VERDICT_H */
