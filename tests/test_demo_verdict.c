@@ -424,8 +424,58 @@ static void check_sqrt3_predictions(void)
     printf("  sqrt(3) predictions S1-S3: windows, crossings, openings as defined\n");
 }
 
+/* fl_loss_envelope: the running and the window bound by hand, the floor, non-finite losses, no envelope. */
+static void check_envelope(void)
+{
+    /* ref 4.0 (float32 ulp 2^-21 = 4.77e-7); two perturbed runs; factor 2, floor 1 ulp */
+    const double u = 0x1p-21;
+    const double ref[5] = { 4.0, 4.0, 4.0, 4.0, 4.0 };
+    const double p1[5] = { 4.0, 4.0 + 1e-5, 4.0, 4.0 - 3e-5, 4.0 };
+    const double p2[5] = { 4.0, 4.0 - 2e-5, 4.0, 4.0, 4.0 };
+    const double *pert[2] = { p1, p2 };
+    /* e = 0, 2e-5, 2e-5, 3e-5, 3e-5; running bound 2u, 4e-5, 4e-5, 6e-5, 6e-5; window 6e-5 everywhere */
+    const double t_ok[5] = { 4.0 + u, 4.0 - 3.9e-5, 4.0, 4.0 + 5.9e-5, 4.0 };
+    fl_envelope_result r;
+    double b[5];
+    CHECK(fl_loss_envelope(&r, b, ref, t_ok, pert, 2, 5, 2.0, 1.0, FL_BOUND_RUNNING) == 0, "running: AGREE");
+    CHECK(b[0] == 2 * u && fabs(b[1] - 4e-5) < 1e-15 && fabs(b[4] - 6e-5) < 1e-15, "running bounds %a %a %a", b[0], b[1], b[4]);
+    CHECK(r.env_first == 0.0 && fabs(r.env_last - 3e-5) < 1e-15 && r.worst_step == 3, "running: e and worst step %ld",
+          r.worst_step);
+    const double t_early[5] = { 4.0 + 3 * u, 4.0, 4.0, 4.0, 4.0 };
+    CHECK(fl_loss_envelope(&r, b, ref, t_early, pert, 2, 5, 2.0, 1.0, FL_BOUND_RUNNING) == 1 && r.first_bad == 0,
+          "running: 3 ulp at step 0 is outside 2 x 1 ulp");
+    CHECK(fl_loss_envelope(&r, b, ref, t_early, pert, 2, 5, 2.0, 1.0, FL_BOUND_WINDOW) == 0 && fabs(b[0] - 6e-5) < 1e-15,
+          "window: the same run agrees under the window's 6e-5");
+    const double t_late[5] = { 4.0, 4.0, 4.0, 4.0, 4.0 + 6.1e-5 };
+    CHECK(fl_loss_envelope(&r, b, ref, t_late, pert, 2, 5, 2.0, 1.0, FL_BOUND_WINDOW) == 1 && r.first_bad == 4 &&
+              r.worst_step == 4 && fabs(r.worst_ratio - 6.1 / 6.0) < 1e-6,
+          "window: 6.1e-5 at the last step is outside (ratio %g)", r.worst_ratio);
+    /* non-finite: the same NaN in test and ref agrees but an envelope NaN leaves the steps unbounded */
+    const double rn[3] = { 4.0, NAN, NAN }, tn[3] = { 4.0, NAN, NAN }, q[3] = { 4.0, 4.0, 4.0 };
+    const double *pq[1] = { q };
+    CHECK(fl_loss_envelope(&r, b, rn, tn, pq, 1, 3, 2.0, 1.0, FL_BOUND_RUNNING) == 2 && r.unbounded_from == 1 &&
+              isnan(b[1]),
+          "a NaN reference: undetermined from step 1 (%ld)", r.unbounded_from);
+    const double qn[3] = { 4.0, 4.0, INFINITY }, ti[3] = { 4.0, 4.0, 5.0 }, r3[3] = { 4.0, 4.0, 4.0 };
+    const double *pqn[1] = { qn };
+    CHECK(fl_loss_envelope(&r, b, r3, ti, pqn, 1, 3, 2.0, 1.0, FL_BOUND_RUNNING) == 2 && r.unbounded_from == 2 &&
+              r.first_bad < 0,
+          "an envelope Inf: step 2 undetermined, not agreeing or disagreeing");
+    CHECK(fl_loss_envelope(&r, b, r3, ti, pqn, 1, 3, 2.0, 1.0, FL_BOUND_WINDOW) == 2 && r.unbounded_from == 0,
+          "window: an Inf anywhere leaves every step unbounded");
+    const double tnan[3] = { 4.0, NAN, 4.0 };
+    CHECK(fl_loss_envelope(&r, b, r3, tnan, pq, 1, 3, 2.0, 1.0, FL_BOUND_RUNNING) == 1 && r.first_bad == 1,
+          "a NaN test loss beside a finite reference disagrees");
+    CHECK(fl_loss_envelope(&r, b, r3, r3, pq, 0, 3, 2.0, 1.0, FL_BOUND_WINDOW) == 2, "no envelope run: undetermined");
+    CHECK(!strcmp(fl_envelope_name(0), "AGREE") && !strcmp(fl_envelope_name(1), "DISAGREE") &&
+              !strcmp(fl_envelope_name(2), "UNDETERMINED"),
+          "names");
+    printf("  envelope: running and window bounds by hand, the floor, NaN/Inf references, tests and envelopes\n");
+}
+
 int main(void)
 {
+    check_envelope();
     check_fp4_predictions();
     check_sqrt3_predictions();
     present = precondition(12, 1.5, 2, 1.2);

@@ -14,19 +14,23 @@
 #include <string.h>
 
 static const char *const help =
-    "usage: fp8lab compare REF TEST --envelope DIR [--envelope DIR ...] [--factor F] [--floor-ulps U] [--json]\n"
+    "usage: fp8lab compare REF TEST --envelope DIR [--envelope DIR ...] [--bound window|running] [--factor F]\n"
+    "                      [--floor-ulps U] [--json]\n"
     "\n"
     "Whether run TEST follows run REF as closely as a change of summation order allows.  REF, TEST and\n"
     "every DIR are folders of 'fp8lab train'; each DIR is REF's configuration rerun with another order\n"
     "of its GEMM sums (e.g. --gemm-kchunk 16, 64, 256).  On the steps that every run logged\n"
     "(metrics.csv; --log-every 1 for all of them):\n"
     "  e_t      the largest |loss_DIR - loss_REF| over the DIRs and the steps up to t\n"
-    "  bound_t  F * max(e_t, U ulps of REF's float32 loss)\n"
+    "  bound    F * max(e_last, U ulps of REF's float32 loss): one bound for the whole window (--bound\n"
+    "           window, the default), or F * max(e_t, U ulps) at each step t (--bound running)\n"
     "  AGREE         |loss_TEST - loss_REF| <= bound_t at every step (or both the same NaN / Inf)\n"
     "  DISAGREE      some step outside its bound (the first and the worst are named)\n"
     "  UNDETERMINED  none outside, but a DIR or REF has a non-finite loss, so some bound is unknown\n"
     "A key of config.json in which TEST or a DIR differs from REF (gemm_kchunk aside) is listed: a\n"
     "different seed or recipe is a negative control, not a change of order.\n"
+    "  --bound MODE    window (default) or running (TRAINING.md: the running bound under-covered the\n"
+    "                  early steps of FP8 runs)\n"
     "  --factor F      the bound's factor over the envelope (default 4; TRAINING.md derives it)\n"
     "  --floor-ulps U  the smallest envelope, in float32 ulps of the loss (default 4)\n"
     "  --json          the report as JSON\n"
@@ -136,7 +140,7 @@ static int parse_pos(double *v, const char *s) { return fl_cli_parse_double(v, s
 int fl_cmd_compare(int argc, char **argv)
 {
     const char *pos[2] = { NULL, NULL }, *env[MAX_ENV];
-    int npos = 0, nenv = 0, json = 0;
+    int npos = 0, nenv = 0, json = 0, mode = FL_BOUND_WINDOW;
     double factor = 4.0, floor_ulps = 4.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -146,11 +150,16 @@ int fl_cmd_compare(int argc, char **argv)
         }
         if (!strcmp(a, "--json"))
             json = 1;
-        else if (!strcmp(a, "--envelope") || !strcmp(a, "--factor") || !strcmp(a, "--floor-ulps")) {
+        else if (!strcmp(a, "--envelope") || !strcmp(a, "--factor") || !strcmp(a, "--floor-ulps") ||
+                 !strcmp(a, "--bound")) {
             if (i + 1 >= argc)
                 return fl_cli_usage_error("compare", "%s needs a value", a);
             const char *v = argv[++i];
-            if (!strcmp(a, "--envelope")) {
+            if (!strcmp(a, "--bound")) {
+                if (strcmp(v, "window") && strcmp(v, "running"))
+                    return fl_cli_usage_error("compare", "--bound: '%s' is not window or running", v);
+                mode = strcmp(v, "window") ? FL_BOUND_RUNNING : FL_BOUND_WINDOW;
+            } else if (!strcmp(a, "--envelope")) {
                 if (nenv == MAX_ENV)
                     return fl_cli_usage_error("compare", "at most %d --envelope runs", MAX_ENV);
                 env[nenv++] = v;
@@ -203,7 +212,12 @@ int fl_cmd_compare(int argc, char **argv)
         goto done;
     }
     fl_envelope_result res;
-    const int v = fl_loss_envelope(&res, bound, runs[0].loss, runs[1].loss, pert, nenv, n, factor, floor_ulps);
+    const int v = fl_loss_envelope(&res, bound, runs[0].loss, runs[1].loss, pert, nenv, n, factor, floor_ulps, mode);
+    if (v < 0) {
+        fprintf(stderr, "fp8lab compare: out of memory\n");
+        free(bound);
+        goto done;
+    }
     char diffs[2 + MAX_ENV][512];
     for (int k = 1; k < nr; k++)
         cfg_diff(diffs[k], sizeof diffs[k], runs[0].cfg, runs[k].cfg);
@@ -221,6 +235,7 @@ int fl_cmd_compare(int argc, char **argv)
         json_object_set_new(o, "envelope", envs);
         json_object_set_new(o, "test_config_differs", json_string(diffs[1]));
         json_object_set_new(o, "steps", json_integer(n));
+        json_object_set_new(o, "bound", json_string(mode == FL_BOUND_WINDOW ? "window" : "running"));
         json_object_set_new(o, "factor", json_real(factor));
         json_object_set_new(o, "floor_ulps", json_real(floor_ulps));
         json_object_set_new(o, "envelope_first", isfinite(res.env_first) ? json_real(res.env_first) : json_null());
@@ -239,8 +254,9 @@ int fl_cmd_compare(int argc, char **argv)
             if (diffs[k][0])
                 printf("  note: %s's configuration differs from REF's in: %s\n", runs[k].dir, diffs[k]);
         if (isfinite(res.env_first))
-            printf("  envelope e_t %.3g at step %ld .. %.3g at the last bounded step; bound = %g x max(e_t, %g ulp)\n",
-                   res.env_first, runs[0].step[0], res.env_last, factor, floor_ulps);
+            printf("  envelope %.3g at step %ld .. %.3g at the last bounded step; bound = %g x max(%s, %g ulp)\n",
+                   res.env_first, runs[0].step[0], res.env_last, factor, mode == FL_BOUND_WINDOW ? "e_last" : "e_t",
+                   floor_ulps);
         if (ws >= 0)
             printf("  largest |TEST - REF| / bound: %.3g at step %ld (TEST %a, REF %a, bound %.3g)\n", res.worst_ratio,
                    runs[0].step[ws], (double)(float)runs[1].loss[ws], (double)(float)runs[0].loss[ws], bound[ws]);

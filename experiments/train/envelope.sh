@@ -1,19 +1,21 @@
 #!/bin/sh
 # envelope.sh — the summation-order envelope experiment (TRAINING.md, "How far a GPU run may differ").
 #
-#   sh experiments/train/envelope.sh FP8LAB OUT_DIR [STEPS]
+#   [BOUND=window|running] [HELD_K="4 12 48"] sh experiments/train/envelope.sh FP8LAB OUT_DIR [STEPS]
 #
 # For SwiGLU and GeLU under bf16, fp8-delayed (the paper's stack) and fp8-current, on the demo's model
-# and optimiser: a reference run, its reruns with --gemm-kchunk 16, 64, 256 (the envelope) and 8, 32,
-# 128 (held out), and two negative controls (seed 2; the fp8-delayed run against the bf16 reference).
+# and optimiser: a reference run, its reruns with --gemm-kchunk 16, 64, 256 (the envelope) and HELD_K
+# (held out; stage 1 used 8 32 128, stage 2 4 12 48), and two negative controls (seed 2; the fp8-delayed run against the bf16 reference).
 # Prints one line per comparison (fp8lab compare's verdict and largest ratio) and the envelope e_t at a
-# few steps.  STEPS defaults to 50 (make gpu-check's length).  Runs that exist are reused.
+# few steps, under fp8lab compare's --bound BOUND (default window; stage 1 used running).  STEPS defaults
+# to 50 (make gpu-check's length).  Runs that exist are reused.
 set -eu
 FP8LAB=${1:?usage: envelope.sh FP8LAB OUT_DIR [STEPS]}
 OUT=${2:?usage: envelope.sh FP8LAB OUT_DIR [STEPS]}
 STEPS=${3:-50}
 ENV_K="16 64 256"
-HELD_K="8 32 128"
+HELD_K=${HELD_K:-4 12 48}
+BOUND=${BOUND:-window}
 mkdir -p "$OUT"
 
 model() { # act -> the model flags (GeLU parameter-matched to SwiGLU F 256)
@@ -37,7 +39,7 @@ verdict() { # ref test envdirs...: "VERDICT ratio"
     ref=$1 test=$2
     shift 2
     set -- $(for e in "$@"; do printf -- '--envelope %s ' "$e"; done)
-    j=$("$FP8LAB" compare "$ref" "$test" "$@" --json || true)
+    j=$("$FP8LAB" compare "$ref" "$test" "$@" --bound "$BOUND" --json || true)
     v=$(printf '%s\n' "$j" | sed -n 's/.*"verdict": "\([A-Z]*\)".*/\1/p')
     r=$(printf '%s\n' "$j" | sed -n 's/.*"worst_ratio": \([^,]*\),*/\1/p')
     fs=$(printf '%s\n' "$j" | sed -n 's/.*"first_outside": \([^,]*\),*/\1/p')

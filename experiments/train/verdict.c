@@ -280,19 +280,33 @@ static int same_nonfinite(double a, double b)
     return (isnan(a) && isnan(b)) || (isinf(a) && isinf(b) && (a > 0) == (b > 0));
 }
 
-int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, const double *test,
-                     const double *const *pert, int np, long n, double factor, double floor_ulps)
+/* e_t, the running maximum over the perturbed runs of |pert - ref| (INFINITY from the first non-finite
+   one on), into e[0 .. n-1]. */
+static void envelope_of(double *e, const double *ref, const double *const *pert, int np, long n)
 {
-    *r = (fl_envelope_result){ n, -1, -1, -1, 0.0, NAN, NAN };
-    double e = 0.0;
+    double m = 0.0;
     for (long t = 0; t < n; t++) {
-        for (int p = 0; p < np && isfinite(e); p++) {
+        for (int p = 0; p < np && isfinite(m); p++) {
             const double d = fabs(pert[p][t] - ref[t]);
-            e = isfinite(d) ? fmax(e, d) : INFINITY;
+            m = isfinite(d) ? fmax(m, d) : INFINITY;
         }
         if (!isfinite(ref[t]))
-            e = INFINITY;
-        const double b = factor * fmax(e, floor_ulps * ulp_f32(ref[t]));
+            m = INFINITY;
+        e[t] = m;
+    }
+}
+
+int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, const double *test,
+                     const double *const *pert, int np, long n, double factor, double floor_ulps, int mode)
+{
+    *r = (fl_envelope_result){ n, -1, -1, -1, 0.0, NAN, NAN };
+    double *e = malloc((size_t)(n > 0 ? n : 1) * sizeof *e);
+    if (!e)
+        return -1;
+    envelope_of(e, ref, pert, np, n);
+    for (long t = 0; t < n; t++) {
+        const double et = mode == FL_BOUND_WINDOW ? e[n - 1] : e[t];
+        const double b = factor * fmax(et, floor_ulps * ulp_f32(ref[t]));
         if (bound)
             bound[t] = isfinite(b) ? b : NAN;
         if (!isfinite(b) || np == 0) {
@@ -300,8 +314,8 @@ int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, co
                 r->unbounded_from = t;
             continue;
         }
-        r->env_first = isnan(r->env_first) ? e : r->env_first;
-        r->env_last = e;
+        r->env_first = isnan(r->env_first) ? et : r->env_first;
+        r->env_last = et;
         const double d = fabs(test[t] - ref[t]);
         const double ratio = same_nonfinite(test[t], ref[t]) ? 0.0 : isfinite(d) ? d / b : INFINITY;
         if (r->worst_step < 0 || ratio > r->worst_ratio) {
@@ -311,6 +325,7 @@ int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, co
         if (ratio > 1.0 && r->first_bad < 0)
             r->first_bad = t;
     }
+    free(e);
     return r->first_bad >= 0 ? 1 : r->unbounded_from >= 0 || np == 0 ? 2 : 0;
 }
 

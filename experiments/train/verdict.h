@@ -138,6 +138,8 @@ int fl_pred_s3(const double *opening, int n, double open);
  *   e_t     = max over the perturbed runs p and the steps s <= t of |loss_p(s) - loss_ref(s)|
  *             (a running maximum: the drift grows, and one step's difference may pass through 0)
  *   bound_t = factor * max(e_t, floor_ulps * ulp(loss_ref(t)))      ulp of float32, the loss's type
+ * (FL_BOUND_RUNNING), or one bound for the whole window (FL_BOUND_WINDOW, the default of fp8lab compare):
+ *   bound   = factor * max(e_{n-1}, floor_ulps * ulp(loss_ref(t)))
  * Step t agrees when |loss_test(t) - loss_ref(t)| <= bound_t, or when both losses are the same
  * non-finite value.  Where a perturbed run or the reference is not finite, e_t is not finite from there
  * on: those steps are undetermined (the reference is not reproducible under a change of order), never
@@ -151,11 +153,13 @@ typedef struct {
     double env_first, env_last; /* e_t at the first and the last bounded step */
 } fl_envelope_result;
 
+enum { FL_BOUND_WINDOW, FL_BOUND_RUNNING };
+
 /* ref, test: n losses; pert: np perturbed runs of n losses each; bound (may be NULL): bound_t out (NaN
    where undetermined).  Returns 0 AGREE, 1 DISAGREE (a bounded step outside), 2 UNDETERMINED (no step
-   outside, some step unbounded or np == 0). */
+   outside, some step unbounded or np == 0), -1 out of memory. */
 int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, const double *test,
-                     const double *const *pert, int np, long n, double factor, double floor_ulps);
+                     const double *const *pert, int np, long n, double factor, double floor_ulps, int mode);
 const char *fl_envelope_name(int verdict); /* "AGREE", "DISAGREE", "UNDETERMINED" */
 
 #endif /* FL_VERDICT_H */

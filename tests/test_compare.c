@@ -1,0 +1,200 @@
+/* test_compare.c — `--gemm-kchunk K` and `fp8lab compare` through the CLI.
+ *
+ *  1. --gemm-kchunk: a run with K larger than every sum (no sum cut) is byte-identical to the default
+ *     run; K 4 gives another loss at some step, by roundings (another order of the same products), and records
+ *     gemm_kchunk in config.json; a resumed K 4 run ends byte-identical to the uninterrupted one, and
+ *     so does one at --threads 1.
+ *  2. compare: K 8 against the envelope of K 4 and K 16 AGREEs (exit 0); seed 2 DISAGREEs at step 0
+ *     (exit 3) and its configuration difference (seed) is named; the report's bound is the factor times
+ *     the envelope's maximum (window) and, with --bound running, follows e_t; a run compared with itself
+ *     AGREEs with ratio 0.
+ *  3. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
+ *     different steps — exit 1 naming the file; no --envelope, a bad --factor or --bound, an unknown
+ *     option — exit 2.
+ * Needs the CLI: $FP8LAB (tests/run.sh sets it), default build/fp8lab.
+ */
+#include "check.h"
+#include "cli_test.h"
+#include "dir_test.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+static char tmp[256];
+
+static const char *P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *P(const char *fmt, ...)
+{
+    static char buf[8][1024];
+    static int k;
+    char *b = buf[k++ & 7];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof buf[0], fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+#define TINY "--width", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--seq", "16", "--batch", "4", \
+             "--log-every", "1", "--quiet", "--lr", "1e-2", "--warmup", "2"
+
+static void train(const char *name, const char *k, const char *seed)
+{
+    const char *a[] = { "train", "--steps", "20", TINY, "--gemm-kchunk", k, "--seed", seed, "--out", P("%s/%s", tmp, name),
+                        NULL };
+    CHECK(run(P("%s/err.txt", tmp), a) == 0, "train %s", name);
+}
+
+/* The loss column of a run's metrics.csv at data row t. */
+static double loss_at(const char *name, int t)
+{
+    char *s = dir_slurp(P("%s/%s", tmp, name), "metrics.csv"); /* (a static buffer) */
+    for (int i = 0; i <= t; i++)
+        s = strchr(s, '\n') + 1;
+    return strtod(strchr(s, ',') + 1, NULL);
+}
+
+static json_t *compare(int *rc, const char *ref, const char *test, const char *bound)
+{
+    const char *a[] = { "compare", P("%s/%s", tmp, ref), P("%s/%s", tmp, test), "--envelope", P("%s/k4", tmp),
+                        "--envelope", P("%s/k16", tmp), "--bound", bound, "--json", NULL };
+    *rc = run_out(P("%s/out.json", tmp), P("%s/err.txt", tmp), a);
+    return dir_json(tmp, "out.json");
+}
+
+static void check_kchunk(void)
+{
+    train("k0", "0", "1");
+    train("kbig", "4096", "1");
+    same_file(P("%s/k0/metrics.csv", tmp), P("%s/kbig/metrics.csv", tmp));
+    same_file(P("%s/k0/sites.csv", tmp), P("%s/kbig/sites.csv", tmp)); /* (checkpoint.bin records the option) */
+    train("k4", "4", "1");
+    train("k8", "8", "1");
+    train("k16", "16", "1");
+    train("s2", "0", "2");
+    int first = -1;
+    for (int t = 0; t < 20 && first < 0; t++)
+        if (loss_at("k4", t) != loss_at("k0", t))
+            first = t;
+    CHECK(first >= 0, "K 4 sums in another order: some step's loss differs");
+    CHECK(fabs(loss_at("k4", first) - loss_at("k0", first)) < 1e-5, "... by roundings only at first (step %d: %a, %a)",
+          first, loss_at("k4", first), loss_at("k0", first));
+    json_t *c = dir_json(P("%s/k4", tmp), "config.json");
+    CHECK(json_integer_value(json_object_get(c, "gemm_kchunk")) == 4, "config.json records gemm_kchunk");
+    json_decref(c);
+    /* resume and thread count: the same bits */
+    const char *a[] = { "train", "--steps", "20", TINY, "--gemm-kchunk", "4", "--seed", "1", "--keep-ckpt", "9",
+                        "--threads", "1", "--out", P("%s/k4r", tmp), NULL };
+    CHECK(run(P("%s/err.txt", tmp), a) == 0, "K 4 at one thread");
+    same_file(P("%s/k4/metrics.csv", tmp), P("%s/k4r/metrics.csv", tmp));
+    CHECK(!system(P("cp '%s/k4r/checkpoint-9.bin' '%s/k4r/checkpoint.bin'", tmp, tmp)), "cp");
+    const char *r[] = { "train", "--resume", P("%s/k4r", tmp), "--quiet", NULL };
+    CHECK(run(P("%s/err.txt", tmp), r) == 0, "resume K 4 from step 9");
+    same_file(P("%s/k4/metrics.csv", tmp), P("%s/k4r/metrics.csv", tmp));
+    printf("  --gemm-kchunk: K 4096 byte-identical to the default, K 4 another order (first differing loss at step %d: %a "
+           "vs %a), one thread and a resume from step 9 the same bits\n",
+           first, (double)(float)loss_at("k4", first), (double)(float)loss_at("k0", first));
+}
+
+static void check_compare(void)
+{
+    int rc;
+    json_t *o = compare(&rc, "k0", "k8", "window");
+    CHECK(rc == 0 && !strcmp(json_string_value(json_object_get(o, "verdict")), "AGREE"), "K 8 agrees (exit %d)", rc);
+    const double ratio = json_real_value(json_object_get(o, "worst_ratio"));
+    CHECK(ratio > 0 && ratio <= 1, "K 8's largest ratio %g in (0, 1]", ratio);
+    /* window bound: the envelope's maximum, by hand over K 4 and K 16 */
+    double e = 0;
+    for (int t = 0; t < 20; t++)
+        e = fmax(e, fmax(fabs(loss_at("k4", t) - loss_at("k0", t)), fabs(loss_at("k16", t) - loss_at("k0", t))));
+    CHECK(e > 0 && fabs(json_real_value(json_object_get(o, "envelope_last")) - e) <= 1e-8 * e &&
+              fabs(json_real_value(json_object_get(o, "envelope_first")) - e) <= 1e-8 * e,
+          "window: envelope %g at every step (JSON: 9 digits)", e);
+    json_decref(o);
+    o = compare(&rc, "k0", "s2", "window");
+    CHECK(rc == 3 && !strcmp(json_string_value(json_object_get(o, "verdict")), "DISAGREE") &&
+              json_integer_value(json_object_get(o, "first_outside")) == 0,
+          "seed 2 disagrees at step 0 (exit %d)", rc);
+    CHECK(strstr(json_string_value(json_object_get(o, "test_config_differs")), "seed") != NULL, "the seed is named");
+    json_decref(o);
+    o = compare(&rc, "k0", "k0", "running");
+    CHECK(rc == 0 && json_real_value(json_object_get(o, "worst_ratio")) == 0.0, "a run against itself: ratio 0");
+    CHECK(!strcmp(json_string_value(json_object_get(o, "bound")), "running") &&
+              fabs(json_real_value(json_object_get(o, "envelope_first")) -
+                   fmax(fabs(loss_at("k4", 0) - loss_at("k0", 0)), fabs(loss_at("k16", 0) - loss_at("k0", 0)))) <= 1e-8 * e,
+          "running: the envelope at step 0 is step 0's difference");
+    json_decref(o);
+    /* the text report */
+    const char *t[] = { "compare", P("%s/k0", tmp), P("%s/s2", tmp), "--envelope", P("%s/k4", tmp), NULL };
+    CHECK(run(P("%s/out.txt", tmp), t) == 3 && contains(P("%s/out.txt", tmp), "DISAGREE") &&
+              contains(P("%s/out.txt", tmp), "first step outside the bound: 0") &&
+              contains(P("%s/out.txt", tmp), "differs from REF's in: seed"),
+          "text report");
+    printf("  compare: K 8 AGREE (ratio %.3g) inside the K 4 / K 16 envelope (%.3g), seed 2 DISAGREE at step 0\n",
+           ratio, e);
+}
+
+/* A copy of run k0 whose metrics.csv is replaced by text. */
+static const char *bad_run(const char *name, const char *text)
+{
+    static char dirs[8][512];
+    static int nd;
+    char *d = dirs[nd++ & 7];
+    snprintf(d, sizeof dirs[0], "%s/%s", tmp, name);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/k0/config.json' '%s/'", d, tmp, d);
+    CHECK(system(cmd) == 0, "copy");
+    FILE *f = fopen(P("%s/metrics.csv", d), "w");
+    CHECK(f && fputs(text, f) >= 0 && !fclose(f), "write");
+    return d;
+}
+
+static void check_bad(void)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s/bad.txt", tmp);
+    const char *cut = bad_run("cut", "step,loss\n0,5.5\n1,5.4");
+    const char *dec = bad_run("dec", "step,loss\n0,5.5\n2,5.4\n1,5.3\n");
+    const char *skip = bad_run("skip", "step,loss\n0,5.5\n2,5.4\n");
+    const char *none = bad_run("none", "step,loss\n");
+    char k0[512], k4[512];
+    snprintf(k0, sizeof k0, "%s/k0", tmp);
+    snprintf(k4, sizeof k4, "%s/k4", tmp);
+    struct {
+        const char *dir, *needle;
+    } files[] = { { cut, "cut short" }, { dec, "not increasing" }, { skip, "is step 2" }, { none, "no data rows" },
+                  { P("%s/missing", tmp), "cannot open" } };
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        const char *a[] = { "compare", k0, files[k].dir, "--envelope", k4, NULL };
+        CHECK(run(err, a) == 1 && contains(err, files[k].needle) && contains(err, "metrics.csv"),
+              "bad run %zu: exit 1 naming metrics.csv and '%s'", k, files[k].needle);
+    }
+    const char *const *usage[] = {
+        (const char *const[]){ "compare", k0, k4, NULL },
+        (const char *const[]){ "compare", k0, k4, "--envelope", k4, "--factor", "0", NULL },
+        (const char *const[]){ "compare", k0, k4, "--envelope", k4, "--factor", "nan", NULL },
+        (const char *const[]){ "compare", k0, k4, "--envelope", k4, "--bound", "max", NULL },
+        (const char *const[]){ "compare", k0, k4, "--envelope", k4, "--frob", NULL },
+        (const char *const[]){ "compare", k0, "--envelope", k4, NULL },
+        (const char *const[]){ "compare", k0, k4, k4, "--envelope", k4, NULL },
+        (const char *const[]){ "compare", k0, k4, "--envelope", NULL },
+    };
+    for (size_t k = 0; k < sizeof usage / sizeof usage[0]; k++)
+        CHECK(run(err, usage[k]) == 2, "usage %zu: exit 2", k);
+    const char *kk[] = { "train", "--steps", "2", TINY, "--gemm-kchunk", "-1", "--out", P("%s/neg", tmp), NULL };
+    CHECK(run(err, kk) == 2, "--gemm-kchunk -1: exit 2");
+    printf("  bad runs exit 1 naming metrics.csv (cut, decreasing, other steps, empty, missing); %zu bad usages exit 2\n",
+           sizeof usage / sizeof usage[0]);
+}
+
+int main(void)
+{
+    cli_init();
+    dir_make(tmp, sizeof tmp, "/tmp/fl_compare_XXXXXX");
+    check_kchunk();
+    check_compare();
+    check_bad();
+    dir_remove(tmp);
+    PASS("test_compare");
+}
