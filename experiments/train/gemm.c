@@ -20,6 +20,7 @@
 #include "convert_simd.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -418,3 +419,72 @@ void fl_train_gemm(fl_train_gemm_op ta, fl_train_gemm_op tb, size_t M, size_t N,
         }
     }
 }
+/* fl_train_gemm_tiled (gemm.h).  Every element is one fixed chain of fused multiply-adds over k
+   in ascending order (fl_train_gemm, gemm.h) on every instruction set (FP8LAB_ISA) and thread count,
+   so a run gives the same bits on AVX-512, AVX2 and plain-C machines.  A BLAS sums in an order of its
+   kernels' choosing: OpenBLAS's SkylakeX and Haswell/Zen kernels gave different runs, and the Haswell
+   ones changed with the split over threads.  The output is cut into GEMM_TILES tiles along its longer
+   side (a multiple of 64 rows or columns, which the kernels' 32- and 16-column panels divide), each
+   tile one single-threaded call over the whole K, and the OpenMP threads share the tiles; where an
+   element is computed does not change its bits.  Four tiles keep two threads busy and cost one
+   thread little (bench_train, TRAINING.md); tests/test_train_folder.c checks that --threads 1 and 2
+   and every FP8LAB_ISA level give the same bits. */
+enum { GEMM_TILES = 4, GEMM_ALIGN = 64 };
+
+static size_t tile_side(size_t n)
+{
+    const size_t t = (n + GEMM_TILES - 1) / GEMM_TILES;
+    const size_t a = (t + GEMM_ALIGN - 1) / GEMM_ALIGN * GEMM_ALIGN;
+    return a < n ? a : n;
+}
+
+/* One tile in blocks of kc terms (kc > 0, K > kc): each block's sum one fma chain from +0 (fl_train_gemm),
+   added to the accumulator in block order, the accumulator starting at beta C (the first block's chain
+   writes C itself when beta is 0).  The products are the same as the one chain's; only the order of the
+   additions differs (--gemm-kchunk). */
+static void gemm_kblocks(fl_train_gemm_op oa, fl_train_gemm_op ob, size_t m, size_t n, size_t K, size_t kc,
+                         const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
+{
+    float *t = malloc(m * n * sizeof *t);
+    if (!t) {
+        fprintf(stderr, "fp8lab: out of memory in a GEMM\n");
+        exit(1);
+    }
+    for (size_t k0 = 0; k0 < K; k0 += kc) {
+        const size_t kn = K - k0 < kc ? K - k0 : kc;
+        const float *ak = oa == FL_TRAIN_GEMM_N ? a + k0 : a + k0 * lda;
+        const float *bk = ob == FL_TRAIN_GEMM_N ? b + k0 * ldb : b + k0;
+        if (k0 == 0 && beta == 0.0f) {
+            fl_train_gemm(oa, ob, m, n, kn, ak, lda, bk, ldb, 0.0f, c, ldc);
+            continue;
+        }
+        fl_train_gemm(oa, ob, m, n, kn, ak, lda, bk, ldb, 0.0f, t, n);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                float *e = c + i * ldc + j;
+                *e = (k0 == 0 ? beta * *e : *e) + t[i * n + j];
+            }
+    }
+    free(t);
+}
+
+void fl_train_gemm_tiled(size_t kc, fl_train_gemm_op oa, fl_train_gemm_op ob, size_t M, size_t N, size_t K, const float *A,
+                         size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    if (!M || !N)
+        return;
+    const size_t tr = M >= N ? tile_side(M) : M, tcw = M >= N ? N : tile_side(N);
+    const size_t nr = (M + tr - 1) / tr, nc = (N + tcw - 1) / tcw;
+#pragma omp parallel for schedule(static)
+    for (size_t t = 0; t < nr * nc; t++) {
+        const size_t i0 = (t / nc) * tr, j0 = (t % nc) * tcw;
+        const size_t m = M - i0 < tr ? M - i0 : tr, n = N - j0 < tcw ? N - j0 : tcw;
+        const float *a = oa == FL_TRAIN_GEMM_N ? A + i0 * lda : A + i0;
+        const float *b = ob == FL_TRAIN_GEMM_N ? B + j0 : B + j0 * ldb;
+        if (kc && K > kc)
+            gemm_kblocks(oa, ob, m, n, K, kc, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
+        else
+            fl_train_gemm(oa, ob, m, n, K, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
+    }
+}
+

@@ -32,4 +32,11 @@ typedef enum { FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_T } fl_train_gemm_op;
 void fl_train_gemm(fl_train_gemm_op ta, fl_train_gemm_op tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
                    const float *B, size_t ldb, float beta, float *C, size_t ldc);
 
+/* The same product on the OpenMP threads: C cut into tiles along its longer side (gemm.c), each tile one
+   fl_train_gemm call, so the bits do not depend on the thread count.  kc > 0 (--gemm-kchunk): every sum
+   over K > kc cut into blocks of kc terms, each block one fma chain from +0, added to the accumulator
+   (beta C) in block order; the same products in another order of additions. */
+void fl_train_gemm_tiled(size_t kc, fl_train_gemm_op ta, fl_train_gemm_op tb, size_t M, size_t N, size_t K,
+                         const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
+
 #endif /* FL_TRAIN_GEMM_H */

@@ -7,7 +7,6 @@
 #include "gemm_fp8.h"
 #include "model_simd.h"
 
-#include <cblas.h> /* CBLAS_TRANSPOSE: sgemm_tiled's transpose flags */
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -265,81 +264,6 @@ static int cast_in_place(const fl_model *m, int si, const fl_smooth *sm)
     return !r->moments && !sm && !r->cfg.fast_accum && !fl_recipe_needs_bwd_copy(r, si);
 }
 
-/* ---- GEMM on a fixed tile grid ----------------------------------------------------------------- */
-
-/* C (M, N) = op(A) . op(B) + beta C, row-major, with op(A) (M, K) and op(B) (K, N); ta, tb name the
-   transposes with cblas.h's constants.  Every element is one fixed chain of fused multiply-adds over k
-   in ascending order (fl_train_gemm, gemm.h) on every instruction set (FP8LAB_ISA) and thread count,
-   so a run gives the same bits on AVX-512, AVX2 and plain-C machines.  A BLAS sums in an order of its
-   kernels' choosing: OpenBLAS's SkylakeX and Haswell/Zen kernels gave different runs, and the Haswell
-   ones changed with the split over threads.  The output is cut into GEMM_TILES tiles along its longer
-   side (a multiple of 64 rows or columns, which the kernels' 32- and 16-column panels divide), each
-   tile one single-threaded call over the whole K, and the OpenMP threads share the tiles; where an
-   element is computed does not change its bits.  Four tiles keep two threads busy and cost one
-   thread little (bench_train, TRAINING.md); tests/test_train_folder.c checks that --threads 1 and 2
-   and every FP8LAB_ISA level give the same bits. */
-enum { GEMM_TILES = 4, GEMM_ALIGN = 64 };
-
-static size_t tile_side(size_t n)
-{
-    const size_t t = (n + GEMM_TILES - 1) / GEMM_TILES;
-    const size_t a = (t + GEMM_ALIGN - 1) / GEMM_ALIGN * GEMM_ALIGN;
-    return a < n ? a : n;
-}
-
-/* One tile in blocks of kc terms (kc > 0, K > kc): each block's sum one fma chain from +0 (fl_train_gemm),
-   added to the accumulator in block order, the accumulator starting at beta C (the first block's chain
-   writes C itself when beta is 0).  The products are the same as the one chain's; only the order of the
-   additions differs (--gemm-kchunk). */
-static void gemm_kblocks(fl_train_gemm_op oa, fl_train_gemm_op ob, size_t m, size_t n, size_t K, size_t kc,
-                         const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
-{
-    float *t = malloc(m * n * sizeof *t);
-    if (!t) {
-        fprintf(stderr, "fp8lab train: out of memory in a GEMM\n");
-        exit(1);
-    }
-    for (size_t k0 = 0; k0 < K; k0 += kc) {
-        const size_t kn = K - k0 < kc ? K - k0 : kc;
-        const float *ak = oa == FL_TRAIN_GEMM_N ? a + k0 : a + k0 * lda;
-        const float *bk = ob == FL_TRAIN_GEMM_N ? b + k0 * ldb : b + k0;
-        if (k0 == 0 && beta == 0.0f) {
-            fl_train_gemm(oa, ob, m, n, kn, ak, lda, bk, ldb, 0.0f, c, ldc);
-            continue;
-        }
-        fl_train_gemm(oa, ob, m, n, kn, ak, lda, bk, ldb, 0.0f, t, n);
-        for (size_t i = 0; i < m; i++)
-            for (size_t j = 0; j < n; j++) {
-                float *e = c + i * ldc + j;
-                *e = (k0 == 0 ? beta * *e : *e) + t[i * n + j];
-            }
-    }
-    free(t);
-}
-
-/* kc: 0, or the --gemm-kchunk block length. */
-static void sgemm_tiled(size_t kc, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t N, size_t K, const float *A,
-                        size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
-{
-    if (!M || !N)
-        return;
-    const fl_train_gemm_op oa = ta == CblasNoTrans ? FL_TRAIN_GEMM_N : FL_TRAIN_GEMM_T;
-    const fl_train_gemm_op ob = tb == CblasNoTrans ? FL_TRAIN_GEMM_N : FL_TRAIN_GEMM_T;
-    const size_t tr = M >= N ? tile_side(M) : M, tcw = M >= N ? N : tile_side(N);
-    const size_t nr = (M + tr - 1) / tr, nc = (N + tcw - 1) / tcw;
-#pragma omp parallel for schedule(static)
-    for (size_t t = 0; t < nr * nc; t++) {
-        const size_t i0 = (t / nc) * tr, j0 = (t % nc) * tcw;
-        const size_t m = M - i0 < tr ? M - i0 : tr, n = N - j0 < tcw ? N - j0 : tcw;
-        const float *a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
-        const float *b = tb == CblasNoTrans ? B + j0 : B + j0 * ldb;
-        if (kc && K > kc)
-            gemm_kblocks(oa, ob, m, n, K, kc, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
-        else
-            fl_train_gemm(oa, ob, m, n, K, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
-    }
-}
-
 /* Y (P, N, M/P) = X . W^T in P planes (P = 2 for the gated FFN's [gate; up] weight, else 1):
    plane p is X . W[p*M/P : (p+1)*M/P]^T.  X may be overwritten by its cast (cast_in_place): the
    callers read it no more, and the backward reads the cast. */
@@ -394,7 +318,7 @@ static void lin_forward(fl_model *m, int li, float *Y, float *X, const float *W,
         return;
     }
     for (size_t p = 0; p < P; p++)
-        sgemm_tiled(m->gemm_kchunk, CblasNoTrans, CblasTrans, N, Mp, K, q->xs, K, q->ws + p * Mp * K, K, 0.0f, Y + p * N * Mp, Mp);
+        fl_train_gemm_tiled(m->gemm_kchunk, FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_T, N, Mp, K, q->xs, K, q->ws + p * Mp * K, K, 0.0f, Y + p * N * Mp, Mp);
 }
 
 /* FP4 recipes, telemetry steps: the weight gradient's quantisation noise.  The wgrad GEMM once on the
@@ -422,10 +346,10 @@ static void wgrad_noise(fl_model *m, int li, const float *dY, const float *gt, s
     }
     double n2 = 0.0, e2 = 0.0, c2 = 0.0;
     for (size_t p = 0; p < P; p++) {
-        sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 0.0f, a, K);
-        sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N, dY + p * N * Mp, Mp, q->x, K, 0.0f, b, K);
+        fl_train_gemm_tiled(m->gemm_kchunk, FL_TRAIN_GEMM_T, FL_TRAIN_GEMM_N, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 0.0f, a, K);
+        fl_train_gemm_tiled(m->gemm_kchunk, FL_TRAIN_GEMM_T, FL_TRAIN_GEMM_N, Mp, K, N, dY + p * N * Mp, Mp, q->x, K, 0.0f, b, K);
         if (halves) /* rows b * T + t: the first N / 2 rows are the first B / 2 sequences */
-            sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N / 2, dY + p * N * Mp, Mp, q->x, K, 0.0f, h, K);
+            fl_train_gemm_tiled(m->gemm_kchunk, FL_TRAIN_GEMM_T, FL_TRAIN_GEMM_N, Mp, K, N / 2, dY + p * N * Mp, Mp, q->x, K, 0.0f, h, K);
         for (size_t i = 0; i < Mp * K; i++) {
             const double d = (double)a[i] - b[i];
             n2 += (double)b[i] * b[i];
@@ -464,9 +388,9 @@ static void lin_backward(fl_model *m, int li, float *dX, float *dW, float *dY, s
     }
     for (size_t p = 0; p < P; p++) {
         if (dX)
-            sgemm_tiled(m->gemm_kchunk, CblasNoTrans, CblasNoTrans, N, K, Mp, g + p * N * Mp, Mp, q->wbs + p * Mp * K, K,
+            fl_train_gemm_tiled(m->gemm_kchunk, FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_N, N, K, Mp, g + p * N * Mp, Mp, q->wbs + p * Mp * K, K,
                         p ? 1.0f : 0.0f, dX, K);
-        sgemm_tiled(m->gemm_kchunk, CblasTrans, CblasNoTrans, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
+        fl_train_gemm_tiled(m->gemm_kchunk, FL_TRAIN_GEMM_T, FL_TRAIN_GEMM_N, Mp, K, N, gt + p * N * Mp, Mp, q->xts, K, 1.0f, dW + p * Mp * K, K);
     }
     wgrad_noise(m, li, dY, gt, K, M, P);
 }
