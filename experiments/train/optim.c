@@ -24,7 +24,7 @@ float fl_grad_norm(const fl_model *m)
     return (float)sqrt(gn2);
 }
 
-static int decays(int tensor)
+int fl_param_decays(int tensor)
 {
     return tensor == FL_P_WTE || tensor == FL_P_WPE || tensor == FL_P_WQKV || tensor == FL_P_WPROJ ||
            tensor == FL_P_WFC || tensor == FL_P_WDOWN || tensor == FL_P_WHEAD;
@@ -55,7 +55,7 @@ void fl_adamw_step(const fl_train_cfg *cfg, fl_model *m, float *am, float *av, u
     const float bc1 = (float)(1.0 - pow(cfg->beta1, t)), bc2 = (float)(1.0 - pow(cfg->beta2, t));
     for (int k = 0; k < FL_P_COUNT; k++) {
         float *p = m->p[k], *g = m->g[k], *mk = am + (p - m->params), *vk = av + (p - m->params);
-        const float wd = decays(k) ? cfg->wd : 0.0f;
+        const float wd = fl_param_decays(k) ? cfg->wd : 0.0f;
         const size_t n = m->sizes[k];
         /* the GPU step's kernel and this harness share the element functions (kernels/train_step.h) */
         const fl_adamw_hp hp = { .b1 = cfg->beta1, .b2 = cfg->beta2, .bc1 = bc1, .bc2 = bc2, .eps = cfg->adam_eps,

@@ -20,6 +20,9 @@
 /* The learning rate of step (0-based) under c's warmup and schedule. */
 float fl_lr_at(const fl_train_cfg *c, uint64_t step);
 
+/* Whether weight decay applies to parameter tensor `tensor` (model.h's FL_P_*): the embeddings, the
+   Linear weights and the head; not the gains or the activation coefficients. */
+int fl_param_decays(int tensor);
 /* ||grads||_2 over all parameters, in double, in a fixed order (tensor by tensor, elements in
    order), so that it is the same at any thread count. */
 float fl_grad_norm(const fl_model *m);

@@ -1,0 +1,358 @@
+/* gstep.c — the GPU training step over a table of device operations (gstep.h).  Each function names the
+   harness function (model.c) whose order of operations it follows. */
+#include "gstep.h"
+
+#include "optim.h" /* fl_lr_at, fl_param_decays */
+#include "recipe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(call)                                                                                          \
+    do {                                                                                                   \
+        if (call)                                                                                          \
+            return -1;                                                                                     \
+    } while (0)
+
+static size_t gdim(const fl_gstep *s) { return fl_act_gated(s->cfg.act) ? 2u : 1u; }
+static size_t ntok(const fl_gstep *s) { return (size_t)s->cfg.B * s->cfg.T; }
+
+static void *dalloc(fl_gstep *s, size_t bytes, int *fail)
+{
+    void *p = s->ops->alloc(s->ctx, bytes ? bytes : 1);
+    if (!p)
+        *fail = 1;
+    return p;
+}
+
+/* Element i of a GEMM operand of format f. */
+static const void *at(const void *base, fl_format f, size_t i)
+{
+    return f == FL_FMT_BF16 ? (const void *)((const uint16_t *)base + i) : (const void *)((const float *)base + i);
+}
+
+static int gemm(fl_gstep *s, int ta, int tb, size_t M, size_t N, size_t K, const void *A, fl_format af, size_t lda,
+                size_t sa, const void *B, fl_format bf, size_t ldb, size_t sb, float beta, float *C, size_t ldc,
+                size_t sc, size_t batch)
+{
+    const fl_gstep_gemm g = { ta, tb, M, N, K, A, af, lda, sa, B, bf, ldb, sb, beta, C, ldc, sc, batch };
+    return s->ops->gemm(s->ctx, &g);
+}
+
+int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model *m, int recipe)
+{
+    memset(s, 0, sizeof *s);
+    s->ops = ops;
+    s->ctx = ctx;
+    s->cfg = m->cfg;
+    if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16) {
+        fprintf(stderr, "fp8lab: the GPU step runs the fp32 and bf16 recipes, not %s (yet)\n",
+                fl_recipe_name((fl_recipe_kind)recipe));
+        return -1;
+    }
+    s->bf16 = recipe == FL_RECIPE_BF16;
+    const fl_model_cfg *c = &s->cfg;
+    const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
+    s->nparams = fl_model_param_sizes(c, s->sizes);
+    int fail = 0;
+    const size_t P4 = s->nparams * sizeof(float);
+    s->params = dalloc(s, P4, &fail);
+    s->grads = dalloc(s, P4, &fail);
+    s->am = dalloc(s, P4, &fail);
+    s->av = dalloc(s, P4, &fail);
+    s->wq = dalloc(s, s->nparams * sizeof(uint16_t), &fail);
+    s->tok = dalloc(s, N * sizeof(int), &fail);
+    s->tgt = dalloc(s, N * sizeof(int), &fail);
+    s->etoks = dalloc(s, N * sizeof(int), &fail);
+    s->estarts = dalloc(s, (N + 1) * sizeof(int), &fail);
+    s->erows = dalloc(s, N * sizeof(int), &fail);
+    const size_t f4 = sizeof(float);
+    s->resid = dalloc(s, (L + 1) * N * C * f4, &fail);
+    s->r2 = dalloc(s, L * N * C * f4, &fail);
+    s->ln1 = dalloc(s, L * N * C * f4, &fail);
+    s->rstd1 = dalloc(s, L * N * f4, &fail);
+    s->qkv = dalloc(s, L * N * 3 * C * f4, &fail);
+    s->att = dalloc(s, L * B * H * T * T * f4, &fail);
+    s->atty = dalloc(s, L * N * C * f4, &fail);
+    s->ln2 = dalloc(s, L * N * C * f4, &fail);
+    s->rstd2 = dalloc(s, L * N * f4, &fail);
+    s->pre = dalloc(s, L * G * N * F * f4, &fail);
+    s->h = dalloc(s, L * N * F * f4, &fail);
+    s->lnf = dalloc(s, N * C * f4, &fail);
+    s->rstdf = dalloc(s, N * f4, &fail);
+    s->logits = dalloc(s, N * V * f4, &fail);
+    s->tokloss = dalloc(s, N * sizeof(double), &fail);
+    s->dres = dalloc(s, N * C * f4, &fail);
+    s->dln = dalloc(s, N * C * f4, &fail);
+    s->datty = dalloc(s, N * C * f4, &fail);
+    s->dqkv = dalloc(s, N * 3 * C * f4, &fail);
+    s->dpre = dalloc(s, G * N * F * f4, &fail);
+    s->dh = dalloc(s, N * F * f4, &fail);
+    s->dp = dalloc(s, B * H * T * T * f4, &fail);
+    s->ds = dalloc(s, B * H * T * T * f4, &fail);
+    const size_t kmax = C > F ? C : F;
+    size_t gmax = 3 * C > G * F ? 3 * C : G * F;
+    gmax = gmax > V ? gmax : V;
+    s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
+    s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
+    s->htok = calloc(N, sizeof(int));
+    s->htgt = calloc(N, sizeof(int));
+    s->hetoks = calloc(N, sizeof(int));
+    s->hestarts = calloc(N + 1, sizeof(int));
+    s->herows = calloc(N, sizeof(int));
+    s->htokloss = calloc(N, sizeof(double));
+    if (fail || !s->htok || !s->htgt || !s->hetoks || !s->hestarts || !s->herows || !s->htokloss) {
+        fprintf(stderr, "fp8lab: out of memory for the GPU step (%s)\n", ops->name);
+        fl_gstep_free(s);
+        return -1;
+    }
+    size_t off = 0;
+    for (int k = 0; k < FL_P_COUNT; k++) {
+        s->p[k] = s->params + off;
+        s->g[k] = s->grads + off;
+        off += s->sizes[k];
+    }
+    if (ops->put(ctx, s->params, m->params, P4)) {
+        fl_gstep_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void fl_gstep_free(fl_gstep *s)
+{
+    if (!s->ops)
+        return;
+    void *dev[] = { s->params, s->grads, s->am, s->av, s->wq, s->tok, s->tgt, s->etoks, s->estarts, s->erows,
+                    s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
+                    s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
+                    s->dp, s->ds, s->xq, s->gq };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            s->ops->release(s->ctx, dev[i]);
+    free(s->htok);
+    free(s->htgt);
+    free(s->hetoks);
+    free(s->hestarts);
+    free(s->herows);
+    free(s->htokloss);
+    memset(s, 0, sizeof *s);
+}
+
+int fl_gstep_params(const fl_gstep *s, float *out)
+{
+    return s->ops->get(s->ctx, out, s->params, s->nparams * sizeof(float));
+}
+
+/* ---- Linear ------------------------------------------------------------------------------------------ */
+
+/* The operand of a GEMM: x itself (fp32), or its bf16 copy into q (the bf16 recipe). */
+static int operand(fl_gstep *s, const void **op, fl_format *f, uint16_t *q, const float *x, size_t n)
+{
+    *op = x;
+    *f = FL_FMT_FP32;
+    if (!s->bf16)
+        return 0;
+    TRY(s->ops->to_bf16(s->ctx, q, x, n));
+    *op = q;
+    *f = FL_FMT_BF16;
+    return 0;
+}
+
+/* The weight W (a pointer into the parameters) as the GEMMs read it: itself, or its bf16 copy. */
+static const void *weight(const fl_gstep *s, const float *W)
+{
+    return s->bf16 ? (const void *)(s->wq + (W - s->params)) : (const void *)W;
+}
+
+/* Y (P, N, M/P) = X (N, K) . W (M, K)^T in P planes (model.c, lin_forward). */
+static int lin_fwd(fl_gstep *s, float *Y, const float *X, const float *W, size_t K, size_t M, size_t P)
+{
+    const size_t N = ntok(s), Mp = M / P;
+    const void *x;
+    fl_format xf;
+    TRY(operand(s, &x, &xf, s->xq, X, N * K));
+    const fl_format wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
+    for (size_t p = 0; p < P; p++)
+        TRY(gemm(s, 0, 1, N, Mp, K, x, xf, K, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0, 0.0f, Y + p * N * Mp, Mp,
+                 0, 1));
+    return 0;
+}
+
+/* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X, dY (P, N, M/P) (model.c,
+   lin_backward).  X is cast again where the forward cast it: the same values. */
+static int lin_bwd(fl_gstep *s, float *dX, float *dW, const float *dY, const float *X, const float *W, size_t K,
+                   size_t M, size_t P)
+{
+    const size_t N = ntok(s), Mp = M / P;
+    const void *g, *x;
+    fl_format gf, xf;
+    TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));
+    TRY(operand(s, &x, &xf, s->xq, X, N * K));
+    const fl_format wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
+    for (size_t p = 0; p < P; p++) {
+        TRY(gemm(s, 0, 0, N, K, Mp, at(g, gf, p * N * Mp), gf, Mp, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0,
+                 p ? 1.0f : 0.0f, dX, K, 0, 1));
+        TRY(gemm(s, 1, 0, Mp, K, N, at(g, gf, p * N * Mp), gf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K, K, 0, 1));
+    }
+    return 0;
+}
+
+/* ---- attention: per sequence b, the H heads as one batch of GEMMs ---------------------------------- */
+
+/* out (N, C) and P (B, H, T, T) from qkv (N, 3 C): S = Q K^T, P = softmax(S / sqrt(hs)) causal, out = P V
+   (model.c, attn_forward computes the same with its own loops). */
+static int attn_fwd(fl_gstep *s, float *out, float *P, const float *qkv)
+{
+    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H, C3 = 3 * C, TT = T * T;
+    const fl_format f = FL_FMT_FP32;
+    for (size_t b = 0; b < B; b++) {
+        const float *x = qkv + b * T * C3;
+        TRY(gemm(s, 0, 1, T, T, hs, x, f, C3, hs, x + C, f, C3, hs, 0.0f, s->ds + b * H * TT, T, TT, H));
+    }
+    TRY(s->ops->softmax_fwd(s->ctx, P, s->ds, B * H * T, T, 1.0f / sqrtf((float)hs)));
+    for (size_t b = 0; b < B; b++)
+        TRY(gemm(s, 0, 0, T, hs, T, P + b * H * TT, f, T, TT, qkv + b * T * C3 + 2 * C, f, C3, hs, 0.0f, out + b * T * C, C,
+                 hs, H));
+    return 0;
+}
+
+/* dqkv (N, 3 C) from dout (N, C), P and qkv: dP = dO V^T, dV = P^T dO, dS = softmax'(P, dP), dQ = dS K,
+   dK = dS^T Q (model.c, attn_backward). */
+static int attn_bwd(fl_gstep *s, float *dqkv, const float *dout, const float *P, const float *qkv)
+{
+    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H, C3 = 3 * C, TT = T * T;
+    const fl_format f = FL_FMT_FP32;
+    for (size_t b = 0; b < B; b++) {
+        const float *go = dout + b * T * C, *x = qkv + b * T * C3, *Pb = P + b * H * TT;
+        float *dx = dqkv + b * T * C3;
+        TRY(gemm(s, 0, 1, T, T, hs, go, f, C, hs, x + 2 * C, f, C3, hs, 0.0f, s->dp + b * H * TT, T, TT, H));
+        TRY(gemm(s, 1, 0, T, hs, T, Pb, f, T, TT, go, f, C, hs, 0.0f, dx + 2 * C, C3, hs, H));
+    }
+    TRY(s->ops->softmax_bwd(s->ctx, s->ds, P, s->dp, B * H * T, T, 1.0f / sqrtf((float)hs)));
+    for (size_t b = 0; b < B; b++) {
+        const float *x = qkv + b * T * C3, *dS = s->ds + b * H * TT;
+        float *dx = dqkv + b * T * C3;
+        TRY(gemm(s, 0, 0, T, hs, T, dS, f, T, TT, x + C, f, C3, hs, 0.0f, dx, C3, hs, H));
+        TRY(gemm(s, 1, 0, T, hs, T, dS, f, T, TT, x, f, C3, hs, 0.0f, dx + C, C3, hs, H));
+    }
+    return 0;
+}
+
+/* ---- forward, backward, update ------------------------------------------------------------------------ */
+
+static const float rms_eps = 1e-5f; /* model.h: rms(x) = x / sqrt(mean(x^2) + 1e-5) */
+
+/* model.c, fl_model_forward. */
+static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
+{
+    const fl_gstep_ops *o = s->ops;
+    void *cx = s->ctx;
+    const fl_model_cfg *c = &s->cfg;
+    const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            s->htok[b * T + t] = tokens[b * (T + 1) + t];
+            s->htgt[b * T + t] = tokens[b * (T + 1) + t + 1];
+        }
+    TRY(o->put(cx, s->tok, s->htok, N * sizeof(int)));
+    TRY(o->put(cx, s->tgt, s->htgt, N * sizeof(int)));
+    if (s->bf16) /* the weights' bf16 copies, once per step (the harness casts each W at its Linear: the same values) */
+        TRY(o->to_bf16(cx, s->wq, s->params, s->nparams));
+    TRY(o->embed_fwd(cx, s->resid, s->tok, s->p[FL_P_WTE], s->p[FL_P_WPE], N, T, C));
+    for (size_t l = 0; l < L; l++) {
+        const float *x = s->resid + l * N * C;
+        float *ln1 = s->ln1 + l * N * C, *qkv = s->qkv + l * N * 3 * C, *atty = s->atty + l * N * C;
+        float *r2 = s->r2 + l * N * C, *ln2 = s->ln2 + l * N * C, *pre = s->pre + l * N * G * F;
+        float *h = s->h + l * N * F, *xo = s->resid + (l + 1) * N * C;
+        TRY(o->rms_fwd(cx, ln1, s->rstd1 + l * N, x, s->p[FL_P_LN1] + l * C, N, C, rms_eps));
+        TRY(lin_fwd(s, qkv, ln1, s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
+        TRY(attn_fwd(s, atty, s->att + l * B * H * T * T, qkv));
+        TRY(lin_fwd(s, r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
+        TRY(o->add(cx, r2, x, N * C));
+        TRY(o->rms_fwd(cx, ln2, s->rstd2 + l * N, r2, s->p[FL_P_LN2] + l * C, N, C, rms_eps));
+        TRY(lin_fwd(s, pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
+        TRY(o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
+        TRY(lin_fwd(s, xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
+        TRY(o->add(cx, xo, r2, N * C));
+    }
+    TRY(o->rms_fwd(cx, s->lnf, s->rstdf, s->resid + L * N * C, s->p[FL_P_LNF], N, C, rms_eps));
+    TRY(lin_fwd(s, s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
+    TRY(o->xent_fwd(cx, s->logits, s->tokloss, s->tgt, N, V));
+    TRY(o->get(cx, s->htokloss, s->tokloss, N * sizeof(double)));
+    double tot = 0.0;
+    for (size_t i = 0; i < N; i++)
+        tot += s->htokloss[i];
+    *loss = s->loss = (float)(tot / (double)N);
+    return 0;
+}
+
+/* model.c, fl_model_backward (the gradients are zeroed before). */
+static int backward(fl_gstep *s)
+{
+    const fl_gstep_ops *o = s->ops;
+    void *cx = s->ctx;
+    const fl_model_cfg *c = &s->cfg;
+    const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
+    TRY(o->xent_bwd(cx, s->logits, s->tgt, N, V));
+    TRY(lin_bwd(s, s->dln, s->g[FL_P_WHEAD], s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
+    TRY(o->rms_bwd(cx, s->dres, s->g[FL_P_LNF], s->dln, s->resid + L * N * C, s->rstdf, s->p[FL_P_LNF], N, C, 0));
+    for (size_t l = L; l-- > 0;) {
+        const float *x = s->resid + l * N * C;
+        TRY(lin_bwd(s, s->dh, s->g[FL_P_WDOWN] + l * C * F, s->dres, s->h + l * N * F, s->p[FL_P_WDOWN] + l * C * F, F,
+                    C, 1));
+        TRY(o->act_bwd(cx, s->dpre, s->g[FL_P_ACOEF] + l * FL_ACT_NCOEF, s->dh, s->pre + l * N * G * F, N, F, c->act,
+                       s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
+        TRY(lin_bwd(s, s->dln, s->g[FL_P_WFC] + l * G * F * C, s->dpre, s->ln2 + l * N * C, s->p[FL_P_WFC] + l * G * F * C,
+                    C, G * F, G));
+        TRY(o->rms_bwd(cx, s->dres, s->g[FL_P_LN2] + l * C, s->dln, s->r2 + l * N * C, s->rstd2 + l * N,
+                       s->p[FL_P_LN2] + l * C, N, C, 1));
+        TRY(lin_bwd(s, s->datty, s->g[FL_P_WPROJ] + l * C * C, s->dres, s->atty + l * N * C, s->p[FL_P_WPROJ] + l * C * C,
+                    C, C, 1));
+        TRY(attn_bwd(s, s->dqkv, s->datty, s->att + l * B * H * T * T, s->qkv + l * N * 3 * C));
+        TRY(lin_bwd(s, s->dln, s->g[FL_P_WQKV] + l * 3 * C * C, s->dqkv, s->ln1 + l * N * C,
+                    s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
+        TRY(o->rms_bwd(cx, s->dres, s->g[FL_P_LN1] + l * C, s->dln, x, s->rstd1 + l * N, s->p[FL_P_LN1] + l * C, N, C,
+                       1));
+    }
+    size_t nt = 0;
+    TRY(fl_embed_index(s->hetoks, s->hestarts, s->herows, &nt, s->htok, N, c->V));
+    TRY(o->put(cx, s->etoks, s->hetoks, nt * sizeof(int)));
+    TRY(o->put(cx, s->estarts, s->hestarts, (nt + 1) * sizeof(int)));
+    TRY(o->put(cx, s->erows, s->herows, N * sizeof(int)));
+    return o->embed_bwd(cx, s->g[FL_P_WTE], s->g[FL_P_WPE], s->dres, s->tok, s->etoks, s->estarts, s->erows, nt, N, T, C);
+}
+
+/* train.c's step: the gradient norm, clipping, AdamW (optim.c, fl_adamw_step). */
+static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gnorm)
+{
+    double gn2 = 0.0;
+    TRY(s->ops->sumsq(s->ctx, &gn2, s->grads, s->nparams));
+    *gnorm = (float)sqrt(gn2);
+    const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
+    const float lr = fl_lr_at(cfg, step);
+    const double t = (double)(step + 1);
+    const float bc1 = (float)(1.0 - pow(cfg->beta1, t)), bc2 = (float)(1.0 - pow(cfg->beta2, t));
+    for (int k = 0; k < FL_P_COUNT; k++) {
+        const size_t off = (size_t)(s->p[k] - s->params);
+        const fl_adamw_hp hp = { .b1 = cfg->beta1, .b2 = cfg->beta2, .bc1 = bc1, .bc2 = bc2, .eps = cfg->adam_eps,
+                                 .lr = lr, .wd = fl_param_decays(k) ? cfg->wd : 0.0f, .gscale = gscale };
+        TRY(s->ops->adamw(s->ctx, s->p[k], s->g[k], s->am + off, s->av + off, s->sizes[k], &hp));
+    }
+    return 0;
+}
+
+int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, uint64_t step, float *loss,
+                  float *gnorm)
+{
+    if (cfg->recipe.fp8_adam) {
+        fprintf(stderr, "fp8lab: the GPU step has no --fp8-adam (yet)\n");
+        return -1;
+    }
+    TRY(s->ops->zero(s->ctx, s->grads, s->nparams * sizeof(float)));
+    TRY(forward(s, tokens, loss));
+    TRY(backward(s));
+    return update(s, cfg, step, gnorm);
+}

@@ -1,0 +1,121 @@
+/* gstep.h — the GPU training step, written once against a table of device operations.
+ *
+ * The step trains the harness's model (model.h: pre-norm RMSNorm, causal attention, an FFN with any
+ * --act, untied head, AdamW) with its tensors in a device's memory, and calls the device only through
+ * fl_gstep_ops: memory, a strided-batched GEMM, and the row and element kernels of kernels/train_step.h
+ * and kernels/kernels.h.  Two tables implement it:
+ *   - fl_gstep_host (gstep_host.c): host memory, the kernels' CPU twins and the harness's fixed-order
+ *     GEMM (gemm.h).  It runs everywhere, so the step's orchestration — which buffer each operation
+ *     reads and writes, in what order, with what shapes and strides — is tested in `make test` against
+ *     the harness (tests/test_gstep.c);
+ *   - the CUDA table (not built yet): the kernels' launchers, cuBLASLt.
+ * The step's order of operations is the harness's (model.c, fl_model_forward / fl_model_backward), and
+ * so are its element functions.  Its sums are the harness's except in the attention, whose four GEMMs
+ * per head run through ops->gemm here and through the harness's own loops there: the host table's loss
+ * therefore differs from the harness's by roundings, judged like a GPU run's (verdict.h,
+ * fl_loss_envelope; TRAINING.md, "How far a GPU run may differ").
+ *
+ * Recipes: fp32 (no casts) and bf16 (X, W and dY of every Linear rounded to bf16, RNE, overflow to Inf,
+ * the harness's bf16 recipe); the FP8 recipes come with their scaling state (not yet).  No telemetry:
+ * the step returns the loss and the gradient norm.
+ */
+#ifndef FL_GSTEP_H
+#define FL_GSTEP_H
+
+#include "model.h"
+#include "train.h"
+#include "train_step.h" /* fl_adamw_hp */
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* C = op(A) op(B) + beta C for `batch` problems, row-major as fl_train_gemm (gemm.h): op(A) (M, K) is A
+   stored (M, K) with lda (ta 0) or its transpose stored (K, M) (ta 1); op(B) (K, N) likewise; problem i
+   reads A + i sa, B + i sb (elements of their formats) and writes C + i sc.  A, B: float32 or bf16
+   (uint16 codes); C float32.  beta 0: C is not read. */
+typedef struct {
+    int ta, tb;
+    size_t M, N, K;
+    const void *A;
+    fl_format afmt;
+    size_t lda, sa;
+    const void *B;
+    fl_format bfmt;
+    size_t ldb, sb;
+    float beta;
+    float *C;
+    size_t ldc, sc;
+    size_t batch;
+} fl_gstep_gemm;
+
+/* The device operations.  Pointers are the device's; every call returns 0, or -1 after printing why.
+   The kernels' semantics are their twins' (kernels/train_step.h, kernels/kernels.h, experiments/train
+   ffn_act.h for act_fwd / act_bwd). */
+typedef struct {
+    const char *name;
+    void *(*alloc)(void *ctx, size_t bytes); /* zeroed; NULL on failure */
+    void (*release)(void *ctx, void *p);
+    int (*put)(void *ctx, void *dst, const void *src, size_t bytes); /* host to device */
+    int (*get)(void *ctx, void *dst, const void *src, size_t bytes); /* device to host */
+    int (*zero)(void *ctx, void *p, size_t bytes);
+    int (*gemm)(void *ctx, const fl_gstep_gemm *g);
+    int (*to_bf16)(void *ctx, uint16_t *dst, const float *src, size_t n); /* RNE, overflow to Inf */
+    int (*add)(void *ctx, float *y, const float *x, size_t n);            /* y += x */
+    int (*sumsq)(void *ctx, double *out, const float *x, size_t n);      /* sum x_i^2 in double, in order */
+    int (*embed_fwd)(void *ctx, float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
+                     size_t C);
+    int (*embed_bwd)(void *ctx, float *gwte, float *gwpe, const float *dx, const int *tok, const int *toks,
+                     const int *starts, const int *rows, size_t ntok, size_t N, size_t T, size_t C);
+    int (*rms_fwd)(void *ctx, float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps);
+    int (*rms_bwd)(void *ctx, float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
+                   const float *gain, size_t N, size_t C, int accumulate);
+    int (*softmax_fwd)(void *ctx, float *P, const float *S, size_t R, size_t T, float scale);
+    int (*softmax_bwd)(void *ctx, float *dS, const float *P, const float *dP, size_t R, size_t T, float scale);
+    int (*act_fwd)(void *ctx, float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef);
+    int (*act_bwd)(void *ctx, float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
+                   fl_act act, const float *coef);
+    int (*xent_fwd)(void *ctx, float *z, double *tokloss, const int *tgt, size_t N, size_t V);
+    int (*xent_bwd)(void *ctx, float *z, const int *tgt, size_t N, size_t V);
+    int (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, const fl_adamw_hp *h);
+} fl_gstep_ops;
+
+extern const fl_gstep_ops fl_gstep_host;
+
+/* A model on a device: parameters, gradients, AdamW moments, the forward's saved tensors, scratch. */
+typedef struct {
+    const fl_gstep_ops *ops;
+    void *ctx;
+    fl_model_cfg cfg;
+    int bf16; /* the bf16 recipe: X, W, dY of every Linear cast to bf16 */
+    size_t sizes[FL_P_COUNT], nparams;
+    float *params, *grads, *am, *av; /* device, tensors in model.h's order */
+    float *p[FL_P_COUNT], *g[FL_P_COUNT];
+    uint16_t *wq;                    /* bf16 copies of the parameters (the Linear weights are read) */
+    int *tok, *tgt;                  /* (N) */
+    int *etoks, *estarts, *erows;    /* fl_embed_index's arrays */
+    float *resid, *r2, *ln1, *rstd1, *qkv, *att, *atty, *ln2, *rstd2, *pre, *h, *lnf, *rstdf, *logits;
+    double *tokloss;
+    float *dres, *dln, *datty, *dqkv, *dpre, *dh, *dp, *ds;
+    uint16_t *xq, *gq; /* bf16 copies of a GEMM input and of an output gradient */
+    /* host */
+    int *htok, *htgt, *hetoks, *hestarts, *herows;
+    double *htokloss;
+    float loss;
+} fl_gstep;
+
+/* Allocate the step's tensors on the device of ops and copy the parameters of m (a harness model of the
+   same configuration, so both start from the same weights).  recipe: FL_RECIPE_FP32 or FL_RECIPE_BF16.
+   0, or -1 after printing why (an unsupported recipe, out of device memory). */
+int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model *m, int recipe);
+void fl_gstep_free(fl_gstep *s);
+
+/* One training step on tokens (B, T + 1), as train.c's: zero the gradients, forward, backward, the global
+   gradient norm (*gnorm), clipping by cfg->clip, AdamW at fl_lr_at(cfg, step).  The loss of the forward
+   into *loss.  0 or -1. */
+int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, uint64_t step, float *loss,
+                  float *gnorm);
+
+/* The parameters back on the host (nparams floats, model.h's order). */
+int fl_gstep_params(const fl_gstep *s, float *out);
+
+#endif /* FL_GSTEP_H */

@@ -1,0 +1,202 @@
+/* test_gstep.c — the GPU step's orchestration (experiments/train/gstep.h) on the host table against the
+ * harness, the way a GPU run will be judged.
+ *
+ * For SwiGLU, GeLU and PolyNorm (order 3) under fp32 and bf16, on a small model (C 32, L 2, H 4, T 16,
+ * B 4, lr 1e-2, 30 steps, synthetic data), from the same initial weights and batches:
+ *  1. the step's parameter gradients after step 0 equal the harness's to a relative 2-norm difference
+ *     of 1e-5 (fp32) / 1e-4 (bf16) per tensor: its attention sums in another order, nothing else;
+ *  2. its loss AGREEs with the harness's at every step within the envelope of three --gemm-kchunk
+ *     reruns of the harness (fl_loss_envelope, window bound, factor 4, floor 4 ulp);
+ *  3. the same step with the gradient clip off (clip 0; the harness clips at 1) DISAGREEs: the bound
+ *     separates a wrong step from a reordered one.
+ */
+#include "check.h"
+#include "train/data.h"
+#include "train/gstep.h"
+#include "train/optim.h"
+#include "train/verdict.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STEPS = 30, NK = 3 };
+
+static void cfg_of(fl_train_cfg *c, fl_act_kind act, int recipe)
+{
+    fl_train_cfg_default(c);
+    c->model.C = 32;
+    c->model.L = 2;
+    c->model.H = 4;
+    c->model.F = act == FL_ACT_SWIGLU ? 64 : 96;
+    c->model.T = 16;
+    c->model.B = 4;
+    c->model.act.kind = act;
+    c->model.act.order = act == FL_ACT_POLYNORM ? 3 : 0;
+    c->recipe.kind = (uint32_t)recipe;
+    c->lr = 1e-2f;
+    c->warmup = 5;
+    c->steps = STEPS;
+    c->seed = 5;
+}
+
+typedef struct {
+    fl_recipe rec;
+    fl_model m;
+    char store[64 * 40];
+    const char *names[64];
+    uint32_t roles[64];
+    uint8_t hp[64];
+} harness;
+
+static void harness_init(harness *h, const fl_train_cfg *c)
+{
+    fl_recipe_cfg rc;
+    fl_recipe_cfg_default(&rc, (fl_recipe_kind)c->recipe.kind);
+    const int ns = fl_model_nsites(&c->model);
+    CHECK(ns <= 64, "sites");
+    fl_model_site_names(&c->model, h->store, h->names, h->roles, h->hp);
+    CHECK(!fl_recipe_init(&h->rec, &rc, ns, h->names, h->roles, h->hp), "recipe init");
+    CHECK(!fl_model_init(&h->m, &c->model, &h->rec, c->seed), "model init");
+}
+
+static void harness_free(harness *h)
+{
+    fl_model_free(&h->m);
+    fl_recipe_free(&h->rec);
+}
+
+/* The harness's steps (train.c's order) with GEMM blocks kc: the loss of every step into loss; the
+   gradients after step 0 into g0 (nparams floats) when not NULL. */
+static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, double *loss, float *g0)
+{
+    harness h;
+    harness_init(&h, c);
+    h.m.gemm_kchunk = kc;
+    float *am = calloc(h.m.nparams, sizeof *am), *av = calloc(h.m.nparams, sizeof *av);
+    uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
+    CHECK(am && av && batch, "memory");
+    fl_train_state st;
+    memset(&st, 0, sizeof st);
+    for (uint64_t s = 0; s < STEPS; s++) {
+        fl_train_batch(batch, d, c, s);
+        fl_recipe_step_begin(&h.rec, 0);
+        fl_model_zero_grad(&h.m);
+        loss[s] = fl_model_forward(&h.m, batch);
+        fl_model_backward(&h.m);
+        const float gn = fl_grad_norm(&h.m);
+        const float gscale = (c->clip > 0 && gn > c->clip) ? c->clip / gn : 1.0f;
+        fl_adamw_step(c, &h.m, am, av, s, fl_lr_at(c, s), gscale, &st);
+        fl_recipe_step_end(&h.rec);
+        if (s == 0 && g0)
+            memcpy(g0, h.m.grads, h.m.nparams * sizeof *g0);
+    }
+    free(am);
+    free(av);
+    free(batch);
+    harness_free(&h);
+}
+
+/* The GPU step on the host table from the harness's initial weights; cfg_step: the configuration its
+   optimizer uses (the control changes it). */
+static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const fl_data *d, double *loss, float *g0)
+{
+    harness h; /* only for the initial weights */
+    harness_init(&h, c);
+    fl_gstep s;
+    CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m, (int)c->recipe.kind), "gstep init");
+    uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
+    CHECK(batch, "memory");
+    for (uint64_t t = 0; t < STEPS; t++) {
+        fl_train_batch(batch, d, c, t);
+        float l, gn;
+        CHECK(!fl_gstep_step(&s, cfg_step, batch, t, &l, &gn), "gstep step %llu", (unsigned long long)t);
+        loss[t] = l;
+        if (t == 0 && g0)
+            CHECK(!s.ops->get(s.ctx, g0, s.grads, s.nparams * sizeof *g0), "get");
+    }
+    free(batch);
+    fl_gstep_free(&s);
+    harness_free(&h);
+}
+
+static void check_config(fl_act_kind act, int recipe)
+{
+    fl_train_cfg c;
+    cfg_of(&c, act, recipe);
+    CHECK(!fl_train_cfg_check(&c), "config: %s", fl_train_cfg_check(&c));
+    fl_data d;
+    CHECK(!fl_data_synthetic(&d, c.seed, 1 << 16), "data");
+    size_t sizes[FL_P_COUNT];
+    const size_t np = fl_model_param_sizes(&c.model, sizes);
+    double ref[STEPS], step[STEPS], ctl[STEPS], pert[NK][STEPS];
+    float *gh = malloc(np * sizeof *gh), *gs = malloc(np * sizeof *gs);
+    CHECK(gh && gs, "memory");
+    harness_run(&c, &d, 0, ref, gh);
+    static const uint32_t ks[NK] = { 4, 8, 32 };
+    for (int k = 0; k < NK; k++)
+        harness_run(&c, &d, ks[k], pert[k], NULL);
+    gstep_run(&c, &c, &d, step, gs);
+
+    /* 1. gradients of step 0, tensor by tensor */
+    const double tol = recipe == FL_RECIPE_BF16 ? 1e-4 : 1e-5;
+    double worst = 0.0;
+    size_t off = 0;
+    for (int k = 0; k < FL_P_COUNT; off += sizes[k++]) {
+        double d2 = 0.0, n2 = 0.0;
+        for (size_t i = 0; i < sizes[k]; i++) {
+            d2 += ((double)gs[off + i] - gh[off + i]) * ((double)gs[off + i] - gh[off + i]);
+            n2 += (double)gh[off + i] * gh[off + i];
+        }
+        if (n2 == 0.0) {
+            CHECK(d2 == 0.0, "tensor %d: the harness's gradient is 0, the step's is not", k);
+            continue;
+        }
+        const double rel = sqrt(d2 / n2);
+        CHECK(rel <= tol, "%s/%s: tensor %d's gradient differs by %.3g (relative 2-norm) > %g",
+              fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), k, rel, tol);
+        worst = fmax(worst, rel);
+    }
+
+    /* 2. the loss within the envelope */
+    const double *pp[NK] = { pert[0], pert[1], pert[2] };
+    fl_envelope_result r;
+    const int v = fl_loss_envelope(&r, NULL, ref, step, pp, NK, STEPS, 4.0, 4.0, FL_BOUND_WINDOW);
+    CHECK(v == 0, "%s/%s: the step's loss %s the harness's (first outside step %ld, ratio %.3g, step %a vs %a)",
+          fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), fl_envelope_name(v), r.first_bad,
+          r.worst_ratio, r.worst_step >= 0 ? step[r.worst_step] : NAN, r.worst_step >= 0 ? ref[r.worst_step] : NAN);
+    const double ratio = r.worst_ratio, env = r.env_last;
+
+    /* 3. a wrong step: no clipping */
+    fl_train_cfg bad = c;
+    bad.clip = 0.0f;
+    gstep_run(&c, &bad, &d, ctl, NULL);
+    const int vb = fl_loss_envelope(&r, NULL, ref, ctl, pp, NK, STEPS, 4.0, 4.0, FL_BOUND_WINDOW);
+    CHECK(vb == 1, "%s/%s: the step without clipping should DISAGREE, got %s (ratio %.3g)", fl_act_table[act].name,
+          fl_recipe_name((fl_recipe_kind)recipe), fl_envelope_name(vb), r.worst_ratio);
+    printf("  %-8s %-4s step-0 gradients within %.2g (relative); loss AGREE, largest ratio %.3g of the bound (envelope "
+           "%.3g); without clipping DISAGREE from step %ld\n",
+           fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), worst, ratio, env, r.first_bad);
+    free(gh);
+    free(gs);
+    fl_data_free(&d);
+}
+
+int main(void)
+{
+    static const fl_act_kind acts[] = { FL_ACT_SWIGLU, FL_ACT_GELU, FL_ACT_POLYNORM };
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+        check_config(acts[a], FL_RECIPE_FP32);
+        check_config(acts[a], FL_RECIPE_BF16);
+    }
+    fl_gstep s;
+    harness h;
+    fl_train_cfg c;
+    cfg_of(&c, FL_ACT_SWIGLU, FL_RECIPE_FP8_DELAYED);
+    harness_init(&h, &c);
+    CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m, FL_RECIPE_FP8_DELAYED) == -1, "fp8-delayed is refused (not yet)");
+    harness_free(&h);
+    printf("  fp8-delayed refused with a message (not built yet)\n");
+    PASS("test_gstep");
+}
