@@ -8,7 +8,11 @@
  *     (exit 3) and its configuration difference (seed) is named; the report's bound is the factor times
  *     the envelope's maximum (window) and, with --bound running, follows e_t; a run compared with itself
  *     AGREEs with ratio 0.
- *  3. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
+ *  3. --device twins (the GPU step's code on the CPU, gstep.h): its run AGREEs with the harness's within
+ *     the K 4 / K 16 envelope; resumed from a kept checkpoint it ends byte-identical; metrics.csv writes
+ *     nan for the columns it does not measure and summary.json null; fp8-delayed, --chan-every and
+ *     --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a folder is made.
+ *  4. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
  *     different steps — exit 1 naming the file; no --envelope, a bad --factor or --bound, an unknown
  *     option — exit 2.
  * Needs the CLI: $FP8LAB (tests/run.sh sets it), default build/fp8lab.
@@ -20,6 +24,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char tmp[256];
 
@@ -135,6 +140,53 @@ static void check_compare(void)
            ratio, e);
 }
 
+static void check_twins(void)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    const char *a[] = { "train", "--steps", "20", TINY, "--device", "twins", "--keep-ckpt", "9", "--seed", "1", "--out",
+                        P("%s/tw", tmp), NULL };
+    CHECK(run(err, a) == 0, "a --device twins run");
+    int rc;
+    json_t *o = compare(&rc, "k0", "tw", "window");
+    CHECK(rc == 0, "--device twins agrees with the harness (exit %d, ratio %g)", rc,
+          json_real_value(json_object_get(o, "worst_ratio")));
+    const double ratio = json_real_value(json_object_get(o, "worst_ratio"));
+    CHECK(!strcmp(json_string_value(json_object_get(o, "test_config_differs")), "device, keep_ckpt"),
+          "only the device (and --keep-ckpt) differ: %s", json_string_value(json_object_get(o, "test_config_differs")));
+    json_decref(o);
+    CHECK(contains(P("%s/tw/metrics.csv", tmp), ",nan,nan,nan,nan,nan,nan\n"), "unmeasured counters written nan");
+    json_t *sum = dir_json(P("%s/tw", tmp), "summary.json");
+    CHECK(json_is_null(json_object_get(sum, "amax_max")) && json_is_null(json_object_get(sum, "saturated_total")) &&
+              !strcmp(json_string_value(json_object_get(sum, "device")), "twins"),
+          "summary.json: null where not measured, the device named");
+    json_decref(sum);
+    CHECK(!system(P("cp '%s/tw/metrics.csv' '%s/tw.csv' && cp '%s/tw/checkpoint-9.bin' '%s/tw/checkpoint.bin'", tmp, tmp,
+                    tmp, tmp)),
+          "cp");
+    const char *r[] = { "train", "--resume", P("%s/tw", tmp), "--quiet", NULL };
+    CHECK(run(err, r) == 0, "resume the twins run from step 9");
+    same_file(P("%s/tw.csv", tmp), P("%s/tw/metrics.csv", tmp));
+    const char *const *bad[] = {
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed", "--out",
+                               P("%s/nb1", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--chan-every", "1", "--out",
+                               P("%s/nb2", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--gemm-kchunk", "4", "--out",
+                               P("%s/nb3", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "cuda", "--out", P("%s/nb4", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "tpu", "--out", P("%s/nb5", tmp), NULL },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CHECK(run(err, bad[k]) == 2, "refused device run %zu: exit 2", k);
+        struct stat st;
+        CHECK(stat(P("%s/nb%zu", tmp, k + 1), &st) != 0, "refused device run %zu: no folder", k);
+    }
+    printf("  --device twins: AGREE (ratio %.3g), resumed from step 9 byte-identical, nan/null where not measured; "
+           "%zu refused configurations exit 2\n",
+           ratio, sizeof bad / sizeof bad[0]);
+}
+
 /* A copy of run k0 whose metrics.csv is replaced by text. */
 static const char *bad_run(const char *name, const char *text)
 {
@@ -194,6 +246,7 @@ int main(void)
     dir_make(tmp, sizeof tmp, "/tmp/fl_compare_XXXXXX");
     check_kchunk();
     check_compare();
+    check_twins();
     check_bad();
     dir_remove(tmp);
     PASS("test_compare");

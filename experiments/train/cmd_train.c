@@ -21,9 +21,10 @@ static const char *const help_head =
     "--preset 124m|350m: the question at GPU scale (12 layers x 768 / 24 x 1024, SwiGLU F 2048 / 2752,\n"
     "GeLU and ReLU parameter-matched, seq 1024, micro-batches of 16 / 8, lr 6e-4 / 3e-4, wd 0.1, cosine;\n"
     "any other flag overrides it).  --device cuda --plan: the GPU training step's buffers, bytes, peak\n"
-    "memory and launches, computed on the host (the step itself is not built yet; --device cuda alone\n"
-    "exits 2); --accum micro-batches per step (the preset's: 524,288 tokens), --ranks and --zero1 for a\n"
-    "data-parallel split, --device-mem whether the peak fits (exit 3 when it does not).\n"
+    "memory and launches, computed on the host (the CUDA step is not built into fp8lab yet; --device cuda\n"
+    "alone exits 2); --accum micro-batches per step (the preset's: 524,288 tokens), --ranks and --zero1 for\n"
+    "a data-parallel split, --device-mem whether the peak fits (exit 3 when it does not).  --device twins:\n"
+    "the GPU step's code run on the CPU with the kernels' twins (judge it with 'fp8lab compare').\n"
     "\n"
     "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
     "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
@@ -98,15 +99,10 @@ static int parse_flags(fl_train_cfg *cfg, fl_train_opts *opts, gpu_args *g, int 
             *(f[2] == 'p' ? &g->plan : &g->zero1) = 1;
             continue;
         }
-        if (!strcmp(f, "--preset") || !strcmp(f, "--device")) {
+        if (!strcmp(f, "--preset")) {
             if (!v)
                 return fl_cli_usage_error(cmd, "%s needs a value", f);
-            if (f[2] == 'p')
-                g->preset = v;
-            else if (!strcmp(v, "cuda") || !strcmp(v, "cpu"))
-                g->cuda = !strcmp(v, "cuda");
-            else
-                return fl_cli_usage_error(cmd, "--device takes cpu or cuda, not '%s'", v);
+            g->preset = v;
             i++;
             continue;
         }
@@ -206,10 +202,12 @@ int fl_cmd_train(int argc, char **argv)
         if (!g.accum_set)
             g.accum = accum;
     }
+    g.cuda = cfg.device == FL_DEVICE_CUDA;
     if (g.plan || g.cuda) {
         if (!g.plan)
-            return fl_cli_usage_error(cmd, "--device cuda: the GPU training step is not built yet; --plan prints the "
-                                      "memory and launches it is planned with (TRAINING.md, \"The GPU step's plan\")");
+            return fl_cli_usage_error(cmd, "--device cuda: the CUDA training step is not built into fp8lab yet; --plan "
+                                      "prints the memory and launches it is planned with (TRAINING.md, \"The GPU step's "
+                                      "plan\"), and --device twins runs the step's code on the CPU");
         const char *why = fl_train_cfg_check(&cfg);
         if (why)
             return fl_cli_usage_error(cmd, "%s", why);

@@ -146,6 +146,18 @@ int fl_gstep_params(const fl_gstep *s, float *out)
     return s->ops->get(s->ctx, out, s->params, s->nparams * sizeof(float));
 }
 
+int fl_gstep_set_moments(fl_gstep *s, const float *am, const float *av)
+{
+    const size_t b = s->nparams * sizeof(float);
+    return s->ops->put(s->ctx, s->am, am, b) || s->ops->put(s->ctx, s->av, av, b) ? -1 : 0;
+}
+
+int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av)
+{
+    const size_t b = s->nparams * sizeof(float);
+    return s->ops->get(s->ctx, am, s->am, b) || s->ops->get(s->ctx, av, s->av, b) ? -1 : 0;
+}
+
 /* ---- Linear ------------------------------------------------------------------------------------------ */
 
 /* The operand of a GEMM: x itself (fp32), or its bf16 copy into q (the bf16 recipe). */

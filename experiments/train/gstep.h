@@ -117,5 +117,8 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
 
 /* The parameters back on the host (nparams floats, model.h's order). */
 int fl_gstep_params(const fl_gstep *s, float *out);
+/* AdamW's moments to the device (a resumed run's) and back to the host (for a checkpoint). */
+int fl_gstep_set_moments(fl_gstep *s, const float *am, const float *av);
+int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av);
 
 #endif /* FL_GSTEP_H */

@@ -71,6 +71,13 @@ static void put_csv(FILE *f, double v)
         fprintf(f, ",%.9g", v);
 }
 
+void fl_tele_unmeasured(fl_step_summary *s)
+{
+    s->ffn_in_amax = s->act_amax = s->act_rms = s->down_in_amax = s->down_in_stale = NAN;
+    s->down_in_sat = s->sat = s->clip = s->nan_out = s->inf_out = s->ftz = 0;
+    s->unmeasured = 1;
+}
+
 void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, float lr, float gnorm,
                          const fl_step_summary *s)
 {
@@ -79,6 +86,10 @@ void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, fl
                          s->align.cos_p99, s->align.cos_max, s->align.norm_corr, s->down_in_amax, s->down_in_stale };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         put_csv(f, v[i]);
+    if (s->unmeasured) {
+        fputs(",nan,nan,nan,nan,nan,nan\n", f);
+        return;
+    }
     fprintf(f, ",%llu,%llu,%llu,%llu,%llu,%llu\n", (unsigned long long)s->down_in_sat, (unsigned long long)s->sat,
             (unsigned long long)s->clip, (unsigned long long)s->nan_out, (unsigned long long)s->inf_out,
             (unsigned long long)s->ftz);

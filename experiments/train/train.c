@@ -26,6 +26,7 @@
 #include "common/cli.h"
 #include "data.h"
 #include "fl_io.h"
+#include "gstep.h"
 #include "optim.h"
 #include "rundir.h"
 #include "telemetry.h"
@@ -107,6 +108,14 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
     if (c->recipe.rht && fl_act_smooth_axis(c->model.act) == 1)
         return "--rht mixes 16 tokens, and a per-token smoothing scale (smooth_swiglu_token) cannot be undone after it: "
                "use smooth_swiglu (per channel) or no --rht";
+    if (c->device != FL_DEVICE_CPU) {
+        if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16)
+            return "--device twins / cuda: the GPU step runs the fp32 and bf16 recipes (the FP8 recipes' scaling "
+                   "state on the device is not built yet)";
+        if (c->recipe.fp8_adam || c->chan_every || c->gemm_kchunk)
+            return "--device twins / cuda: no --fp8-adam, --chan-every or --gemm-kchunk (the harness's; the GPU step "
+                   "has none of them yet)";
+    }
     if (c->data_kind == FL_DATA_TRIGGERS && !(c->trigger_rate > 0))
         return "--data triggers needs a --trigger-rate in (0, 1]";
     if (c->data_kind != FL_DATA_TEXT && c->data_len < (uint64_t)c->model.T + 2)
@@ -244,6 +253,14 @@ static int summary_fill(FILE *f, void *a_)
     json_object_set_new(o, "steps_per_s", fl_tele_json_num(a->steps_per_s, 4));
     json_object_set_new(o, "steps_this_invocation", json_integer((json_int_t)a->steps_run));
     json_object_set_new(o, "threads", json_integer(s->threads));
+    if (a->cfg->device != FL_DEVICE_CPU) { /* the GPU step does not measure these (metrics.csv: nan) */
+        static const char *const unmeasured[] = { "amax_max", "ffn_in_amax_max", "saturated_total", "clipped_total",
+                                                  "nan_produced_total", "flushed_total", "down_in_saturated_total",
+                                                  "first_saturation_step", "first_down_in_saturation_step" };
+        for (size_t i = 0; i < FL_ARRAY_LEN(unmeasured); i++)
+            json_object_set_new(o, unmeasured[i], json_null());
+        json_object_set_new(o, "device", json_string(a->cfg->device == FL_DEVICE_TWINS ? "twins" : "cuda"));
+    }
     const int rc = json_dumpf(o, f, FL_TELE_JSON_FLAGS) || fputc('\n', f) == EOF ? -1 : 0;
     json_decref(o);
     return rc;
@@ -465,6 +482,8 @@ typedef struct {
     fl_rundir folder;      /* the locked run folder */
     double t0, tlast;      /* progress: start of this invocation, last progress line */
     uint64_t step0;        /* st.step at the start of this invocation */
+    fl_gstep gs;           /* --device twins: the GPU step (gstep.h); m, am, av mirror its tensors */
+    int gs_ready;
 } train_run;
 
 int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t errlen)
@@ -733,6 +752,15 @@ static int run_setup(train_run *r)
     if (rc != FL_EXIT_OK)
         return rc;
     rc = run_claim_folder(r);
+    if (rc == FL_EXIT_OK && r->cfg.device == FL_DEVICE_TWINS) { /* the GPU step from the restored state */
+        if (fl_gstep_init(&r->gs, &fl_gstep_host, NULL, &r->m, (int)r->cfg.recipe.kind)) {
+            rc = FL_EXIT_FAIL;
+        } else {
+            r->gs_ready = 1;
+            if (fl_gstep_set_moments(&r->gs, r->am, r->av))
+                rc = FL_EXIT_FAIL;
+        }
+    }
     if (rc == FL_EXIT_OK)
         rc = run_open_files(r);
     if (rc == FL_EXIT_OK) {
@@ -755,6 +783,8 @@ static void run_free(train_run *r)
         fclose(r->fc);
     if (r->fr)
         fclose(r->fr);
+    if (r->gs_ready)
+        fl_gstep_free(&r->gs);
     free(r->am);
     free(r->av);
     free(r->batch);
@@ -777,6 +807,17 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
     fl_train_batch(r->batch, &r->data, cfg, step);
+    if (r->gs_ready) { /* --device twins: the GPU step; the host's copies follow it for telemetry and checkpoints */
+        float loss;
+        *lr = fl_lr_at(cfg, step);
+        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_params(&r->gs, r->m.params) ||
+            fl_gstep_get_moments(&r->gs, r->am, r->av)) {
+            fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
+                    (unsigned long long)step, r->gs.ops->name);
+            exit(FL_EXIT_FAIL);
+        }
+        return loss;
+    }
     const int chan_rows = cfg->chan_every && step % cfg->chan_every == 0;
     if (cfg->chan_every)
         r->m.chan_on = chan_rows ? 2 : 1;
@@ -803,11 +844,15 @@ static void record_step(train_run *r, uint64_t step, int tele, float loss, float
     fl_train_state *st = &r->st;
     fl_step_summary sum;
     fl_tele_summarize(&sum, &r->m);
+    if (r->gs_ready) /* the GPU step measures the loss and the gradient norm; the weights are the host's copy */
+        fl_tele_unmeasured(&sum);
     st->ema = step == 0 ? loss : (1.0 - cfg->div_ema) * st->ema + cfg->div_ema * loss;
     fl_tele_metrics_row(r->fm, step, loss, st->ema, lr, gnorm, &sum);
-    fl_tele_sites_rows(r->fs, step, &r->rec);
-    if (tele)
-        fl_tele_jsonl(r->ft, step, loss, &r->m);
+    if (!r->gs_ready) {
+        fl_tele_sites_rows(r->fs, step, &r->rec);
+        if (tele)
+            fl_tele_jsonl(r->ft, step, loss, &r->m);
+    }
     st->last_loss = loss;
     if (sum.act_amax > st->act_amax_max)
         st->act_amax_max = sum.act_amax;

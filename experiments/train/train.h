@@ -44,6 +44,9 @@
 #include <stdint.h>
 
 enum { FL_SCHED_CONSTANT, FL_SCHED_COSINE };
+/* --device: the harness (cpu), the GPU step's code on the host with the kernels' twins (twins,
+   gstep.h), the GPU step on a CUDA device (cuda: not built into fp8lab yet). */
+enum { FL_DEVICE_CPU, FL_DEVICE_TWINS, FL_DEVICE_CUDA };
 enum { FL_DATA_SYNTHETIC, FL_DATA_TEXT, FL_DATA_TRIGGERS, FL_DATA_FORTUNES, FL_DATA_SHARDS };
 #define FL_KEEP_MAX 16
 
@@ -77,6 +80,8 @@ typedef struct {
     uint32_t fork_crc;     /* a fork: CRC-32 of the parent checkpoint's payload (checkpoint.h) */
     uint32_t gemm_kchunk;  /* 0: each GEMM sum is one fma chain over K; k: chains over blocks of k, added in order
                               (a summation-order perturbation: TRAINING.md, "How far a GPU run may differ") */
+    uint32_t device;       /* FL_DEVICE_* */
+    uint32_t pad4_;
     char fork_from[512];   /* a fork: the parent checkpoint's path as given; "" otherwise */
 } fl_train_cfg;
 

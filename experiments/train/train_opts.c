@@ -17,6 +17,12 @@
 /* ---- the names of enum values and of the custom rows ------------------------------------------- */
 
 static const char *amax_algo_name(unsigned k) { return k < FL_AMAX_ALGO_COUNT ? fl_amax_algo_name((fl_amax_algo)k) : NULL; }
+static const char *device_name(unsigned k)
+{
+    static const char *const names[] = { [FL_DEVICE_CPU] = "cpu", [FL_DEVICE_TWINS] = "twins", [FL_DEVICE_CUDA] = "cuda" };
+    return k < FL_ARRAY_LEN(names) ? names[k] : NULL;
+}
+
 static const char *schedule_name(unsigned k)
 {
     static const char *const names[] = { [FL_SCHED_CONSTANT] = "constant", [FL_SCHED_COSINE] = "cosine" };
@@ -322,6 +328,11 @@ const fl_train_opt fl_train_opt_table[] = {
       .help = "(%D: every GEMM element one fused multiply-add chain over the whole sum; K: chains over blocks of K "
               "terms added in order, as a tensor-core GEMM accumulates its k-tiles; another summation order with the "
               "same products, to measure how far a run may drift from a GPU's: fp8lab compare)" },
+    { .flag = "--device", .key = "device", ENUM(device_name), AT(device), .def = "cpu",
+      .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
+      .help = "(cpu: the harness; twins: the GPU step's code (gstep.h) run on the CPU with the kernels' twins, fp32 "
+              "and bf16 recipes, the loss and gradient norm measured, not the FFN or cast telemetry; cuda: --plan only, "
+              "the CUDA step is not built yet)" },
     { .flag = "--grad-scaling", .key = "grad_scaling", ENUM(grad_scaling_name), AT(recipe.grad_current), .def = "delayed",
       .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
       .help = "(fp8-delayed: dY's scale from its history (TE) or from the tensor itself, X and W staying delayed: a "
