@@ -8,32 +8,13 @@
 #include <stdio.h>
 
 #include "cuda_check.h"
+#include "lt_call.h"
 #include "gemm_fp8.h"
 
 #define FL_GEMM_REQUIRE(cond, ...) FL_REQUIRE("fl_cuda_gemm_fp8: ", cond, #cond, __VA_ARGS__)
 
 namespace {
 
-// Everything cublasLt hands out for one call, released in the destructor.
-struct lt_call {
-    cublasLtHandle_t handle = nullptr;
-    bool own_handle = false;
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    ~lt_call()
-    {
-        if (pref)
-            cublasLtMatmulPreferenceDestroy(pref);
-        for (cublasLtMatrixLayout_t l : { d, c, b, a })
-            if (l)
-                cublasLtMatrixLayoutDestroy(l);
-        if (op)
-            cublasLtMatmulDescDestroy(op);
-        if (own_handle && handle)
-            cublasLtDestroy(handle);
-    }
-};
 
 bool cuda_type(cudaDataType_t *t, fl_format f)
 {
@@ -72,7 +53,7 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
     const bool d_fp8 = g->d_fmt == FL_FMT_E4M3 || g->d_fmt == FL_FMT_E5M2;
     FL_GEMM_REQUIRE(d_fp8 || !g->amax_d, "amax_d needs an FP8 D (cuBLASLt computes amax_D for FP8 outputs only)");
 
-    lt_call lt;
+    fl::lt_call lt;
     if (lt_handle) {
         lt.handle = (cublasLtHandle_t)lt_handle;
     } else {

@@ -271,3 +271,23 @@ int fl_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, si
     }
     return 0;
 }
+
+double fl_sumsq(const float *x, size_t n)
+{
+    double total = 0.0;
+    for (size_t c = 0; c < fl_sumsq_chunks(n); c++) {
+        double lane[FL_SUMSQ_LANES];
+        const size_t c0 = c * FL_SUMSQ_CHUNK, c1 = n - c0 < FL_SUMSQ_CHUNK ? n : c0 + FL_SUMSQ_CHUNK;
+        for (size_t t = 0; t < FL_SUMSQ_LANES; t++) {
+            double a = 0.0;
+            for (size_t i = c0 + t; i < c1; i += FL_SUMSQ_LANES)
+                a += (double)x[i] * x[i];
+            lane[t] = a;
+        }
+        for (size_t s = FL_SUMSQ_LANES / 2; s > 0; s /= 2)
+            for (size_t t = 0; t < s; t++)
+                lane[t] += lane[t + s];
+        total += lane[0];
+    }
+    return total;
+}

@@ -189,6 +189,61 @@ int fl_cuda_attn_softmax_fwd(float *P, const float *S, size_t R, size_t T, float
                              void *stream);
 int fl_cuda_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, size_t T, float scale, void *stream);
 
+/* ---- the step's GEMMs, sums, adds and memory --------------------------------------------------------
+ * C = op(A) op(B) + beta C for `batch` problems, row-major: op(A) (M, K) is A stored (M, K) with lda
+ * (ta 0) or its transpose stored (K, M) (ta 1); op(B) (K, N) likewise; problem i reads A + i sa, B + i sb
+ * (in elements of their format) and writes C + i sc.  A and B: both float32 or both bf16 (uint16 codes);
+ * C float32; beta 0: C is not read.  On the device: cuBLASLt, fp32 accumulation (CUBLAS_COMPUTE_32F: no
+ * TF32), its own order of sums (the step's bound against the harness: experiments/train/TRAINING.md,
+ * "How far a GPU run may differ"); on the host the GPU step uses the harness's fixed-order GEMM. */
+typedef struct {
+    int ta, tb;
+    size_t M, N, K;
+    const void *A;
+    fl_format afmt;
+    size_t lda, sa;
+    const void *B;
+    fl_format bfmt;
+    size_t ldb, sb;
+    float beta;
+    float *C;
+    size_t ldc, sc;
+    size_t batch;
+} fl_gemm_rm;
+
+/* lt: a cublasLtHandle_t (fl_cuda_lt_new); ws: a device workspace of ws_bytes. */
+int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt, void *ws, size_t ws_bytes, void *stream);
+void *fl_cuda_lt_new(void);
+void fl_cuda_lt_free(void *lt);
+
+/* The sum of x_i^2 (the gradient norm's square) in double, in one order on both sides:
+     chunks of FL_SUMSQ_CHUNK elements; in chunk c, lane t < FL_SUMSQ_LANES adds (double)x_i * x_i from +0
+     over i = c FL_SUMSQ_CHUNK + t + FL_SUMSQ_LANES j, j = 0, 1, ... (in order, i < n); the lanes are summed
+     pairwise, lane t += lane t + s for s = FL_SUMSQ_LANES / 2, ..., 2, 1; the chunks' sums are added
+     in chunk order from +0.
+   Each square is exact in double; the additions are the only roundings.  fl_sumsq (host) and
+   fl_cuda_sumsq (one block per chunk, then one thread; ws: fl_sumsq_chunks(n) doubles of device
+   memory; *out is a host pointer, the call waits for the result) give the same bits. */
+enum { FL_SUMSQ_LANES = 256, FL_SUMSQ_CHUNK = 8192 };
+static inline size_t fl_sumsq_chunks(size_t n) { return (n + FL_SUMSQ_CHUNK - 1) / FL_SUMSQ_CHUNK; }
+double fl_sumsq(const float *x, size_t n);
+int fl_cuda_sumsq(double *out, const float *x, size_t n, double *ws, void *stream);
+
+/* y_i += x_i (the residual adds); relu forward and backward as the harness's (ffn_act.c): h = fl_relu_f32(x),
+   dx = x > 0 ? dy : 0. */
+int fl_cuda_add_f32(float *y, const float *x, size_t n, void *stream);
+int fl_cuda_relu_fwd(float *h, const float *x, size_t n, void *stream);
+int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size_t n, void *stream);
+
+/* Device memory for the GPU step (experiments/train/gstep_cuda.c): zeroed allocations (NULL after a
+   message on failure), synchronous copies and fills; 0 or -1. */
+int fl_cuda_device_count(void); /* 0 where there is none (or no driver) */
+void *fl_cuda_dev_alloc(size_t bytes);
+void fl_cuda_dev_free(void *p);
+int fl_cuda_dev_put(void *dst, const void *src, size_t bytes);
+int fl_cuda_dev_get(void *dst, const void *src, size_t bytes);
+int fl_cuda_dev_zero(void *p, size_t bytes);
+
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device
    pointers; stream a cudaStream_t or NULL).  0, or -1 after printing why. */

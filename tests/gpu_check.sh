@@ -7,7 +7,9 @@
 #      (all bf16 / e4m3 codes, all 2^32 bf16 SwiGLU pairs) run on the GPU, compared with the twin bit for
 #      bit and judged by `fp8lab ulp`;
 #   5. OUTDIR/gpu-check.json (all of it, machine-readable) and OUTDIR/gpu-check.md (tables for
-#      kernels/README.md).
+#      kernels/README.md);
+#   6. the training part (tests/gpu_train_check.sh): the GPU step against the harness, resume, speed at
+#      124m, into OUTDIR/train-check.md.
 # Without a device it says so and exits 0.  The 2^32 bf16 SwiGLU pairs come in 16 chunks of 2^28 (for the
 # derivatives chunk c is every g with u = c mod 16): GPU_CHECK_PAIR_CHUNKS (default 16: all pairs) for the forward kernels,
 # GPU_CHECK_BWD_PAIR_CHUNKS (default 1; MPFR judges every derivative output) for the backward ones.
@@ -42,8 +44,11 @@ fi
 sweep_rc=$?
 "$bench" assemble "$out" "$test_rc" || exit 1
 cat "$out/gpu-check.md"
-if [ "$test_rc" -ne 0 ] || [ "$sweep_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (gpu-test exit $test_rc, sweep exit $sweep_rc)"
+echo "== training step"
+sh "$(dirname "$0")/gpu_train_check.sh" "$build" "$out"
+train_rc=$?
+if [ "$test_rc" -ne 0 ] || [ "$sweep_rc" -ne 0 ] || [ "$train_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (gpu-test exit $test_rc, sweep exit $sweep_rc, training exit $train_rc)"
     exit 1
 fi
 echo "gpu-check: passed"

@@ -12,7 +12,9 @@
  *     the K 4 / K 16 envelope; resumed from a kept checkpoint it ends byte-identical; metrics.csv writes
  *     nan for the columns it does not measure and summary.json null; fp8-delayed, --chan-every and
  *     --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a folder is made.
- *  4. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
+ *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
+ *     check and report work without a device (two AGREE rows, the resume line, exit 0).
+ *  5. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
  *     different steps — exit 1 naming the file; no --envelope, a bad --factor or --bound, an unknown
  *     option — exit 2.
  * Needs the CLI: $FP8LAB (tests/run.sh sets it), default build/fp8lab.
@@ -187,6 +189,22 @@ static void check_twins(void)
            ratio, sizeof bad / sizeof bad[0]);
 }
 
+static void check_gpu_script(void)
+{
+    char build[512], cmd[2048];
+    snprintf(build, sizeof build, "%s", cli);
+    char *slash = strrchr(build, '/');
+    CHECK(slash, "the CLI's folder from %s", cli);
+    *slash = 0;
+    snprintf(cmd, sizeof cmd, "GPU_TRAIN_CHECK_DEVICE=twins sh tests/gpu_train_check.sh '%s' '%s/gtc' >'%s/gtc.log' 2>&1",
+             build, tmp, tmp);
+    CHECK(system(cmd) == 0, "gpu_train_check.sh in twins mode (log: %s/gtc.log)", tmp);
+    const char *r = P("%s/gtc/train-check.md", tmp);
+    CHECK(contains(r, "| bf16 | AGREE |") && contains(r, "| fp32 | AGREE |") && contains(r, "byte-identical"),
+          "the report: two AGREE rows and the resume line");
+    printf("  gpu_train_check.sh (twins mode): bf16 and fp32 AGREE, resume byte-identical\n");
+}
+
 /* A copy of run k0 whose metrics.csv is replaced by text. */
 static const char *bad_run(const char *name, const char *text)
 {
@@ -247,6 +265,7 @@ int main(void)
     check_kchunk();
     check_compare();
     check_twins();
+    check_gpu_script();
     check_bad();
     dir_remove(tmp);
     PASS("test_compare");

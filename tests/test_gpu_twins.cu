@@ -652,6 +652,112 @@ static void case_attn_softmax(size_t R, size_t T)
     cases++;
 }
 
+// The GPU step's sums, adds and relu (kernels/step_ops.cu) against their twins, bit for bit.
+static void case_step_ops(size_t n)
+{
+    std::vector<float> x(n), y(n), dy(n);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)((rnd() - 0.5) * (i % 97 == 5 ? 1e20 : 3.0));
+        y[i] = (float)(rnd() - 0.5);
+        dy[i] = (float)(rnd() - 0.5);
+    }
+    x[n / 2] = -0.0f;
+    float *dx = dev_copy(x), *dyy = dev_copy(y), *ddy = dev_copy(dy), *dh = dev_copy(y), *ddx = dev_copy(y);
+    double *ws;
+    CK(cudaMalloc(&ws, (fl_sumsq_chunks(n) + 1) * sizeof(double)));
+    double gpu = -1.0;
+    if (fl_cuda_sumsq(&gpu, dx, n, ws, nullptr) || fl_cuda_add_f32(dyy, dx, n, nullptr) ||
+        fl_cuda_relu_fwd(dh, dx, n, nullptr) || fl_cuda_relu_bwd(ddx, dx, ddy, n, nullptr)) {
+        fprintf(stderr, "FAIL step ops: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    const double cpu = fl_sumsq(x.data(), n);
+    if (memcmp(&cpu, &gpu, sizeof cpu)) {
+        fprintf(stderr, "FAIL sumsq n=%zu cpu=%a gpu=%a\n", n, cpu, gpu);
+        exit(1);
+    }
+    std::vector<float> add(n), h(n), d(n);
+    for (size_t i = 0; i < n; i++) {
+        add[i] = y[i] + x[i];
+        h[i] = fl_relu_f32(x[i]);
+        d[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    expect_same("add", add, dyy);
+    expect_same("relu fwd", h, dh);
+    expect_same("relu bwd", d, ddx);
+    for (float *p : { dx, dyy, ddy, dh, ddx })
+        cudaFree(p);
+    cudaFree(ws);
+    cases++;
+}
+
+// The step's row-major strided-batched GEMM on cuBLASLt against a double-precision product: within the
+// bound of any order of fp32 sums, |d| <= gamma_K sum_k |a_k b_k| (+ beta C's rounding), per element.
+static void case_gemm_rm(int ta, int tb, fl_format f, size_t M, size_t N, size_t K, size_t batch, float beta)
+{
+    const size_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    const size_t ra = ta ? K : M, rb = tb ? N : K;
+    const size_t sa = ra * lda + 7, sb = rb * ldb + 1, sc = M * ldc + 4;
+    std::vector<float> a(batch * sa), b(batch * sb), c(batch * sc);
+    for (auto &v : a) v = (float)(rnd() - 0.5);
+    for (auto &v : b) v = (float)(rnd() - 0.5);
+    for (auto &v : c) v = (float)(rnd() - 0.5);
+    std::vector<uint16_t> a16(a.size()), b16(b.size());
+    if (f == FL_FMT_BF16) { // the operands as bf16 codes, their values as the reference reads them
+        fl_convert_from_f32(a16.data(), FL_FMT_BF16, a.data(), a.size(), FL_RND_NE, FL_OVF_NOSATURATE, 0, 0);
+        fl_convert_from_f32(b16.data(), FL_FMT_BF16, b.data(), b.size(), FL_RND_NE, FL_OVF_NOSATURATE, 0, 0);
+        fl_convert_to_f32(a.data(), FL_FMT_BF16, a16.data(), a.size());
+        fl_convert_to_f32(b.data(), FL_FMT_BF16, b16.data(), b.size());
+    }
+    const size_t es = f == FL_FMT_BF16 ? 2 : 4;
+    void *da, *db;
+    CK(cudaMalloc(&da, a.size() * es));
+    CK(cudaMalloc(&db, b.size() * es));
+    CK(cudaMemcpy(da, f == FL_FMT_BF16 ? (const void *)a16.data() : a.data(), a.size() * es, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, f == FL_FMT_BF16 ? (const void *)b16.data() : b.data(), b.size() * es, cudaMemcpyHostToDevice));
+    float *dc = dev_copy(c);
+    void *lt = fl_cuda_lt_new(), *ws;
+    CK(cudaMalloc(&ws, 32u << 20));
+    const fl_gemm_rm g = { ta, tb, M, N, K, da, f, lda, sa, db, f, ldb, sb, beta, dc, ldc, sc, batch };
+    if (!lt || fl_cuda_gemm_rm(&g, lt, ws, 32u << 20, nullptr)) {
+        fprintf(stderr, "FAIL gemm_rm: the launcher returned an error\n");
+        exit(1);
+    }
+    std::vector<float> back(c.size());
+    CK(cudaMemcpy(back.data(), dc, back.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const double u = 0x1p-24, gam = (K + 2) * u / (1 - (K + 2) * u);
+    for (size_t q = 0; q < batch; q++)
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < N; j++) {
+                double s = beta ? (double)beta * c[q * sc + i * ldc + j] : 0.0, m = fabs(s);
+                for (size_t k = 0; k < K; k++) {
+                    const double x = a[q * sa + (ta ? k * lda + i : i * lda + k)], w = b[q * sb + (tb ? j * ldb + k : k * ldb + j)];
+                    s += x * w;
+                    m += fabs(x * w);
+                }
+                const double got = back[q * sc + i * ldc + j];
+                if (!(fabs(got - s) <= gam * m)) {
+                    fprintf(stderr, "FAIL gemm_rm ta=%d tb=%d fmt=%d (%zu, %zu, %zu) x%zu at [%zu][%zu][%zu]: %a, exact %a, bound %a\n",
+                            ta, tb, (int)f, M, N, K, batch, q, i, j, got, s, gam * m);
+                    exit(1);
+                }
+            }
+    for (size_t q = 0; q < batch; q++) // the gaps between the problems' rows are untouched
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = N; j < ldc && q * sc + i * ldc + j < c.size(); j++)
+                if (memcmp(&back[q * sc + i * ldc + j], &c[q * sc + i * ldc + j], 4)) {
+                    fprintf(stderr, "FAIL gemm_rm: wrote outside C at [%zu][%zu][%zu]\n", q, i, j);
+                    exit(1);
+                }
+    fl_cuda_lt_free(lt);
+    cudaFree(ws);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+    cases++;
+}
+
 int main()
 {
     int ndev = 0;
@@ -718,6 +824,17 @@ int main()
     case_attn_softmax(4 * 12 * 1024, 1024);
     case_attn_softmax(2 * 3 * 37, 37);
     printf("  causal attention softmax forward and backward: ok\n");
+    case_step_ops(3 * FL_SUMSQ_CHUNK + 77);
+    case_step_ops(5);
+    printf("  the step's gradient sum of squares (bit for bit in double), residual add, relu: ok\n");
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (fl_format f : { FL_FMT_FP32, FL_FMT_BF16 }) {
+                case_gemm_rm(ta, tb, f, 33, 17, 64, 3, 0.0f);
+                case_gemm_rm(ta, tb, f, 64, 48, 96, 1, 1.0f);
+            }
+    printf("  the step's row-major strided-batched GEMM (both transposes, fp32 and bf16, beta 0 and 1) within "
+           "gamma_K: ok\n");
     printf("gpu-test: %d cases passed (kernels bit-identical to their CPU twins; ULP reports: the twins', "
            "tests/test_kernels_twins and fp8lab ulp --impl)\n", cases);
     return 0;

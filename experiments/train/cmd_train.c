@@ -1,6 +1,8 @@
 /* cmd_train.c — `fp8lab train`: parse the flags into a configuration (the option table, train_opts.h) and
  * run it (train.c). */
 #include "commands.h"
+#include "gstep.h"
+#pragma weak fl_gstep_cuda_open /* build/fp8lab-cuda only (gstep_cuda.c) */
 #include "gpu_plan.h"
 #include "common/cli.h"
 #include "train.h"
@@ -21,10 +23,11 @@ static const char *const help_head =
     "--preset 124m|350m: the question at GPU scale (12 layers x 768 / 24 x 1024, SwiGLU F 2048 / 2752,\n"
     "GeLU and ReLU parameter-matched, seq 1024, micro-batches of 16 / 8, lr 6e-4 / 3e-4, wd 0.1, cosine;\n"
     "any other flag overrides it).  --device cuda --plan: the GPU training step's buffers, bytes, peak\n"
-    "memory and launches, computed on the host (the CUDA step is not built into fp8lab yet; --device cuda\n"
-    "alone exits 2); --accum micro-batches per step (the preset's: 524,288 tokens), --ranks and --zero1 for\n"
-    "a data-parallel split, --device-mem whether the peak fits (exit 3 when it does not).  --device twins:\n"
-    "the GPU step's code run on the CPU with the kernels' twins (judge it with 'fp8lab compare').\n"
+    "memory and launches, computed on the host; --accum micro-batches per step (the preset's: 524,288\n"
+    "tokens), --ranks and --zero1 for a data-parallel split, --device-mem whether the peak fits (exit 3\n"
+    "when it does not).  --device cuda without --plan: the GPU step (build/fp8lab-cuda, from make cuda;\n"
+    "fp32 and bf16 recipes); --device twins: the same step's code on the CPU with the kernels' twins.\n"
+    "Judge either against the harness with 'fp8lab compare'.\n"
     "\n"
     "Trains a small decoder-only transformer (byte-level, RMSNorm pre-norm, causal attention, an FFN\n"
     "with the chosen activation) with AdamW, emulating the chosen precision recipe at every Linear\n"
@@ -203,11 +206,11 @@ int fl_cmd_train(int argc, char **argv)
             g.accum = accum;
     }
     g.cuda = cfg.device == FL_DEVICE_CUDA;
-    if (g.plan || g.cuda) {
-        if (!g.plan)
-            return fl_cli_usage_error(cmd, "--device cuda: the CUDA training step is not built into fp8lab yet; --plan "
-                                      "prints the memory and launches it is planned with (TRAINING.md, \"The GPU step's "
-                                      "plan\"), and --device twins runs the step's code on the CPU");
+    if (g.cuda && !g.plan && !fl_gstep_cuda_open)
+        return fl_cli_usage_error(cmd, "--device cuda: this fp8lab has no CUDA step (build/fp8lab-cuda has it: make "
+                                  "cuda); --plan prints its memory and launches, and --device twins runs its code on "
+                                  "the CPU");
+    if (g.plan) {
         const char *why = fl_train_cfg_check(&cfg);
         if (why)
             return fl_cli_usage_error(cmd, "%s", why);

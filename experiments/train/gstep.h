@@ -8,7 +8,8 @@
  *     GEMM (gemm.h).  It runs everywhere, so the step's orchestration — which buffer each operation
  *     reads and writes, in what order, with what shapes and strides — is tested in `make test` against
  *     the harness (tests/test_gstep.c);
- *   - the CUDA table (not built yet): the kernels' launchers, cuBLASLt.
+ *   - the CUDA table (gstep_cuda.c, in build/fp8lab-cuda): the kernels' launchers and cuBLASLt.  It is
+ *     compiled in CI and has not yet run on a GPU.
  * The step's order of operations is the harness's (model.c, fl_model_forward / fl_model_backward), and
  * so are its element functions.  Its sums are the harness's except in the attention, whose four GEMMs
  * per head run through ops->gemm here and through the harness's own loops there: the host table's loss
@@ -29,24 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* C = op(A) op(B) + beta C for `batch` problems, row-major as fl_train_gemm (gemm.h): op(A) (M, K) is A
-   stored (M, K) with lda (ta 0) or its transpose stored (K, M) (ta 1); op(B) (K, N) likewise; problem i
-   reads A + i sa, B + i sb (elements of their formats) and writes C + i sc.  A, B: float32 or bf16
-   (uint16 codes); C float32.  beta 0: C is not read. */
-typedef struct {
-    int ta, tb;
-    size_t M, N, K;
-    const void *A;
-    fl_format afmt;
-    size_t lda, sa;
-    const void *B;
-    fl_format bfmt;
-    size_t ldb, sb;
-    float beta;
-    float *C;
-    size_t ldc, sc;
-    size_t batch;
-} fl_gstep_gemm;
+typedef fl_gemm_rm fl_gstep_gemm; /* kernels/train_step.h */
 
 /* The device operations.  Pointers are the device's; every call returns 0, or -1 after printing why.
    The kernels' semantics are their twins' (kernels/train_step.h, kernels/kernels.h, experiments/train
@@ -61,7 +45,7 @@ typedef struct {
     int (*gemm)(void *ctx, const fl_gstep_gemm *g);
     int (*to_bf16)(void *ctx, uint16_t *dst, const float *src, size_t n); /* RNE, overflow to Inf */
     int (*add)(void *ctx, float *y, const float *x, size_t n);            /* y += x */
-    int (*sumsq)(void *ctx, double *out, const float *x, size_t n);      /* sum x_i^2 in double, in order */
+    int (*sumsq)(void *ctx, double *out, const float *x, size_t n);      /* fl_sumsq's order */
     int (*embed_fwd)(void *ctx, float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
                      size_t C);
     int (*embed_bwd)(void *ctx, float *gwte, float *gwpe, const float *dx, const int *tok, const int *toks,
@@ -80,6 +64,12 @@ typedef struct {
 } fl_gstep_ops;
 
 extern const fl_gstep_ops fl_gstep_host;
+
+/* The CUDA table (gstep_cuda.c; linked into build/fp8lab-cuda only, make cuda): the operations and their
+   context (cuBLASLt's handle and workspace, scratch) for a run of activation act, or NULL after a
+   message (no device, an activation without a device kernel that gives the harness's bits). */
+const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act);
+void fl_gstep_cuda_close(void *ctx);
 
 /* A model on a device: parameters, gradients, AdamW moments, the forward's saved tensors, scratch. */
 typedef struct {

@@ -104,10 +104,7 @@ static int h_add(void *ctx, float *y, const float *x, size_t n)
 static int h_sumsq(void *ctx, double *out, const float *x, size_t n)
 {
     (void)ctx;
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += (double)x[i] * x[i];
-    *out = s;
+    *out = fl_sumsq(x, n);
     return 0;
 }
 

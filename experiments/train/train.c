@@ -27,6 +27,9 @@
 #include "data.h"
 #include "fl_io.h"
 #include "gstep.h"
+/* The CUDA table exists in build/fp8lab-cuda only (gstep_cuda.c); here a weak reference, NULL elsewhere. */
+#pragma weak fl_gstep_cuda_open
+#pragma weak fl_gstep_cuda_close
 #include "optim.h"
 #include "rundir.h"
 #include "telemetry.h"
@@ -482,8 +485,10 @@ typedef struct {
     fl_rundir folder;      /* the locked run folder */
     double t0, tlast;      /* progress: start of this invocation, last progress line */
     uint64_t step0;        /* st.step at the start of this invocation */
-    fl_gstep gs;           /* --device twins: the GPU step (gstep.h); m, am, av mirror its tensors */
+    fl_gstep gs;           /* --device twins / cuda: the GPU step (gstep.h); m, am, av mirror its tensors */
     int gs_ready;
+    const fl_gstep_ops *gs_ops; /* the device's table, and its context (cuda) */
+    void *gs_ctx;
 } train_run;
 
 int fl_train_open_data(fl_data *d, const fl_train_cfg *cfg, char *err, size_t errlen)
@@ -749,11 +754,17 @@ static int run_setup(train_run *r)
         rc = run_build(r);
     if (rc == FL_EXIT_OK)
         rc = run_restore(r);
+    if (rc == FL_EXIT_OK && r->cfg.device != FL_DEVICE_CPU) { /* the device, before the folder is touched */
+        if (r->cfg.device == FL_DEVICE_TWINS)
+            r->gs_ops = &fl_gstep_host;
+        else if (!fl_gstep_cuda_open || !(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
+            rc = FL_EXIT_FAIL;
+    }
     if (rc != FL_EXIT_OK)
         return rc;
     rc = run_claim_folder(r);
-    if (rc == FL_EXIT_OK && r->cfg.device == FL_DEVICE_TWINS) { /* the GPU step from the restored state */
-        if (fl_gstep_init(&r->gs, &fl_gstep_host, NULL, &r->m, (int)r->cfg.recipe.kind)) {
+    if (rc == FL_EXIT_OK && r->gs_ops) { /* the GPU step from the restored state */
+        if (fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->m, (int)r->cfg.recipe.kind)) {
             rc = FL_EXIT_FAIL;
         } else {
             r->gs_ready = 1;
@@ -785,6 +796,8 @@ static void run_free(train_run *r)
         fclose(r->fr);
     if (r->gs_ready)
         fl_gstep_free(&r->gs);
+    if (r->gs_ctx)
+        fl_gstep_cuda_close(r->gs_ctx);
     free(r->am);
     free(r->av);
     free(r->batch);
@@ -807,7 +820,8 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
     fl_train_batch(r->batch, &r->data, cfg, step);
-    if (r->gs_ready) { /* --device twins: the GPU step; the host's copies follow it for telemetry and checkpoints */
+    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's copies follow it for telemetry and
+                          checkpoints */
         float loss;
         *lr = fl_lr_at(cfg, step);
         if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_params(&r->gs, r->m.params) ||

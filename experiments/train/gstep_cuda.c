@@ -1,0 +1,267 @@
+/* gstep_cuda.c — the GPU step's device operations on a CUDA device (gstep.h): the launchers of
+ * libfp8lab_cuda.a (kernels/train_step.h, kernels/kernels.h, kernels/step_ops.cu) and cuBLASLt.  Every
+ * kernel is its host twin's bit for bit (tests/test_gpu_twins.cu), except the GEMMs (cuBLASLt's order of
+ * sums) and the head's log (CUDA's); the step's bound against the harness covers those (TRAINING.md,
+ * "How far a GPU run may differ").  Not in the CPU build's fp8lab: this object is linked into
+ * build/fp8lab-cuda only (make cuda), which train.c finds through the weak reference to
+ * fl_gstep_cuda_open.  GeLU has no device kernel with the harness's bits (glibc's erff) and is refused.
+ * Operations run on the default stream; the host waits where it reads a result (get, sumsq). */
+#include "gstep.h"
+
+#include "kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* kernels/convert.cu (its stream is a cudaStream_t) */
+int fl_cuda_convert_from_f32(void *dst, int to, const float *src, size_t n, int mode, int ovf, uint64_t seed,
+                             uint64_t offset, void *stream);
+
+enum { LT_WORKSPACE = 32u << 20 }; /* cuBLASLt's workspace, as gpu_plan.c counts it */
+
+typedef struct {
+    void *lt, *ws;
+    double *sq;     /* fl_cuda_sumsq's chunk sums */
+    size_t sq_n;
+    float *da, *cws; /* a polynomial's coefficient gradient and its workspace */
+    size_t cws_n;
+    uint64_t tab[32];
+} cuda_ctx;
+
+static void *c_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    return fl_cuda_dev_alloc(bytes);
+}
+static void c_release(void *ctx, void *p)
+{
+    (void)ctx;
+    fl_cuda_dev_free(p);
+}
+static int c_put(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    return bytes ? fl_cuda_dev_put(dst, src, bytes) : 0;
+}
+static int c_get(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    return bytes ? fl_cuda_dev_get(dst, src, bytes) : 0;
+}
+static int c_zero(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    return fl_cuda_dev_zero(p, bytes);
+}
+static int c_gemm(void *ctx, const fl_gstep_gemm *g)
+{
+    cuda_ctx *c = ctx;
+    return fl_cuda_gemm_rm(g, c->lt, c->ws, LT_WORKSPACE, NULL);
+}
+static int c_to_bf16(void *ctx, uint16_t *dst, const float *src, size_t n)
+{
+    (void)ctx;
+    return fl_cuda_convert_from_f32(dst, FL_FMT_BF16, src, n, FL_RND_NE, FL_OVF_NOSATURATE, 0, 0, NULL);
+}
+static int c_add(void *ctx, float *y, const float *x, size_t n)
+{
+    (void)ctx;
+    return fl_cuda_add_f32(y, x, n, NULL);
+}
+static int c_sumsq(void *ctx, double *out, const float *x, size_t n)
+{
+    cuda_ctx *c = ctx;
+    const size_t k = fl_sumsq_chunks(n);
+    if (k > c->sq_n) {
+        fl_cuda_dev_free(c->sq);
+        c->sq = fl_cuda_dev_alloc(k * sizeof(double));
+        c->sq_n = c->sq ? k : 0;
+        if (!c->sq)
+            return -1;
+    }
+    return fl_cuda_sumsq(out, x, n, c->sq, NULL);
+}
+static int c_embed_fwd(void *ctx, float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
+                       size_t C)
+{
+    (void)ctx;
+    return fl_cuda_embed_fwd(x, tok, wte, wpe, N, T, C, NULL);
+}
+static int c_embed_bwd(void *ctx, float *gwte, float *gwpe, const float *dx, const int *tok, const int *toks,
+                       const int *starts, const int *rows, size_t ntok, size_t N, size_t T, size_t C)
+{
+    (void)ctx, (void)tok;
+    return fl_cuda_embed_bwd(gwte, gwpe, dx, toks, starts, rows, ntok, N, T, C, NULL);
+}
+static int c_rms_fwd(void *ctx, float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps)
+{
+    (void)ctx;
+    return fl_cuda_rmsnorm_fwd(y, rstd, x, gain, N, C, eps, NULL);
+}
+static int c_rms_bwd(void *ctx, float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
+                     const float *gain, size_t N, size_t C, int accumulate)
+{
+    (void)ctx;
+    return fl_cuda_rmsnorm_bwd(dx, dgain, dy, x, rstd, gain, N, C, accumulate, NULL);
+}
+static int c_softmax_fwd(void *ctx, float *P, const float *S, size_t R, size_t T, float scale)
+{
+    cuda_ctx *c = ctx;
+    return fl_cuda_attn_softmax_fwd(P, S, R, T, scale, c->tab, NULL);
+}
+static int c_softmax_bwd(void *ctx, float *dS, const float *P, const float *dP, size_t R, size_t T, float scale)
+{
+    (void)ctx;
+    return fl_cuda_attn_softmax_bwd(dS, P, dP, R, T, scale, NULL);
+}
+
+static fl_kin kin(const float *p) { return (fl_kin){ p, FL_FMT_FP32, NULL }; }
+static fl_kout kout(float *p) { return (fl_kout){ p, FL_FMT_FP32, NULL, NULL }; }
+#define PN_EPS 1e-6f /* ffn_act.c's PolyNorm epsilon */
+
+/* The coefficients of a polynomial activation (device memory) on the host, as ffn_act.c's poly_of. */
+static int poly_of(fl_poly_coef *pc, const float *coef, fl_act act)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->order = (int)act.order;
+    return fl_cuda_dev_get(pc->a, coef, (size_t)(pc->order + 1) * sizeof(float));
+}
+
+static int c_act_fwd(void *ctx, float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef)
+{
+    (void)ctx;
+    const size_t n = N * F;
+    fl_poly_coef pc;
+    if (fl_act_swiglu(act))
+        return fl_cuda_swiglu_fwd(kout(h), kin(pre), kin(pre + n), n, NULL);
+    if (act.kind == FL_ACT_RELU)
+        return fl_cuda_relu_fwd(h, pre, n, NULL);
+    if (act.kind == FL_ACT_POLYRELU)
+        return poly_of(&pc, coef, act) || fl_cuda_polyrelu_fwd(kout(h), kin(pre), n, &pc, NULL) ? -1 : 0;
+    if (act.kind == FL_ACT_POLYNORM)
+        return poly_of(&pc, coef, act) || fl_cuda_polynorm_fwd(kout(h), kin(pre), N, F, &pc, PN_EPS, NULL) ? -1 : 0;
+    fprintf(stderr, "fp8lab: --device cuda has no %s kernel with the harness's bits\n", fl_act_name(act));
+    return -1;
+}
+
+/* The coefficient workspace for n floats. */
+static int coef_ws(cuda_ctx *c, size_t n)
+{
+    if (!c->da && !(c->da = fl_cuda_dev_alloc(FL_ACT_NCOEF * sizeof(float))))
+        return -1;
+    if (n > c->cws_n) {
+        fl_cuda_dev_free(c->cws);
+        c->cws = fl_cuda_dev_alloc(n * sizeof(float));
+        c->cws_n = c->cws ? n : 0;
+        if (!c->cws)
+            return -1;
+    }
+    return 0;
+}
+
+static int c_act_bwd(void *ctx, float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
+                     fl_act act, const float *coef)
+{
+    cuda_ctx *c = ctx;
+    const size_t n = N * F;
+    fl_poly_coef pc;
+    if (fl_act_swiglu(act))
+        return fl_cuda_swiglu_bwd(kout(dpre), kout(dpre + n), kin(pre), kin(pre + n), kin(dh), n, NULL);
+    if (act.kind == FL_ACT_RELU)
+        return fl_cuda_relu_bwd(dpre, pre, dh, n, NULL);
+    const int nc = fl_act_ncoef(act);
+    if (act.kind == FL_ACT_POLYRELU) {
+        if (poly_of(&pc, coef, act) || coef_ws(c, fl_cuda_polyrelu_ws_floats(n, pc.order)) ||
+            fl_cuda_polyrelu_bwd(kout(dpre), c->da, c->cws, kin(pre), kin(dh), n, &pc, NULL))
+            return -1;
+        return fl_cuda_add_f32(dcoef, c->da, (size_t)nc, NULL); /* ffn_act.c: dcoef[i] += da[i] */
+    }
+    if (act.kind == FL_ACT_POLYNORM) {
+        if (poly_of(&pc, coef, act) || coef_ws(c, fl_cuda_polynorm_ws_floats(N, pc.order)) ||
+            fl_cuda_polynorm_bwd(kout(dpre), c->da, c->cws, kin(pre), kin(dh), N, F, &pc, PN_EPS, NULL))
+            return -1;
+        return fl_cuda_add_f32(dcoef, c->da, (size_t)nc, NULL);
+    }
+    fprintf(stderr, "fp8lab: --device cuda has no %s kernel with the harness's bits\n", fl_act_name(act));
+    return -1;
+}
+
+static int c_xent_fwd(void *ctx, float *z, double *tokloss, const int *tgt, size_t N, size_t V)
+{
+    cuda_ctx *c = ctx;
+    return fl_cuda_xent_fwd(z, tokloss, tgt, N, V, c->tab, NULL);
+}
+static int c_xent_bwd(void *ctx, float *z, const int *tgt, size_t N, size_t V)
+{
+    (void)ctx;
+    return fl_cuda_xent_bwd(z, tgt, N, V, NULL);
+}
+static int c_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, const fl_adamw_hp *h)
+{
+    (void)ctx;
+    return fl_cuda_adamw(p, g, m, v, n, h, NULL);
+}
+
+static const fl_gstep_ops cuda_ops = {
+    .name = "cuda",
+    .alloc = c_alloc,
+    .release = c_release,
+    .put = c_put,
+    .get = c_get,
+    .zero = c_zero,
+    .gemm = c_gemm,
+    .to_bf16 = c_to_bf16,
+    .add = c_add,
+    .sumsq = c_sumsq,
+    .embed_fwd = c_embed_fwd,
+    .embed_bwd = c_embed_bwd,
+    .rms_fwd = c_rms_fwd,
+    .rms_bwd = c_rms_bwd,
+    .softmax_fwd = c_softmax_fwd,
+    .softmax_bwd = c_softmax_bwd,
+    .act_fwd = c_act_fwd,
+    .act_bwd = c_act_bwd,
+    .xent_fwd = c_xent_fwd,
+    .xent_bwd = c_xent_bwd,
+    .adamw = c_adamw,
+};
+
+const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
+{
+    *ctx = NULL;
+    if (act.kind == FL_ACT_GELU) {
+        fprintf(stderr, "fp8lab: --device cuda: gelu has no device kernel with the harness's bits (glibc's erff) yet; "
+                        "relu, the swiglu family, polyrelu and polynorm have\n");
+        return NULL;
+    }
+    if (!fl_cuda_device_count()) {
+        fprintf(stderr, "fp8lab: --device cuda: no CUDA device here (--device twins runs the step's code on the CPU)\n");
+        return NULL;
+    }
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    fl_expf_table(c->tab);
+    c->lt = fl_cuda_lt_new();
+    c->ws = c->lt ? fl_cuda_dev_alloc(LT_WORKSPACE) : NULL;
+    if (!c->ws) {
+        fl_gstep_cuda_close(c);
+        return NULL;
+    }
+    *ctx = c;
+    return &cuda_ops;
+}
+
+void fl_gstep_cuda_close(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    if (!c)
+        return;
+    fl_cuda_dev_free(c->ws);
+    fl_cuda_dev_free(c->sq);
+    fl_cuda_dev_free(c->da);
+    fl_cuda_dev_free(c->cws);
+    fl_cuda_lt_free(c->lt);
+    free(c);
+}

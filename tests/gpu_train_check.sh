@@ -1,0 +1,89 @@
+#!/bin/sh
+# gpu_train_check.sh BUILD OUTDIR -- make gpu-check's training part: the GPU step (experiments/train/gstep.h)
+# through build/fp8lab-cuda, against the harness (build/fp8lab) on this machine's CPU.
+#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16 and fp32) with --device cuda, judged by
+#      `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 / 64 / 256
+#      reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
+#   2. the bf16 GPU run resumed from its step-25 checkpoint: metrics.csv byte-identical;
+#   3. speed at the 124m preset (bf16, one micro-batch of 16 x 1024 tokens per step, 6 steps): steps/s from
+#      summary.json, tokens/s, and model FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s
+#      (the dense BF16 peak NVIDIA gives for the H100 SXM and H200).
+# Writes OUTDIR/train-check.md.  Without a device it says so and exits 0; exit 1 when a check fails.
+# GPU_TRAIN_CHECK_DEVICE=twins: checks 1 and 2 with --device twins through build/fp8lab, no device needed
+# (the script's own test, tests/test_compare.c); no speed.
+set -u
+build=$1
+out=$2/train
+cli=$build/fp8lab
+cuda=$build/fp8lab-cuda
+dev=${GPU_TRAIN_CHECK_DEVICE:-cuda}
+mkdir -p "$out" || exit 1
+report=$2/train-check.md
+if [ "$dev" = twins ]; then
+    cuda=$cli
+elif ! "$build/tests/gpu_bench" info >/dev/null 2>&1; then
+    echo "gpu-train-check: no CUDA device found; skipped"
+    exit 0
+fi
+fail=0
+model="--act swiglu --width 64 --layers 2 --heads 4 --ffn 256 --seq 64 --batch 16 --lr 3e-3 --schedule constant --warmup 100 --wd 1 --seed 1 --steps 50 --log-every 1 --quiet"
+{
+    echo "# GPU training step: make gpu-check's training part"
+    echo
+    echo "--device $dev ($(sed -n 's/^device: //p' "$2/device.txt" 2>/dev/null | head -1)), $(date -u +%Y-%m-%d)."
+    echo
+    echo "| recipe | GPU run against the harness (50 steps) | largest ratio to the bound |"
+    echo "|---|---|---|"
+} >"$report"
+for rec in bf16 fp32; do
+    d=$out/$rec
+    rm -rf "$d" && mkdir -p "$d"
+    "$cli" train $model --recipe $rec --out "$d/ref" || fail=1
+    for k in 16 64 256; do
+        "$cli" train $model --recipe $rec --gemm-kchunk $k --out "$d/k$k" || fail=1
+    done
+    if ! "$cuda" train $model --recipe $rec --device $dev --keep-ckpt 25 --out "$d/gpu"; then
+        echo "| $rec | the GPU run failed | |" >>"$report"
+        fail=1
+        continue
+    fi
+    "$cli" compare "$d/ref" "$d/gpu" --envelope "$d/k16" --envelope "$d/k64" --envelope "$d/k256" | tee "$d/compare.txt"
+    rc=$?
+    "$cli" compare "$d/ref" "$d/gpu" --envelope "$d/k16" --envelope "$d/k64" --envelope "$d/k256" --json >"$d/compare.json"
+    ratio=$(sed -n 's/.*"worst_ratio": \([^,]*\),*/\1/p' "$d/compare.json")
+    echo "| $rec | $(tail -1 "$d/compare.txt") | $ratio |" >>"$report"
+    [ $rc -eq 0 ] || fail=1
+done
+# resume bit-exactly on the device
+d=$out/bf16
+if [ -f "$d/gpu/checkpoint-25.bin" ]; then
+    cp "$d/gpu/metrics.csv" "$d/gpu-full.csv" && cp "$d/gpu/checkpoint-25.bin" "$d/gpu/checkpoint.bin" &&
+        "$cuda" train --resume "$d/gpu" --quiet && cmp "$d/gpu-full.csv" "$d/gpu/metrics.csv"
+    if [ $? -eq 0 ]; then
+        echo "- Resumed from step 25 on the device: metrics.csv byte-identical to the uninterrupted run." >>"$report"
+    else
+        echo "- Resumed from step 25 on the device: **metrics.csv differs** from the uninterrupted run." >>"$report"
+        fail=1
+    fi
+fi
+# speed at the 124m preset
+if [ "$dev" = twins ]; then
+    cat "$report"
+    [ $fail -eq 0 ] && echo "gpu-train-check (twins): passed" || echo "gpu-train-check (twins): FAILED"
+    exit $fail
+fi
+s=$out/s124m
+rm -rf "$s"
+if "$cuda" train --preset 124m --recipe bf16 --device cuda --steps 6 --log-every 1 --quiet --out "$s"; then
+    sps=$(sed -n 's/.*"steps_per_s": \([^,]*\),.*/\1/p' "$s/summary.json")
+    fpt=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan | sed -n 's/.*model FLOPs: \([0-9.e+]*\) per token.*/\1/p')
+    awk -v sps="$sps" -v fpt="$fpt" 'BEGIN {
+        tps = sps * 16 * 1024
+        printf "- 124m preset, bf16, 16 x 1024 tokens per step: %.3g steps/s, %.0f tokens/s, %.3g model TFLOP/s = %.1f%% of 989 TFLOP/s (6 steps, the first included).\n", sps, tps, tps * fpt / 1e12, 100 * tps * fpt / 989e12 }' >>"$report"
+else
+    echo "- 124m preset: **the GPU run failed**." >>"$report"
+    fail=1
+fi
+cat "$report"
+[ $fail -eq 0 ] && echo "gpu-train-check: passed" || echo "gpu-train-check: FAILED"
+exit $fail
