@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define FL_RM_REQUIRE(cond, ...) FL_REQUIRE("fl_cuda_gemm_rm: ", cond, #cond, __VA_ARGS__)
 
@@ -66,6 +67,45 @@ __global__ void sumsq_total_kernel(double *__restrict__ part, size_t chunks)
     for (size_t c = 0; c < chunks; c++)
         t = __dadd_rn(t, part[c]);
     part[0] = t;
+}
+
+// amax as fl_amax_rms: the largest bit pattern of |x| over the non-NaN elements (a warp's maximum, then
+// one atomicMax per warp into *mb, which starts at 0).
+__global__ void __launch_bounds__(256) amax_kernel(unsigned *__restrict__ mb, const float *__restrict__ x, size_t n)
+{
+    unsigned m = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const unsigned b = fl_f32_bits(x[i]) & 0x7FFFFFFFu;
+        m = b <= 0x7F800000u && b > m ? b : m;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        const unsigned v = __shfl_down_sync(0xFFFFFFFFu, m, o);
+        m = v > m ? v : m;
+    }
+    if ((threadIdx.x & 31) == 0 && m)
+        atomicMax(mb, m);
+}
+
+// rms as fl_amax_rms: a thread per row, its sum over c in order; then one thread adds the rows in order.
+__global__ void __launch_bounds__(256) row_sq_kernel(double *__restrict__ rs, const float *__restrict__ x, size_t R,
+                                                     size_t C)
+{
+    for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < R; r += (size_t)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (size_t c = 0; c < C; c++) {
+            const double a = (double)fabsf(x[r * C + c]);
+            s = __dadd_rn(s, __dmul_rn(a, a));
+        }
+        rs[r] = s;
+    }
+}
+
+__global__ void rms_total_kernel(float *__restrict__ out, const double *__restrict__ rs, size_t R, size_t n)
+{
+    double t = 0.0;
+    for (size_t r = 0; r < R; r++)
+        t = __dadd_rn(t, rs[r]);
+    *out = (float)__dsqrt_rn(__ddiv_rn(t, (double)(n > 0 ? n : 1)));
 }
 
 bool rm_type(cudaDataType_t *t, fl_format f)
@@ -169,6 +209,34 @@ extern "C" int fl_cuda_sumsq(double *out, const float *x, size_t n, double *ws, 
     FL_CUDA_CHECK(cudaGetLastError());
     FL_CUDA_CHECK(cudaMemcpyAsync(out, ws, sizeof *out, cudaMemcpyDeviceToHost, (cudaStream_t)stream));
     FL_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    return 0;
+}
+
+extern "C" int fl_cuda_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C, double *ws, void *stream)
+{
+    if (!x || !ws || !amax) {
+        fprintf(stderr, "fl_cuda_amax_rms: a NULL pointer\n");
+        return -1;
+    }
+    const cudaStream_t st = (cudaStream_t)stream;
+    unsigned *mb = (unsigned *)(ws + R); // after the row sums
+    FL_CUDA_CHECK(cudaMemsetAsync(mb, 0, sizeof *mb, st));
+    if (R * C)
+        amax_kernel<<<blocks_for(R * C), 256, 0, st>>>(mb, x, R * C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    float *dr = (float *)(mb + 1);
+    if (rms) {
+        if (R)
+            row_sq_kernel<<<blocks_for(R), 256, 0, st>>>(ws, x, R, C);
+        rms_total_kernel<<<1, 1, 0, st>>>(dr, ws, R, R * C);
+        FL_CUDA_CHECK(cudaGetLastError());
+    }
+    unsigned back[2];
+    FL_CUDA_CHECK(cudaMemcpyAsync(back, mb, rms ? 2 * sizeof *back : sizeof *back, cudaMemcpyDeviceToHost, st));
+    FL_CUDA_CHECK(cudaStreamSynchronize(st));
+    *amax = fl_f32_from_bits(back[0]);
+    if (rms)
+        memcpy(rms, &back[1], sizeof *rms);
     return 0;
 }
 

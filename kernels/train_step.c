@@ -291,3 +291,27 @@ double fl_sumsq(const float *x, size_t n)
     }
     return total;
 }
+
+int fl_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)
+{
+    uint32_t mb = 0;
+    for (size_t i = 0; i < R * C; i++) {
+        const uint32_t b = fl_f32_bits(x[i]) & 0x7FFFFFFFu;
+        if (b <= 0x7F800000u && b > mb)
+            mb = b;
+    }
+    *amax = fl_f32_from_bits(mb);
+    if (!rms)
+        return 0;
+    double tot = 0.0;
+    for (size_t r = 0; r < R; r++) {
+        double s = 0.0;
+        for (size_t c = 0; c < C; c++) {
+            const float a = fabsf(x[r * C + c]);
+            s += (double)a * a;
+        }
+        tot += s;
+    }
+    *rms = (float)sqrt(tot / (double)(R * C > 0 ? R * C : 1));
+    return 0;
+}

@@ -229,6 +229,16 @@ static inline size_t fl_sumsq_chunks(size_t n) { return (n + FL_SUMSQ_CHUNK - 1)
 double fl_sumsq(const float *x, size_t n);
 int fl_cuda_sumsq(double *out, const float *x, size_t n, double *ws, void *stream);
 
+/* The FFN's telemetry (the harness's amax_rms, experiments/train/model.c): over R rows of C,
+     amax = the largest bit pattern of |x_i| over the non-NaN x_i (0 when all are NaN), as a float;
+     rms  = (float)sqrt(T / (R C)), T = the rows' sums of (double)|x|^2, each over c in order from +0,
+            added in row order from +0 (rms may be NULL: not computed).
+   fl_amax_rms (host, the reference loops) and fl_cuda_amax_rms (a thread per row for the sums, one
+   thread for the total; ws: R + 1 doubles of device memory; amax and rms host pointers, the call waits)
+   give the harness's bits. */
+int fl_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C);
+int fl_cuda_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C, double *ws, void *stream);
+
 /* y_i += x_i (the residual adds); relu forward and backward as the harness's (ffn_act.c): h = fl_relu_f32(x),
    dx = x > 0 ? dy : 0. */
 int fl_cuda_add_f32(float *y, const float *x, size_t n, void *stream);

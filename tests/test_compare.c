@@ -10,7 +10,8 @@
  *     AGREEs with ratio 0.
  *  3. --device twins (the GPU step's code on the CPU, gstep.h): its run AGREEs with the harness's within
  *     the K 4 / K 16 envelope; resumed from a kept checkpoint it ends byte-identical; metrics.csv writes
- *     nan for the columns it does not measure and summary.json null; fp8-delayed, --chan-every and
+ *     nan for the columns it does not measure (the cast counters) and summary.json null, and its FFN
+ *     statistics at step 0 are within 1e-4 of the harness's; fp8-delayed, --chan-every and
  *     --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a folder is made.
  *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
  *     check and report work without a device (two AGREE rows, the resume line, exit 0).
@@ -159,10 +160,21 @@ static void check_twins(void)
     json_decref(o);
     CHECK(contains(P("%s/tw/metrics.csv", tmp), ",nan,nan,nan,nan,nan,nan\n"), "unmeasured counters written nan");
     json_t *sum = dir_json(P("%s/tw", tmp), "summary.json");
-    CHECK(json_is_null(json_object_get(sum, "amax_max")) && json_is_null(json_object_get(sum, "saturated_total")) &&
+    CHECK(json_real_value(json_object_get(sum, "amax_max")) > 0 && json_is_null(json_object_get(sum, "saturated_total")) &&
               !strcmp(json_string_value(json_object_get(sum, "device")), "twins"),
-          "summary.json: null where not measured, the device named");
+          "summary.json: the FFN's amax measured, the cast counters null, the device named");
     json_decref(sum);
+    for (int col = 5; col <= 7; col++) { /* ffn_in_amax, act_amax, act_rms of step 0 */
+        char *m0 = dir_slurp(P("%s/k0", tmp), "metrics.csv"), *p0 = strchr(m0, '\n') + 1;
+        for (int c = 0; c < col; c++)
+            p0 = strchr(p0, ',') + 1;
+        const double h = strtod(p0, NULL);
+        char *m1 = dir_slurp(P("%s/tw", tmp), "metrics.csv"), *p1 = strchr(m1, '\n') + 1; /* (same static buffer) */
+        for (int c = 0; c < col; c++)
+            p1 = strchr(p1, ',') + 1;
+        const double g = strtod(p1, NULL);
+        CHECK(isfinite(g) && fabs(g - h) <= 1e-4 * fabs(h), "column %d at step 0: twins %g, harness %g", col, g, h);
+    }
     CHECK(!system(P("cp '%s/tw/metrics.csv' '%s/tw.csv' && cp '%s/tw/checkpoint-9.bin' '%s/tw/checkpoint.bin'", tmp, tmp,
                     tmp, tmp)),
           "cp");

@@ -662,9 +662,11 @@ static void case_step_ops(size_t n)
         dy[i] = (float)(rnd() - 0.5);
     }
     x[n / 2] = -0.0f;
+    if (n > 7)
+        x[7] = -INFINITY;
     float *dx = dev_copy(x), *dyy = dev_copy(y), *ddy = dev_copy(dy), *dh = dev_copy(y), *ddx = dev_copy(y);
     double *ws;
-    CK(cudaMalloc(&ws, (fl_sumsq_chunks(n) + 1) * sizeof(double)));
+    CK(cudaMalloc(&ws, (fl_sumsq_chunks(n) + n + 1) * sizeof(double)));
     double gpu = -1.0;
     if (fl_cuda_sumsq(&gpu, dx, n, ws, nullptr) || fl_cuda_add_f32(dyy, dx, n, nullptr) ||
         fl_cuda_relu_fwd(dh, dx, n, nullptr) || fl_cuda_relu_bwd(ddx, dx, ddy, n, nullptr)) {
@@ -684,9 +686,27 @@ static void case_step_ops(size_t n)
         d[i] = x[i] > 0.0f ? dy[i] : 0.0f;
     }
     expect_same("add", add, dyy);
+    for (size_t C : { (size_t)1, (size_t)77, n }) { // the FFN telemetry: rows of C (the tail ignored)
+        const size_t R = n / C;
+        float am = -1, rm = -1, gam = -2, grm = -2;
+        if (fl_amax_rms(&am, &rm, x.data(), R, C) || fl_cuda_amax_rms(&gam, &grm, dx, R, C, ws, nullptr)) {
+            fprintf(stderr, "FAIL amax_rms: a launcher returned an error\n");
+            exit(1);
+        }
+        if (memcmp(&am, &gam, 4) || memcmp(&rm, &grm, 4)) {
+            fprintf(stderr, "FAIL amax_rms R=%zu C=%zu cpu %a %a gpu %a %a\n", R, C, am, rm, gam, grm);
+            exit(1);
+        }
+    }
     expect_same("relu fwd", h, dh);
     expect_same("relu bwd", d, ddx);
-    for (float *p : { dx, dyy, ddy, dh, ddx })
+    const std::vector<float> nan3 = { NAN, -2.0f, 1.0f }; // NaN elements do not count in amax
+    float *dn = dev_copy(nan3), gnan = -1.0f;
+    if (fl_cuda_amax_rms(&gnan, nullptr, dn, 1, 3, ws, nullptr) || gnan != 2.0f) {
+        fprintf(stderr, "FAIL amax over {NaN, -2, 1}: %a\n", gnan);
+        exit(1);
+    }
+    for (float *p : { dx, dyy, ddy, dh, ddx, dn })
         cudaFree(p);
     cudaFree(ws);
     cases++;
@@ -826,7 +846,7 @@ int main()
     printf("  causal attention softmax forward and backward: ok\n");
     case_step_ops(3 * FL_SUMSQ_CHUNK + 77);
     case_step_ops(5);
-    printf("  the step's gradient sum of squares (bit for bit in double), residual add, relu: ok\n");
+    printf("  the step's gradient sum of squares (bit for bit in double), FFN amax and rms, residual add, relu: ok\n");
     for (int ta = 0; ta <= 1; ta++)
         for (int tb = 0; tb <= 1; tb++)
             for (fl_format f : { FL_FMT_FP32, FL_FMT_BF16 }) {

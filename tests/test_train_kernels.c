@@ -24,7 +24,12 @@
  *  7. The causal attention's softmax: from a tiny model's own saved q, k, v (fp32 recipe), scores formed
  *     as the harness forms them give, through fl_attn_softmax_fwd, the harness's saved probabilities bit
  *     for bit; and after its backward, the score gradients of fl_attn_softmax_bwd give its dq bit for bit.
- * The GPU side (fl_cuda_adamw against this twin) is checked by tests/test_gpu_twins.cu.
+ *  8. The GPU step's sums: fl_sumsq (the gradient norm's square, in its documented blocked order) is
+ *     exact on integer data and within (n + 8) u_double of a long-double sum on random data, at n around
+ *     its chunk and lane sizes; fl_amax_rms (the FFN telemetry's reference loops) equals the harness's
+ *     vectorised, threaded fl_model_amax_rms bit for bit (NaN, Inf, huge and tiny values, 1 and 2
+ *     threads, rows narrower and wider than a vector).
+ * The GPU side (each launcher against its twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
 #include "fl_base.h"
@@ -389,8 +394,52 @@ static void check_attn_softmax(void)
     printf("  attention softmax: the harness's probabilities and (through dq) its score gradients, bit for bit\n");
 }
 
+static void check_step_sums(void)
+{
+    static const size_t ns[] = { 0, 1, 255, 257, FL_SUMSQ_CHUNK - 1, FL_SUMSQ_CHUNK + 1, 3 * FL_SUMSQ_CHUNK + 300 };
+    uint64_t seed = 21;
+    for (size_t k = 0; k < FL_ARRAY_LEN(ns); k++) {
+        const size_t n = ns[k];
+        float *x = malloc((n ? n : 1) * sizeof *x);
+        long double ref = 0.0L, iref = 0.0L;
+        for (size_t i = 0; i < n; i++)
+            iref += (long double)((i % 1000) * (i % 1000)), x[i] = (float)(i % 1000);
+        CHECK(fl_sumsq(x, n) == (double)iref, "fl_sumsq exact on integers, n = %zu: %a vs %La", n, fl_sumsq(x, n), iref);
+        for (size_t i = 0; i < n; i++) {
+            x[i] = (float)(fl_open01(fl_splitmix64(&seed)) - 0.5) * 3.0f;
+            ref += (long double)x[i] * x[i];
+        }
+        const double got = fl_sumsq(x, n), tol = (double)(n + 8) * 0x1p-53 * (double)ref;
+        CHECK(fabs(got - (double)ref) <= tol, "fl_sumsq n = %zu: %a vs %La (bound %a)", n, got, ref, tol);
+        free(x);
+    }
+    /* fl_amax_rms against the harness's fl_model_amax_rms */
+    static const size_t shapes[][2] = { { 1, 1 }, { 7, 3 }, { 33, 16 }, { 64, 100 }, { 17, 1031 } };
+    for (size_t k = 0; k < FL_ARRAY_LEN(shapes); k++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const size_t R = shapes[k][0], C = shapes[k][1];
+            float *x = malloc(R * C * sizeof *x);
+            for (size_t i = 0; i < R * C; i++)
+                x[i] = rnd_float(&seed, (int)i + 3);
+            if (R * C > 20)
+                x[19] = NAN;
+            omp_set_num_threads(threads);
+            float a1, r1, a2, r2;
+            fl_amax_rms(&a1, &r1, x, R, C);
+            fl_model_amax_rms(&a2, &r2, x, R, C);
+            CHECK(same_bits(a1, a2) && same_bits(r1, r2), "amax_rms (%zu, %zu) at %d threads: twin %a %a, harness %a %a", R,
+                  C, threads, a1, r1, a2, r2);
+            fl_model_amax_rms(&a2, NULL, x, R, C);
+            CHECK(same_bits(a1, a2), "amax alone");
+            free(x);
+        }
+    printf("  the GPU step's sums: fl_sumsq exact on integers and within its bound; fl_amax_rms = the harness's "
+           "amax_rms bit for bit\n");
+}
+
 int main(void)
 {
+    check_step_sums();
     check_blocks_equal_elements();
     check_against_double();
     check_rmsnorm();

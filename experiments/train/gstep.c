@@ -285,8 +285,12 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
         TRY(lin_fwd(s, r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
         TRY(o->add(cx, r2, x, N * C));
         TRY(o->rms_fwd(cx, ln2, s->rstd2 + l * N, r2, s->p[FL_P_LN2] + l * C, N, C, rms_eps));
+        fl_ffn_fwd_stats *fs = &s->ffn[l];
+        fs->in_rms = NAN;
+        TRY(o->amax_rms(cx, &fs->in_amax, NULL, ln2, N, C));
         TRY(lin_fwd(s, pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
         TRY(o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
+        TRY(o->amax_rms(cx, &fs->act_amax, &fs->act_rms, h, N, F));
         TRY(lin_fwd(s, xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
         TRY(o->add(cx, xo, r2, N * C));
     }

@@ -17,8 +17,9 @@
  * fl_loss_envelope; TRAINING.md, "How far a GPU run may differ").
  *
  * Recipes: fp32 (no casts) and bf16 (X, W and dY of every Linear rounded to bf16, RNE, overflow to Inf,
- * the harness's bf16 recipe); the FP8 recipes come with their scaling state (not yet).  No telemetry:
- * the step returns the loss and the gradient norm.
+ * the harness's bf16 recipe); the FP8 recipes come with their scaling state (not yet).  Telemetry: the
+ * loss, the gradient norm and each layer's FFN statistics (the input's amax, the activation's amax and
+ * rms: the harness's bits, fl_amax_rms); no cast counters.
  */
 #ifndef FL_GSTEP_H
 #define FL_GSTEP_H
@@ -46,6 +47,7 @@ typedef struct {
     int (*to_bf16)(void *ctx, uint16_t *dst, const float *src, size_t n); /* RNE, overflow to Inf */
     int (*add)(void *ctx, float *y, const float *x, size_t n);            /* y += x */
     int (*sumsq)(void *ctx, double *out, const float *x, size_t n);      /* fl_sumsq's order */
+    int (*amax_rms)(void *ctx, float *amax, float *rms, const float *x, size_t R, size_t C); /* host results */
     int (*embed_fwd)(void *ctx, float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
                      size_t C);
     int (*embed_bwd)(void *ctx, float *gwte, float *gwpe, const float *dx, const int *tok, const int *toks,
@@ -87,6 +89,7 @@ typedef struct {
     double *tokloss;
     float *dres, *dln, *datty, *dqkv, *dpre, *dh, *dp, *ds;
     uint16_t *xq, *gq; /* bf16 copies of a GEMM input and of an output gradient */
+    fl_ffn_fwd_stats ffn[FL_MODEL_MAX_L]; /* the last forward's FFN statistics (in_rms not computed: NaN) */
     /* host */
     int *htok, *htgt, *hetoks, *hestarts, *herows;
     double *htokloss;

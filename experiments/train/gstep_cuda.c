@@ -22,7 +22,7 @@ enum { LT_WORKSPACE = 32u << 20 }; /* cuBLASLt's workspace, as gpu_plan.c counts
 
 typedef struct {
     void *lt, *ws;
-    double *sq;     /* fl_cuda_sumsq's chunk sums */
+    double *sq;     /* fl_cuda_sumsq's chunk sums, fl_cuda_amax_rms's row sums */
     size_t sq_n;
     float *da, *cws; /* a polynomial's coefficient gradient and its workspace */
     size_t cws_n;
@@ -69,10 +69,9 @@ static int c_add(void *ctx, float *y, const float *x, size_t n)
     (void)ctx;
     return fl_cuda_add_f32(y, x, n, NULL);
 }
-static int c_sumsq(void *ctx, double *out, const float *x, size_t n)
+/* The double scratch for k values. */
+static int scratch(cuda_ctx *c, size_t k)
 {
-    cuda_ctx *c = ctx;
-    const size_t k = fl_sumsq_chunks(n);
     if (k > c->sq_n) {
         fl_cuda_dev_free(c->sq);
         c->sq = fl_cuda_dev_alloc(k * sizeof(double));
@@ -80,7 +79,17 @@ static int c_sumsq(void *ctx, double *out, const float *x, size_t n)
         if (!c->sq)
             return -1;
     }
-    return fl_cuda_sumsq(out, x, n, c->sq, NULL);
+    return 0;
+}
+static int c_sumsq(void *ctx, double *out, const float *x, size_t n)
+{
+    cuda_ctx *c = ctx;
+    return scratch(c, fl_sumsq_chunks(n)) ? -1 : fl_cuda_sumsq(out, x, n, c->sq, NULL);
+}
+static int c_amax_rms(void *ctx, float *amax, float *rms, const float *x, size_t R, size_t C)
+{
+    cuda_ctx *c = ctx;
+    return scratch(c, R + 1) ? -1 : fl_cuda_amax_rms(amax, rms, x, R, C, c->sq, NULL);
 }
 static int c_embed_fwd(void *ctx, float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
                        size_t C)
@@ -214,6 +223,7 @@ static const fl_gstep_ops cuda_ops = {
     .to_bf16 = c_to_bf16,
     .add = c_add,
     .sumsq = c_sumsq,
+    .amax_rms = c_amax_rms,
     .embed_fwd = c_embed_fwd,
     .embed_bwd = c_embed_bwd,
     .rms_fwd = c_rms_fwd,

@@ -958,7 +958,7 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
    in order, then summed in row order.  With AVX-512 (AVX2) one pass computes both: blocks of 16 (8)
    rows run side by side, one row per lane (square blocks transposed in registers, one add per
    column in each half; rmsnorm_simd.c); otherwise groups of RB rows run side by side. */
-static void amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)
+void fl_model_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)
 {
     const size_t n = R * C;
     uint32_t amb = 0;
@@ -1040,10 +1040,10 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
         fl_ffn_fwd_stats *fs = &m->ffn[l];
         /* in_rms is read only by the telemetry lines (fl_tele_jsonl), written on telemetry steps;
            both before the FC's cast, which may overwrite ln2 */
-        amax_rms(&fs->in_amax, m->rec->moments ? &fs->in_rms : NULL, ln2, N, C);
+        fl_model_amax_rms(&fs->in_amax, m->rec->moments ? &fs->in_rms : NULL, ln2, N, C);
         lin_forward(m, lin_index(m, (int)l, FL_LIN_FC), pre, ln2, m->p[FL_P_WFC] + l * G * F * C, C, G * F, NULL, G);
         fl_act_forward(h, pre, N, F, c->act, m->p[FL_P_ACOEF] + l * FL_ACT_NCOEF);
-        amax_rms(&fs->act_amax, &fs->act_rms, h, N, F);
+        fl_model_amax_rms(&fs->act_amax, &fs->act_rms, h, N, F);
         if (m->chan_on)
             chan_capture(m, l, h, pre);
         fl_smooth sm = { fl_act_smooth_axis(c->act), m->smooth_s, m->smooth_si };

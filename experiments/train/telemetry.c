@@ -73,7 +73,7 @@ static void put_csv(FILE *f, double v)
 
 void fl_tele_unmeasured(fl_step_summary *s)
 {
-    s->ffn_in_amax = s->act_amax = s->act_rms = s->down_in_amax = s->down_in_stale = NAN;
+    s->down_in_amax = s->down_in_stale = NAN;
     s->down_in_sat = s->sat = s->clip = s->nan_out = s->inf_out = s->ftz = 0;
     s->unmeasured = 1;
 }

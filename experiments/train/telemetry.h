@@ -43,13 +43,14 @@ typedef struct {
     fl_align_stats align; /* max over layers of each field */
     float down_in_amax, down_in_stale;
     uint64_t down_in_sat, sat, clip, nan_out, inf_out, ftz;
-    int unmeasured; /* 1: the FFN, down-input and cast columns were not measured (written nan) */
+    int unmeasured; /* 1: the down-input and cast columns were not measured (written nan) */
 } fl_step_summary;
 
 /* Gather the step's summary from the model and the recipe (after forward and backward). */
 void fl_tele_summarize(fl_step_summary *s, const fl_model *m);
-/* Mark the columns a --device run does not measure (the FFN and down-input statistics, the cast
-   counters): metrics.csv writes them nan; the alignment, computed from the weights, stays. */
+/* Mark the columns a --device run does not measure (the down projection input's cast statistics, the
+   cast counters): metrics.csv writes them nan; the FFN statistics (the GPU step measures them) and the
+   alignment (computed from the weights) stay. */
 void fl_tele_unmeasured(fl_step_summary *s);
 void fl_tele_metrics_header(FILE *f);
 void fl_tele_metrics_row(FILE *f, uint64_t step, float loss, double loss_ema, float lr, float gnorm,

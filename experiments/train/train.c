@@ -257,7 +257,7 @@ static int summary_fill(FILE *f, void *a_)
     json_object_set_new(o, "steps_this_invocation", json_integer((json_int_t)a->steps_run));
     json_object_set_new(o, "threads", json_integer(s->threads));
     if (a->cfg->device != FL_DEVICE_CPU) { /* the GPU step does not measure these (metrics.csv: nan) */
-        static const char *const unmeasured[] = { "amax_max", "ffn_in_amax_max", "saturated_total", "clipped_total",
+        static const char *const unmeasured[] = { "saturated_total", "clipped_total",
                                                   "nan_produced_total", "flushed_total", "down_in_saturated_total",
                                                   "first_saturation_step", "first_down_in_saturation_step" };
         for (size_t i = 0; i < FL_ARRAY_LEN(unmeasured); i++)
@@ -830,6 +830,7 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
                     (unsigned long long)step, r->gs.ops->name);
             exit(FL_EXIT_FAIL);
         }
+        memcpy(r->m.ffn, r->gs.ffn, sizeof r->m.ffn);
         return loss;
     }
     const int chan_rows = cfg->chan_every && step % cfg->chan_every == 0;
@@ -858,7 +859,7 @@ static void record_step(train_run *r, uint64_t step, int tele, float loss, float
     fl_train_state *st = &r->st;
     fl_step_summary sum;
     fl_tele_summarize(&sum, &r->m);
-    if (r->gs_ready) /* the GPU step measures the loss and the gradient norm; the weights are the host's copy */
+    if (r->gs_ready) /* the GPU step measures no cast counters; the FFN statistics are its, the weights the host's copy */
         fl_tele_unmeasured(&sum);
     st->ema = step == 0 ? loss : (1.0 - cfg->div_ema) * st->ema + cfg->div_ema * loss;
     fl_tele_metrics_row(r->fm, step, loss, st->ema, lr, gnorm, &sum);

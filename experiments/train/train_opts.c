@@ -331,8 +331,8 @@ const fl_train_opt fl_train_opt_table[] = {
     { .flag = "--device", .key = "device", ENUM(device_name), AT(device), .def = "cpu",
       .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
       .help = "(cpu: the harness; twins: the GPU step's code (gstep.h) run on the CPU with the kernels' twins, fp32 "
-              "and bf16 recipes, the loss and gradient norm measured, not the FFN or cast telemetry; cuda: --plan only, "
-              "the CUDA step is not built yet)" },
+              "and bf16 recipes, the loss, gradient norm and FFN statistics measured, not the cast counters; cuda: the "
+              "same step on a GPU, in build/fp8lab-cuda (make cuda))" },
     { .flag = "--grad-scaling", .key = "grad_scaling", ENUM(grad_scaling_name), AT(recipe.grad_current), .def = "delayed",
       .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
       .help = "(fp8-delayed: dY's scale from its history (TE) or from the tensor itself, X and W staying delayed: a "
