@@ -13,7 +13,7 @@ static void add(fl_gpu_plan *p, const char *name, int kind, uint64_t bytes, cons
     p->peak += bytes;
 }
 
-/* Launches per layer and at the model's ends (TRAINING.md, "The GPU step's plan"). */
+/* Launches per layer and at the model's ends (TRAINING.md, "The GPU step"). */
 enum {
     FWD_LAYER = 12,  /* rmsnorm, qkv, QK^T, causal softmax, PV, proj, residual add, rmsnorm, fc, act, down, add */
     FWD_CAST = 3,    /* FP8: the casts of the rmsnorm outputs and the attention output (act casts its own) */

@@ -1,5 +1,5 @@
 /* gpu_plan.h — the memory and launch plan of one GPU training step of `fp8lab train` (TRAINING.md,
- * "The GPU step's plan"), computed on the host: `fp8lab train --device cuda --plan` prints it, so that
+ * "The GPU step"), computed on the host: `fp8lab train --device cuda --plan` prints it, so that
  * a preset can be sized for a device before any GPU is at hand.
  *
  * The step it plans (one device; gradient accumulation over `accum` micro-batches of B x T tokens):
