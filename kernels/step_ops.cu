@@ -40,6 +40,25 @@ __global__ void __launch_bounds__(256) relu_bwd_kernel(float *__restrict__ dx, c
         dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
+__global__ void __launch_bounds__(256) swiglu_f32_fwd_kernel(float *__restrict__ h, const float *__restrict__ g,
+                                                             const float *__restrict__ u, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        h[i] = fl_swiglu_f32(g[i], u[i]);
+}
+
+__global__ void __launch_bounds__(256) swiglu_f32_bwd_kernel(float *__restrict__ dg, float *__restrict__ du,
+                                                             const float *__restrict__ g, const float *__restrict__ u,
+                                                             const float *__restrict__ dh, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float a, b;
+        fl_swiglu_grad_f32(&a, &b, g[i], u[i], dh[i]);
+        dg[i] = a;
+        du[i] = b;
+    }
+}
+
 // One block of FL_SUMSQ_LANES threads per chunk: lane t's sequential sum, then the pairwise tree of
 // fl_sumsq (train_step.h) in shared memory.
 __global__ void __launch_bounds__(FL_SUMSQ_LANES) sumsq_chunk_kernel(double *__restrict__ part,
@@ -254,6 +273,25 @@ extern "C" int fl_cuda_relu_fwd(float *h, const float *x, size_t n, void *stream
     if (!n)
         return 0;
     relu_fwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(h, x, n);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_swiglu_f32_fwd(float *h, const float *g, const float *u, size_t n, void *stream)
+{
+    if (!n)
+        return 0;
+    swiglu_f32_fwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(h, g, u, n);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_swiglu_f32_bwd(float *dg, float *du, const float *g, const float *u, const float *dh, size_t n,
+                                      void *stream)
+{
+    if (!n)
+        return 0;
+    swiglu_f32_bwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(dg, du, g, u, dh, n);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

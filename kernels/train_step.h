@@ -243,6 +243,11 @@ int fl_cuda_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C
    dx = x > 0 ? dy : 0. */
 int fl_cuda_add_f32(float *y, const float *x, size_t n, void *stream);
 int fl_cuda_relu_fwd(float *h, const float *x, size_t n, void *stream);
+/* SwiGLU on float32 planes (the training step's activations are float32; kernels.h's launchers take bf16
+   and FP8): h = fl_swiglu_f32(g, u), and (dg, du) = fl_swiglu_grad_f32(g, u, dh), one element per thread:
+   the element functions of fl_swiglu_fwd / fl_swiglu_bwd with float32 views, so the same bits. */
+int fl_cuda_swiglu_f32_fwd(float *h, const float *g, const float *u, size_t n, void *stream);
+int fl_cuda_swiglu_f32_bwd(float *dg, float *du, const float *g, const float *u, const float *dh, size_t n, void *stream);
 int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size_t n, void *stream);
 
 /* Device memory for the GPU step (experiments/train/gstep_cuda.c): zeroed allocations (NULL after a

@@ -700,6 +700,24 @@ static void case_step_ops(size_t n)
     }
     expect_same("relu fwd", h, dh);
     expect_same("relu bwd", d, ddx);
+    // SwiGLU on float32 planes (the step's) against the twin with float32 views: g = x, u = y, dh = dy
+    std::vector<float> sh(n), sdg(n), sdu(n);
+    const fl_kin kg = { x.data(), FL_FMT_FP32, nullptr }, ku = { y.data(), FL_FMT_FP32, nullptr },
+                 kd = { dy.data(), FL_FMT_FP32, nullptr };
+    float *gh = dev_copy(sh), *gdg = dev_copy(sh), *gdu = dev_copy(sh), *gu = dev_copy(y);
+    if (fl_swiglu_fwd((fl_kout){ sh.data(), FL_FMT_FP32, nullptr, nullptr }, kg, ku, n) ||
+        fl_swiglu_bwd((fl_kout){ sdg.data(), FL_FMT_FP32, nullptr, nullptr }, (fl_kout){ sdu.data(), FL_FMT_FP32, nullptr, nullptr },
+                      kg, ku, kd, n) ||
+        fl_cuda_swiglu_f32_fwd(gh, dx, gu, n, nullptr) || fl_cuda_swiglu_f32_bwd(gdg, gdu, dx, gu, ddy, n, nullptr)) {
+        fprintf(stderr, "FAIL swiglu f32: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("swiglu f32 fwd", sh, gh);
+    expect_same("swiglu f32 dg", sdg, gdg);
+    expect_same("swiglu f32 du", sdu, gdu);
+    for (float *p : { gh, gdg, gdu, gu })
+        cudaFree(p);
     const std::vector<float> nan3 = { NAN, -2.0f, 1.0f }; // NaN elements do not count in amax
     float *dn = dev_copy(nan3), gnan = -1.0f;
     if (fl_cuda_amax_rms(&gnan, nullptr, dn, 1, 3, ws, nullptr) || gnan != 2.0f) {
@@ -846,7 +864,8 @@ int main()
     printf("  causal attention softmax forward and backward: ok\n");
     case_step_ops(3 * FL_SUMSQ_CHUNK + 77);
     case_step_ops(5);
-    printf("  the step's gradient sum of squares (bit for bit in double), FFN amax and rms, residual add, relu: ok\n");
+    printf("  the step's gradient sum of squares (bit for bit in double), FFN amax and rms, residual add, relu, "
+           "float32 SwiGLU: ok\n");
     for (int ta = 0; ta <= 1; ta++)
         for (int tb = 0; tb <= 1; tb++)
             for (fl_format f : { FL_FMT_FP32, FL_FMT_BF16 }) {

@@ -1,14 +1,14 @@
 /* gstep_cuda.c — the GPU step's device operations on a CUDA device (gstep.h): the launchers of
- * libfp8lab_cuda.a (kernels/train_step.h, kernels/kernels.h, kernels/step_ops.cu) and cuBLASLt.  Every
+ * libfp8lab_cuda.a (kernels/train_step.h: train_step.cu and step_ops.cu) and cuBLASLt.  Every
  * kernel is its host twin's bit for bit (tests/test_gpu_twins.cu), except the GEMMs (cuBLASLt's order of
  * sums) and the head's log (CUDA's); the step's bound against the harness covers those (TRAINING.md,
  * "How far a GPU run may differ").  Not in the CPU build's fp8lab: this object is linked into
  * build/fp8lab-cuda only (make cuda), which train.c finds through the weak reference to
- * fl_gstep_cuda_open.  GeLU has no device kernel with the harness's bits (glibc's erff) and is refused.
+ * fl_gstep_cuda_open.  Activations: the SwiGLU family and relu on float32 kernels (step_ops.cu); GeLU
+ * (glibc's erff), PolyReLU and PolyNorm (their kernels take bf16 and FP8) are refused for now.
  * Operations run on the default stream; the host waits where it reads a result (get, sumsq). */
 #include "gstep.h"
 
-#include "kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +24,6 @@ typedef struct {
     void *lt, *ws;
     double *sq;     /* fl_cuda_sumsq's chunk sums, fl_cuda_amax_rms's row sums */
     size_t sq_n;
-    float *da, *cws; /* a polynomial's coefficient gradient and its workspace */
-    size_t cws_n;
     uint64_t tab[32];
 } cuda_ctx;
 
@@ -125,74 +123,32 @@ static int c_softmax_bwd(void *ctx, float *dS, const float *P, const float *dP, 
     return fl_cuda_attn_softmax_bwd(dS, P, dP, R, T, scale, NULL);
 }
 
-static fl_kin kin(const float *p) { return (fl_kin){ p, FL_FMT_FP32, NULL }; }
-static fl_kout kout(float *p) { return (fl_kout){ p, FL_FMT_FP32, NULL, NULL }; }
-#define PN_EPS 1e-6f /* ffn_act.c's PolyNorm epsilon */
-
-/* The coefficients of a polynomial activation (device memory) on the host, as ffn_act.c's poly_of. */
-static int poly_of(fl_poly_coef *pc, const float *coef, fl_act act)
-{
-    memset(pc, 0, sizeof *pc);
-    pc->order = (int)act.order;
-    return fl_cuda_dev_get(pc->a, coef, (size_t)(pc->order + 1) * sizeof(float));
-}
+/* The activations the device has float32 kernels for: the SwiGLU family (smoothing is exact under the
+   fp32 and bf16 recipes, so the smoothed ones are SwiGLU here, as in the harness) and relu. */
+static int act_on_device(fl_act act) { return fl_act_swiglu(act) || act.kind == FL_ACT_RELU; }
 
 static int c_act_fwd(void *ctx, float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef)
 {
-    (void)ctx;
+    (void)ctx, (void)coef;
     const size_t n = N * F;
-    fl_poly_coef pc;
     if (fl_act_swiglu(act))
-        return fl_cuda_swiglu_fwd(kout(h), kin(pre), kin(pre + n), n, NULL);
+        return fl_cuda_swiglu_f32_fwd(h, pre, pre + n, n, NULL);
     if (act.kind == FL_ACT_RELU)
         return fl_cuda_relu_fwd(h, pre, n, NULL);
-    if (act.kind == FL_ACT_POLYRELU)
-        return poly_of(&pc, coef, act) || fl_cuda_polyrelu_fwd(kout(h), kin(pre), n, &pc, NULL) ? -1 : 0;
-    if (act.kind == FL_ACT_POLYNORM)
-        return poly_of(&pc, coef, act) || fl_cuda_polynorm_fwd(kout(h), kin(pre), N, F, &pc, PN_EPS, NULL) ? -1 : 0;
-    fprintf(stderr, "fp8lab: --device cuda has no %s kernel with the harness's bits\n", fl_act_name(act));
+    fprintf(stderr, "fp8lab: --device cuda has no float32 %s kernel\n", fl_act_name(act));
     return -1;
-}
-
-/* The coefficient workspace for n floats. */
-static int coef_ws(cuda_ctx *c, size_t n)
-{
-    if (!c->da && !(c->da = fl_cuda_dev_alloc(FL_ACT_NCOEF * sizeof(float))))
-        return -1;
-    if (n > c->cws_n) {
-        fl_cuda_dev_free(c->cws);
-        c->cws = fl_cuda_dev_alloc(n * sizeof(float));
-        c->cws_n = c->cws ? n : 0;
-        if (!c->cws)
-            return -1;
-    }
-    return 0;
 }
 
 static int c_act_bwd(void *ctx, float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
                      fl_act act, const float *coef)
 {
-    cuda_ctx *c = ctx;
+    (void)ctx, (void)dcoef, (void)coef;
     const size_t n = N * F;
-    fl_poly_coef pc;
     if (fl_act_swiglu(act))
-        return fl_cuda_swiglu_bwd(kout(dpre), kout(dpre + n), kin(pre), kin(pre + n), kin(dh), n, NULL);
+        return fl_cuda_swiglu_f32_bwd(dpre, dpre + n, pre, pre + n, dh, n, NULL);
     if (act.kind == FL_ACT_RELU)
         return fl_cuda_relu_bwd(dpre, pre, dh, n, NULL);
-    const int nc = fl_act_ncoef(act);
-    if (act.kind == FL_ACT_POLYRELU) {
-        if (poly_of(&pc, coef, act) || coef_ws(c, fl_cuda_polyrelu_ws_floats(n, pc.order)) ||
-            fl_cuda_polyrelu_bwd(kout(dpre), c->da, c->cws, kin(pre), kin(dh), n, &pc, NULL))
-            return -1;
-        return fl_cuda_add_f32(dcoef, c->da, (size_t)nc, NULL); /* ffn_act.c: dcoef[i] += da[i] */
-    }
-    if (act.kind == FL_ACT_POLYNORM) {
-        if (poly_of(&pc, coef, act) || coef_ws(c, fl_cuda_polynorm_ws_floats(N, pc.order)) ||
-            fl_cuda_polynorm_bwd(kout(dpre), c->da, c->cws, kin(pre), kin(dh), N, F, &pc, PN_EPS, NULL))
-            return -1;
-        return fl_cuda_add_f32(dcoef, c->da, (size_t)nc, NULL);
-    }
-    fprintf(stderr, "fp8lab: --device cuda has no %s kernel with the harness's bits\n", fl_act_name(act));
+    fprintf(stderr, "fp8lab: --device cuda has no float32 %s kernel\n", fl_act_name(act));
     return -1;
 }
 
@@ -240,9 +196,10 @@ static const fl_gstep_ops cuda_ops = {
 const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
 {
     *ctx = NULL;
-    if (act.kind == FL_ACT_GELU) {
-        fprintf(stderr, "fp8lab: --device cuda: gelu has no device kernel with the harness's bits (glibc's erff) yet; "
-                        "relu, the swiglu family, polyrelu and polynorm have\n");
+    if (!act_on_device(act)) {
+        fprintf(stderr, "fp8lab: --device cuda: %s has no float32 device kernel with the harness's bits yet (the swiglu "
+                        "family and relu have; gelu needs glibc's erff, polyrelu and polynorm float32 I/O)\n",
+                fl_act_name(act));
         return NULL;
     }
     if (!fl_cuda_device_count()) {
@@ -270,8 +227,6 @@ void fl_gstep_cuda_close(void *ctx)
         return;
     fl_cuda_dev_free(c->ws);
     fl_cuda_dev_free(c->sq);
-    fl_cuda_dev_free(c->da);
-    fl_cuda_dev_free(c->cws);
     fl_cuda_lt_free(c->lt);
     free(c);
 }
