@@ -150,6 +150,17 @@ int layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, size_t rows, size_t cols
     return 0;
 }
 
+// The alignment cuBLASLt may assume for a matrix: the largest power of two up to 256 dividing its address,
+// its leading dimension in bytes (every column starts at such an offset) and, with more than one problem,
+// its batch stride in bytes.
+uint32_t align_of(const void *p, size_t ld_bytes, size_t stride_bytes, size_t batch)
+{
+    uintptr_t a = (uintptr_t)p | 256u | (uintptr_t)ld_bytes;
+    if (batch > 1)
+        a |= (uintptr_t)stride_bytes;
+    return (uint32_t)(a & (~a + 1)); // the lowest set bit
+}
+
 } // namespace
 
 // Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T: cuBLASLt's A is our B
@@ -181,6 +192,16 @@ extern "C" int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt_handle, void *ws, s
     const size_t wsb = ws ? ws_bytes : 0;
     FL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.pref));
     FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; the step's views (a head's columns,
+    // a plane of the gated FFN) are aligned less
+    const size_t es = g->afmt == FL_FMT_BF16 ? 2 : 4;
+    const uint32_t al_a = align_of(g->B, g->ldb * es, g->sb * es, g->batch),
+                   al_b = align_of(g->A, g->lda * es, g->sa * es, g->batch),
+                   al_c = align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch);
+    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
     cublasLtMatmulHeuristicResult_t heur = {};
     int found = 0;
     FL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.pref, 1, &heur, &found));
