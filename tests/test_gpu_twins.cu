@@ -734,9 +734,12 @@ static void case_step_ops(size_t n)
 // bound of any order of fp32 sums, |d| <= gamma_K sum_k |a_k b_k| (+ beta C's rounding), per element.
 static void case_gemm_rm(int ta, int tb, fl_format f, size_t M, size_t N, size_t K, size_t batch, float beta)
 {
-    const size_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    // padded leading dimensions and batch strides: odd ones for fp32; for bf16 multiples of 8 elements
+    // (16 bytes, what the step's bf16 operands have), since cuBLASLt need not take 2-byte aligned rows
+    const size_t q = f == FL_FMT_BF16 ? 8 : 1;
+    const size_t lda = (ta ? M : K) + 3 * q, ldb = (tb ? K : N) + 5 * q, ldc = N + 2;
     const size_t ra = ta ? K : M, rb = tb ? N : K;
-    const size_t sa = ra * lda + 7, sb = rb * ldb + 1, sc = M * ldc + 4;
+    const size_t sa = ra * lda + 7 * q, sb = rb * ldb + q, sc = M * ldc + 4;
     std::vector<float> a(batch * sa), b(batch * sb), c(batch * sc);
     for (auto &v : a) v = (float)(rnd() - 0.5);
     for (auto &v : b) v = (float)(rnd() - 0.5);
