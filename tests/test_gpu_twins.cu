@@ -737,9 +737,10 @@ static void case_gemm_rm(int ta, int tb, fl_format f, size_t M, size_t N, size_t
     // padded leading dimensions and batch strides: odd ones for fp32; for bf16 multiples of 8 elements
     // (16 bytes, what the step's bf16 operands have), since cuBLASLt need not take 2-byte aligned rows
     const size_t q = f == FL_FMT_BF16 ? 8 : 1;
-    const size_t lda = (ta ? M : K) + 3 * q, ldb = (tb ? K : N) + 5 * q, ldc = N + 2;
+    auto up = [q](size_t x) { return (x + q - 1) / q * q; };
+    const size_t lda = up(ta ? M : K) + 3 * q, ldb = up(tb ? K : N) + 5 * q, ldc = N + 2;
     const size_t ra = ta ? K : M, rb = tb ? N : K;
-    const size_t sa = ra * lda + 7 * q, sb = rb * ldb + q, sc = M * ldc + 4;
+    const size_t sa = ra * lda + 7 * q, sb = rb * ldb + q, sc = M * ldc + 4; // (multiples of q: lda, ldb are)
     std::vector<float> a(batch * sa), b(batch * sb), c(batch * sc);
     for (auto &v : a) v = (float)(rnd() - 0.5);
     for (auto &v : b) v = (float)(rnd() - 0.5);
