@@ -88,15 +88,9 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
     FL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lt.d, td, g->m, g->n, (int64_t)g->ldd));
 
     const size_t ws = workspace ? ws_bytes : 0;
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.pref));
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t heur = {};
-    int found = 0;
-    FL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.pref, 1, &heur, &found));
-    if (found == 0) {
-        fprintf(stderr, "%s:%d: fl_cuda_gemm_fp8: cuBLASLt has no algorithm for this problem\n", __FILE__, __LINE__);
+    cublasLtMatmulHeuristicResult_t heur;
+    if (lt.pick(ws, nullptr, &heur, "fl_cuda_gemm_fp8")) // the operands are 16-byte aligned (checked above)
         return -1;
-    }
     // With beta = 0 C is not read; for an FP8 D, whose C type (bf16) differs from D's, it stays NULL.
     const void *cptr = g->c ? g->c : (tc == td ? g->d : nullptr);
     FL_CUBLAS_CHECK(cublasLtMatmul(lt.handle, lt.op, &g->alpha, g->a, lt.a, g->b, lt.b, &g->beta, cptr, lt.c, g->d,

@@ -5,6 +5,10 @@
 
 #include <cublasLt.h>
 #include <initializer_list>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda_check.h" /* FL_CUBLAS_CHECK */
 
 namespace fl {
 
@@ -26,6 +30,29 @@ struct lt_call {
             cublasLtMatmulDescDestroy(op);
         if (own_handle && handle)
             cublasLtDestroy(handle);
+    }
+
+    // cuBLASLt's first algorithm for the descriptors within ws bytes of workspace, into *heur; align (A, B,
+    // C, D in bytes, or nullptr: cuBLASLt's default of 256) is the operands' guaranteed alignment.  0, or
+    // -1 after a message naming who.
+    int pick(size_t ws, const uint32_t *align, cublasLtMatmulHeuristicResult_t *heur, const char *who)
+    {
+        FL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        static const cublasLtMatmulPreferenceAttributes_t al[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
+        };
+        for (int k = 0; align && k < 4; k++)
+            FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al[k], &align[k], sizeof align[k]));
+        *heur = {};
+        int found = 0;
+        FL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, d, pref, 1, heur, &found));
+        if (found == 0) {
+            fprintf(stderr, "%s: cuBLASLt has no algorithm for this problem\n", who);
+            return -1;
+        }
+        return 0;
     }
 };
 

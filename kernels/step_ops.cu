@@ -190,25 +190,16 @@ extern "C" int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt_handle, void *ws, s
         layout(&lt.d, CUDA_R_32F, g->N, g->M, g->ldc, g->batch, g->sc))
         return -1;
     const size_t wsb = ws ? ws_bytes : 0;
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.pref));
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
     // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; the step's views (a head's columns,
     // a plane of the gated FFN) are aligned less
     const size_t es = g->afmt == FL_FMT_BF16 ? 2 : 4;
-    const uint32_t al_a = align_of(g->B, g->ldb * es, g->sb * es, g->batch),
-                   al_b = align_of(g->A, g->lda * es, g->sa * es, g->batch),
-                   al_c = align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch);
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-    FL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
-    cublasLtMatmulHeuristicResult_t heur = {};
-    int found = 0;
-    FL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.pref, 1, &heur, &found));
-    if (found == 0) {
-        fprintf(stderr, "%s:%d: fl_cuda_gemm_rm: cuBLASLt has no algorithm for this problem\n", __FILE__, __LINE__);
+    const uint32_t al[4] = { align_of(g->B, g->ldb * es, g->sb * es, g->batch),
+                             align_of(g->A, g->lda * es, g->sa * es, g->batch),
+                             align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch),
+                             align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch) };
+    cublasLtMatmulHeuristicResult_t heur;
+    if (lt.pick(wsb, al, &heur, "fl_cuda_gemm_rm"))
         return -1;
-    }
     const float alpha = 1.0f;
     FL_CUBLAS_CHECK(cublasLtMatmul(lt.handle, lt.op, &alpha, g->B, lt.a, g->A, lt.b, &g->beta, g->C, lt.c, g->C, lt.d,
                                    &heur.algo, ws, wsb, (cudaStream_t)stream));

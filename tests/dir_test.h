@@ -4,8 +4,25 @@
 #define FL_DIR_TEST_H
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* A path (or any short string) from printf-style arguments, in one of 8 rotating 1024-byte buffers: valid
+   for the arguments of one call (8 at the most). */
+static const char *P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *P(const char *fmt, ...)
+{
+    static char b[8][1024];
+    static int k;
+    char *r = b[k++ & 7];
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(r, sizeof b[0], fmt, ap);
+    va_end(ap);
+    CHECK(n > 0 && (size_t)n < sizeof b[0], "path too long");
+    return r;
+}
 
 /* dir (len bytes) = a fresh folder named after tmpl, which ends in XXXXXX (mkdtemp). */
 static void dir_make(char *dir, size_t len, const char *tmpl)

@@ -31,19 +31,6 @@
 
 static char tmp[256];
 
-static const char *P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *P(const char *fmt, ...)
-{
-    static char buf[8][1024];
-    static int k;
-    char *b = buf[k++ & 7];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof buf[0], fmt, ap);
-    va_end(ap);
-    return b;
-}
-
 #define TINY "--width", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--seq", "16", "--batch", "4", \
              "--log-every", "1", "--quiet", "--lr", "1e-2", "--warmup", "2"
 

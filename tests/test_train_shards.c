@@ -24,19 +24,6 @@
 
 static char tmp[256];
 
-static const char *P(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *P(const char *fmt, ...)
-{
-    static char buf[4][1024];
-    static int k;
-    char *b = buf[k++ & 3];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof buf[0], fmt, ap);
-    va_end(ap);
-    return b;
-}
-
 /* A shard at path: header (magic, version, count_in_header) and n tokens t (little-endian). */
 static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count, const uint16_t *t, size_t n)
 {
