@@ -10,7 +10,8 @@
 #      (the dense BF16 peak NVIDIA gives for the H100 SXM and H200).
 # Writes OUTDIR/train-check.md.  Without a device it says so and exits 0; exit 1 when a check fails.
 # GPU_TRAIN_CHECK_DEVICE=twins: checks 1 and 2 with --device twins through build/fp8lab, no device needed
-# (the script's own test, tests/test_compare.c); no speed.
+# (the script's own test, tests/test_compare.c); no speed.  GPU_TRAIN_CHECK_FLAGS: flags added to the
+# device runs only (the test's way to make one wrong: --clip 0 must fail the check).
 set -u
 build=$1
 out=$2/train
@@ -21,7 +22,7 @@ mkdir -p "$out" || exit 1
 report=$2/train-check.md
 if [ "$dev" = twins ]; then
     cuda=$cli
-elif ! "$build/tests/gpu_bench" info >/dev/null 2>&1; then
+elif ! "$build/tests/gpu_bench" info 2>/dev/null | grep -q "^device:"; then
     echo "gpu-train-check: no CUDA device found; skipped"
     exit 0
 fi
@@ -42,13 +43,14 @@ for rec in bf16 fp32; do
     for k in 16 64 256; do
         "$cli" train $model --recipe $rec --gemm-kchunk $k --out "$d/k$k" || fail=1
     done
-    if ! "$cuda" train $model --recipe $rec --device $dev --keep-ckpt 25 --out "$d/gpu"; then
+    if ! "$cuda" train $model --recipe $rec --device $dev --keep-ckpt 25 ${GPU_TRAIN_CHECK_FLAGS:-} --out "$d/gpu"; then
         echo "| $rec | the GPU run failed | |" >>"$report"
         fail=1
         continue
     fi
-    "$cli" compare "$d/ref" "$d/gpu" --envelope "$d/k16" --envelope "$d/k64" --envelope "$d/k256" | tee "$d/compare.txt"
-    rc=$?
+    "$cli" compare "$d/ref" "$d/gpu" --envelope "$d/k16" --envelope "$d/k64" --envelope "$d/k256" >"$d/compare.txt"
+    rc=$? # compare's own status (0 AGREE, 3 DISAGREE, 4 UNDETERMINED), not a pipe's
+    cat "$d/compare.txt"
     "$cli" compare "$d/ref" "$d/gpu" --envelope "$d/k16" --envelope "$d/k64" --envelope "$d/k256" --json >"$d/compare.json"
     ratio=$(sed -n 's/.*"worst_ratio": \([^,]*\),*/\1/p' "$d/compare.json")
     echo "| $rec | $(tail -1 "$d/compare.txt") | $ratio |" >>"$report"
@@ -56,7 +58,10 @@ for rec in bf16 fp32; do
 done
 # resume bit-exactly on the device
 d=$out/bf16
-if [ -f "$d/gpu/checkpoint-25.bin" ]; then
+if [ ! -f "$d/gpu/checkpoint-25.bin" ]; then
+    echo "- Resume: **no checkpoint-25.bin** to resume from." >>"$report"
+    fail=1
+else
     cp "$d/gpu/metrics.csv" "$d/gpu-full.csv" && cp "$d/gpu/checkpoint-25.bin" "$d/gpu/checkpoint.bin" &&
         "$cuda" train --resume "$d/gpu" --quiet && cmp "$d/gpu-full.csv" "$d/gpu/metrics.csv"
     if [ $? -eq 0 ]; then

@@ -28,6 +28,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static char tmp[256];
 
@@ -178,6 +179,8 @@ static void check_twins(void)
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "cuda", "--out", P("%s/nb4", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "tpu", "--out", P("%s/nb5", tmp), NULL },
     };
+    const char *plan[] = { "train", "--preset", "124m", "--recipe", "fp8-delayed", "--device", "cuda", "--plan", NULL };
+    CHECK(run(err, plan) == 0 && contains(err, "GPU step plan"), "--plan takes the FP8 recipes the step does not run yet");
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         CHECK(run(err, bad[k]) == 2, "refused device run %zu: exit 2", k);
         struct stat st;
@@ -201,7 +204,16 @@ static void check_gpu_script(void)
     const char *r = P("%s/gtc/train-check.md", tmp);
     CHECK(contains(r, "| bf16 | AGREE |") && contains(r, "| fp32 | AGREE |") && contains(r, "byte-identical"),
           "the report: two AGREE rows and the resume line");
-    printf("  gpu_train_check.sh (twins mode): bf16 and fp32 AGREE, resume byte-identical\n");
+    /* a wrong device step (no gradient clipping) must fail the check */
+    snprintf(cmd, sizeof cmd,
+             "GPU_TRAIN_CHECK_DEVICE=twins GPU_TRAIN_CHECK_FLAGS='--clip 0' sh tests/gpu_train_check.sh '%s' '%s/gtc2' "
+             ">'%s/gtc2.log' 2>&1",
+             build, tmp, tmp);
+    const int rc = system(cmd);
+    CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && contains(P("%s/gtc2/train-check.md", tmp), "DISAGREE"),
+          "gpu_train_check.sh with a wrong step (--clip 0): exit 1 and DISAGREE in the report (status %d)", rc);
+    printf("  gpu_train_check.sh (twins mode): bf16 and fp32 AGREE, resume byte-identical; a step without clipping "
+           "fails it\n");
 }
 
 /* A copy of run k0 whose metrics.csv is replaced by text. */

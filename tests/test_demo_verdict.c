@@ -450,7 +450,7 @@ static void check_envelope(void)
     CHECK(fl_loss_envelope(&r, b, ref, t_late, pert, 2, 5, 2.0, 1.0, FL_BOUND_WINDOW) == 1 && r.first_bad == 4 &&
               r.worst_step == 4 && fabs(r.worst_ratio - 6.1 / 6.0) < 1e-6,
           "window: 6.1e-5 at the last step is outside (ratio %g)", r.worst_ratio);
-    /* non-finite: the same NaN in test and ref agrees but an envelope NaN leaves the steps unbounded */
+    /* non-finite: a NaN reference or envelope leaves the steps from there unbounded */
     const double rn[3] = { 4.0, NAN, NAN }, tn[3] = { 4.0, NAN, NAN }, q[3] = { 4.0, 4.0, 4.0 };
     const double *pq[1] = { q };
     CHECK(fl_loss_envelope(&r, b, rn, tn, pq, 1, 3, 2.0, 1.0, FL_BOUND_RUNNING) == 2 && r.unbounded_from == 1 &&
@@ -461,8 +461,12 @@ static void check_envelope(void)
     CHECK(fl_loss_envelope(&r, b, r3, ti, pqn, 1, 3, 2.0, 1.0, FL_BOUND_RUNNING) == 2 && r.unbounded_from == 2 &&
               r.first_bad < 0,
           "an envelope Inf: step 2 undetermined, not agreeing or disagreeing");
-    CHECK(fl_loss_envelope(&r, b, r3, ti, pqn, 1, 3, 2.0, 1.0, FL_BOUND_WINDOW) == 2 && r.unbounded_from == 0,
-          "window: an Inf anywhere leaves every step unbounded");
+    CHECK(fl_loss_envelope(&r, b, r3, ti, pqn, 1, 3, 2.0, 1.0, FL_BOUND_WINDOW) == 2 && r.unbounded_from == 2 &&
+              r.first_bad < 0 && b[0] == 2.0 * 0x1p-21,
+          "window: the steps before an envelope Inf judged under their own window (floor: %a)", b[0]);
+    const double t0[3] = { 4.5, 4.0, 4.0 };
+    CHECK(fl_loss_envelope(&r, b, r3, t0, pqn, 1, 3, 2.0, 1.0, FL_BOUND_WINDOW) == 1 && r.first_bad == 0,
+          "window: a step outside before the envelope's Inf disagrees");
     const double tnan[3] = { 4.0, NAN, 4.0 };
     CHECK(fl_loss_envelope(&r, b, r3, tnan, pq, 1, 3, 2.0, 1.0, FL_BOUND_RUNNING) == 1 && r.first_bad == 1,
           "a NaN test loss beside a finite reference disagrees");

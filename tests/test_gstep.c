@@ -105,7 +105,9 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     harness h; /* only for the initial weights */
     harness_init(&h, c);
     fl_gstep s;
-    CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m, (int)c->recipe.kind), "gstep init");
+    CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, (int)c->recipe.kind) &&
+              !fl_gstep_upload(&s, h.m.params, NULL, NULL),
+          "gstep init");
     uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
     CHECK(batch, "memory");
     for (uint64_t t = 0; t < STEPS; t++) {
@@ -114,7 +116,7 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
         CHECK(!fl_gstep_step(&s, cfg_step, batch, t, &l, &gn), "gstep step %llu", (unsigned long long)t);
         loss[t] = l;
         if (t == 0 && g0)
-            CHECK(!s.ops->get(s.ctx, g0, s.grads, s.nparams * sizeof *g0), "get");
+            CHECK(!fl_gstep_grads(&s, g0), "get");
     }
     free(batch);
     fl_gstep_free(&s);
@@ -195,7 +197,7 @@ int main(void)
     fl_train_cfg c;
     cfg_of(&c, FL_ACT_SWIGLU, FL_RECIPE_FP8_DELAYED);
     harness_init(&h, &c);
-    CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m, FL_RECIPE_FP8_DELAYED) == -1, "fp8-delayed is refused (not yet)");
+    CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, FL_RECIPE_FP8_DELAYED) == -1, "fp8-delayed is refused (not yet)");
     harness_free(&h);
     printf("  fp8-delayed refused with a message (not built yet)\n");
     PASS("test_gstep");

@@ -22,9 +22,10 @@ static const char *const help =
     "of its GEMM sums (e.g. --gemm-kchunk 16, 64, 256).  On the steps that every run logged\n"
     "(metrics.csv; --log-every 1 for all of them):\n"
     "  e_t      the largest |loss_DIR - loss_REF| over the DIRs and the steps up to t\n"
-    "  bound    F * max(e_last, U ulps of REF's float32 loss): one bound for the whole window (--bound\n"
+    "  bound    F * max(e_last, U ulps of REF's float32 loss): one bound for the whole window, e_last the\n"
+    "           envelope's largest finite value (--bound\n"
     "           window, the default), or F * max(e_t, U ulps) at each step t (--bound running)\n"
-    "  AGREE         |loss_TEST - loss_REF| <= bound_t at every step (or both the same NaN / Inf)\n"
+    "  AGREE         |loss_TEST - loss_REF| <= bound_t at every step\n"
     "  DISAGREE      some step outside its bound (the first and the worst are named)\n"
     "  UNDETERMINED  none outside, but a DIR or REF has a non-finite loss, so some bound is unknown\n"
     "A key of config.json in which TEST or a DIR differs from REF (gemm_kchunk aside) is listed: a\n"
@@ -235,6 +236,10 @@ int fl_cmd_compare(int argc, char **argv)
         json_object_set_new(o, "envelope", envs);
         json_object_set_new(o, "test_config_differs", json_string(diffs[1]));
         json_object_set_new(o, "steps", json_integer(n));
+        json_t *lens = json_array();
+        for (int k = 0; k < nr; k++)
+            json_array_append_new(lens, json_integer(runs[k].n));
+        json_object_set_new(o, "steps_logged", lens); /* REF, TEST, then the envelope runs */
         json_object_set_new(o, "bound", json_string(mode == FL_BOUND_WINDOW ? "window" : "running"));
         json_object_set_new(o, "factor", json_real(factor));
         json_object_set_new(o, "floor_ulps", json_real(floor_ulps));
@@ -253,6 +258,10 @@ int fl_cmd_compare(int argc, char **argv)
         for (int k = 1; k < nr; k++)
             if (diffs[k][0])
                 printf("  note: %s's configuration differs from REF's in: %s\n", runs[k].dir, diffs[k]);
+        for (int k = 0; k < nr; k++)
+            if (runs[k].n > n)
+                printf("  note: %s logged %ld steps; only the first %ld, which every run has, are compared\n",
+                       runs[k].dir, runs[k].n, n);
         if (isfinite(res.env_first))
             printf("  envelope %.3g at step %ld .. %.3g at the last bounded step; bound = %g x max(%s, %g ulp)\n",
                    res.env_first, runs[0].step[0], res.env_last, factor, mode == FL_BOUND_WINDOW ? "e_last" : "e_t",

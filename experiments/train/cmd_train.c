@@ -210,8 +210,10 @@ int fl_cmd_train(int argc, char **argv)
         return fl_cli_usage_error(cmd, "--device cuda: this fp8lab has no CUDA step (build/fp8lab-cuda has it: make "
                                   "cuda); --plan prints its memory and launches, and --device twins runs its code on "
                                   "the CPU");
-    if (g.plan) {
-        const char *why = fl_train_cfg_check(&cfg);
+    if (g.plan) { /* the step as planned, FP8 recipes included: the device's limits of today do not apply */
+        fl_train_cfg pc = cfg;
+        pc.device = FL_DEVICE_CPU;
+        const char *why = fl_train_cfg_check(&pc);
         if (why)
             return fl_cli_usage_error(cmd, "%s", why);
         fl_gpu_plan plan;

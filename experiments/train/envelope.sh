@@ -8,7 +8,7 @@
 # (held out; stage 1 used 8 32 128, stage 2 4 12 48), and two negative controls (seed 2; the fp8-delayed run against the bf16 reference).
 # Prints one line per comparison (fp8lab compare's verdict and largest ratio) and the envelope e_t at a
 # few steps, under fp8lab compare's --bound BOUND (default window; stage 1 used running).  STEPS defaults
-# to 50 (make gpu-check's length).  Runs that exist are reused.
+# to 50 (make gpu-check's length).  Finished runs of the same length are reused.
 set -eu
 FP8LAB=${1:?usage: envelope.sh FP8LAB OUT_DIR [STEPS]}
 OUT=${2:?usage: envelope.sh FP8LAB OUT_DIR [STEPS]}
@@ -32,8 +32,9 @@ recipe() {
 run() { # dir, flags...
     d=$1
     shift
-    [ -f "$d/summary.json" ] || "$FP8LAB" train --out "$d" --overwrite --steps "$STEPS" --log-every 1 --ckpt-every 100000 \
-        --quiet "$@" >/dev/null
+    # a finished run of this length is reused
+    grep -q "\"steps\": $STEPS, \"steps_done\": $STEPS," "$d/summary.json" 2>/dev/null ||
+        "$FP8LAB" train --out "$d" --overwrite --steps "$STEPS" --log-every 1 --ckpt-every 100000 --quiet "$@" >/dev/null
 }
 verdict() { # ref test envdirs...: "VERDICT ratio"
     ref=$1 test=$2

@@ -41,12 +41,12 @@ static int gemm(fl_gstep *s, int ta, int tb, size_t M, size_t N, size_t K, const
     return s->ops->gemm(s->ctx, &g);
 }
 
-int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model *m, int recipe)
+int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe)
 {
     memset(s, 0, sizeof *s);
     s->ops = ops;
     s->ctx = ctx;
-    s->cfg = m->cfg;
+    s->cfg = *mc;
     if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16) {
         fprintf(stderr, "fp8lab: the GPU step runs the fp32 and bf16 recipes, not %s (yet)\n",
                 fl_recipe_name((fl_recipe_kind)recipe));
@@ -56,13 +56,17 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
     s->nparams = fl_model_param_sizes(c, s->sizes);
+    for (int k = 0; k < FL_P_COUNT; k++) {
+        s->off[k] = s->ntot;
+        s->ntot += (s->sizes[k] + FL_GSTEP_ALIGN - 1) / FL_GSTEP_ALIGN * FL_GSTEP_ALIGN;
+    }
     int fail = 0;
-    const size_t P4 = s->nparams * sizeof(float);
+    const size_t P4 = s->ntot * sizeof(float);
     s->params = dalloc(s, P4, &fail);
     s->grads = dalloc(s, P4, &fail);
     s->am = dalloc(s, P4, &fail);
     s->av = dalloc(s, P4, &fail);
-    s->wq = dalloc(s, s->nparams * sizeof(uint16_t), &fail);
+    s->wq = dalloc(s, s->ntot * sizeof(uint16_t), &fail);
     s->tok = dalloc(s, N * sizeof(int), &fail);
     s->tgt = dalloc(s, N * sizeof(int), &fail);
     s->etoks = dalloc(s, N * sizeof(int), &fail);
@@ -108,16 +112,32 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
         fl_gstep_free(s);
         return -1;
     }
-    size_t off = 0;
     for (int k = 0; k < FL_P_COUNT; k++) {
-        s->p[k] = s->params + off;
-        s->g[k] = s->grads + off;
-        off += s->sizes[k];
+        s->p[k] = s->params + s->off[k];
+        s->g[k] = s->grads + s->off[k];
     }
-    if (ops->put(ctx, s->params, m->params, P4)) {
-        fl_gstep_free(s);
-        return -1;
+    return 0;
+}
+
+/* Each tensor of a host array in model.h's packed layout to or from a device array at the step's offsets. */
+static int per_tensor(const fl_gstep *s, float *dev, const float *host_in, float *host_out)
+{
+    size_t h = 0;
+    for (int k = 0; k < FL_P_COUNT; h += s->sizes[k++]) {
+        const size_t b = s->sizes[k] * sizeof(float);
+        if (host_in ? s->ops->put(s->ctx, dev + s->off[k], host_in + h, b) : s->ops->get(s->ctx, host_out + h, dev + s->off[k], b))
+            return -1;
     }
+    return 0;
+}
+
+int fl_gstep_upload(fl_gstep *s, const float *params, const float *am, const float *av)
+{
+    TRY(per_tensor(s, s->params, params, NULL));
+    if (am)
+        TRY(per_tensor(s, s->am, am, NULL));
+    if (av)
+        TRY(per_tensor(s, s->av, av, NULL));
     return 0;
 }
 
@@ -141,21 +161,12 @@ void fl_gstep_free(fl_gstep *s)
     memset(s, 0, sizeof *s);
 }
 
-int fl_gstep_params(const fl_gstep *s, float *out)
-{
-    return s->ops->get(s->ctx, out, s->params, s->nparams * sizeof(float));
-}
-
-int fl_gstep_set_moments(fl_gstep *s, const float *am, const float *av)
-{
-    const size_t b = s->nparams * sizeof(float);
-    return s->ops->put(s->ctx, s->am, am, b) || s->ops->put(s->ctx, s->av, av, b) ? -1 : 0;
-}
+int fl_gstep_params(const fl_gstep *s, float *out) { return per_tensor(s, s->params, NULL, out); }
+int fl_gstep_grads(const fl_gstep *s, float *out) { return per_tensor(s, s->grads, NULL, out); }
 
 int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av)
 {
-    const size_t b = s->nparams * sizeof(float);
-    return s->ops->get(s->ctx, am, s->am, b) || s->ops->get(s->ctx, av, s->av, b) ? -1 : 0;
+    return per_tensor(s, s->am, NULL, am) || per_tensor(s, s->av, NULL, av) ? -1 : 0;
 }
 
 /* ---- Linear ------------------------------------------------------------------------------------------ */
@@ -176,7 +187,7 @@ static int operand(fl_gstep *s, const void **op, fl_format *f, uint16_t *q, cons
 /* The weight W (a pointer into the parameters) as the GEMMs read it: itself, or its bf16 copy. */
 static const void *weight(const fl_gstep *s, const float *W)
 {
-    return s->bf16 ? (const void *)(s->wq + (W - s->params)) : (const void *)W;
+    return s->bf16 ? (const void *)(s->wq + (W - s->params)) : (const void *)W; /* the same offsets */
 }
 
 /* Y (P, N, M/P) = X (N, K) . W (M, K)^T in P planes (model.c, lin_forward). */
@@ -272,7 +283,7 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
     TRY(o->put(cx, s->tok, s->htok, N * sizeof(int)));
     TRY(o->put(cx, s->tgt, s->htgt, N * sizeof(int)));
     if (s->bf16) /* the weights' bf16 copies, once per step (the harness casts each W at its Linear: the same values) */
-        TRY(o->to_bf16(cx, s->wq, s->params, s->nparams));
+        TRY(o->to_bf16(cx, s->wq, s->params, s->ntot));
     TRY(o->embed_fwd(cx, s->resid, s->tok, s->p[FL_P_WTE], s->p[FL_P_WPE], N, T, C));
     for (size_t l = 0; l < L; l++) {
         const float *x = s->resid + l * N * C;
@@ -345,14 +356,14 @@ static int backward(fl_gstep *s)
 static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gnorm)
 {
     double gn2 = 0.0;
-    TRY(s->ops->sumsq(s->ctx, &gn2, s->grads, s->nparams));
+    TRY(s->ops->sumsq(s->ctx, &gn2, s->grads, s->ntot)); /* (the gaps are zero) */
     *gnorm = (float)sqrt(gn2);
     const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
     const float lr = fl_lr_at(cfg, step);
     const double t = (double)(step + 1);
     const float bc1 = (float)(1.0 - pow(cfg->beta1, t)), bc2 = (float)(1.0 - pow(cfg->beta2, t));
     for (int k = 0; k < FL_P_COUNT; k++) {
-        const size_t off = (size_t)(s->p[k] - s->params);
+        const size_t off = s->off[k];
         const fl_adamw_hp hp = { .b1 = cfg->beta1, .b2 = cfg->beta2, .bc1 = bc1, .bc2 = bc2, .eps = cfg->adam_eps,
                                  .lr = lr, .wd = fl_param_decays(k) ? cfg->wd : 0.0f, .gscale = gscale };
         TRY(s->ops->adamw(s->ctx, s->p[k], s->g[k], s->am + off, s->av + off, s->sizes[k], &hp));
@@ -367,7 +378,7 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
         fprintf(stderr, "fp8lab: the GPU step has no --fp8-adam (yet)\n");
         return -1;
     }
-    TRY(s->ops->zero(s->ctx, s->grads, s->nparams * sizeof(float)));
+    TRY(s->ops->zero(s->ctx, s->grads, s->ntot * sizeof(float)));
     TRY(forward(s, tokens, loss));
     TRY(backward(s));
     return update(s, cfg, step, gnorm);

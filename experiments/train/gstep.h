@@ -11,10 +11,11 @@
  *   - the CUDA table (gstep_cuda.c, in build/fp8lab-cuda): the kernels' launchers and cuBLASLt.  It is
  *     compiled in CI and has not yet run on a GPU.
  * The step's order of operations is the harness's (model.c, fl_model_forward / fl_model_backward), and
- * so are its element functions.  Its sums are the harness's except in the attention, whose four GEMMs
- * per head run through ops->gemm here and through the harness's own loops there: the host table's loss
- * therefore differs from the harness's by roundings, judged like a GPU run's (verdict.h,
- * fl_loss_envelope; TRAINING.md, "How far a GPU run may differ").
+ * so are its element functions.  Its sums are the harness's except in two places: the attention, whose
+ * four GEMMs per head run through ops->gemm here and through the harness's own loops there, and the
+ * gradient norm (fl_sumsq's blocked order, which a device can run, against the harness's sequential
+ * sum).  The host table's loss therefore differs from the harness's by roundings, judged like a GPU
+ * run's (verdict.h, fl_loss_envelope; TRAINING.md, "How far a GPU run may differ").
  *
  * Recipes: fp32 (no casts) and bf16 (X, W and dY of every Linear rounded to bf16, RNE, overflow to Inf,
  * the harness's bf16 recipe); the FP8 recipes come with their scaling state (not yet).  Telemetry: the
@@ -80,9 +81,12 @@ typedef struct {
     fl_model_cfg cfg;
     int bf16; /* the bf16 recipe: X, W, dY of every Linear cast to bf16 */
     size_t sizes[FL_P_COUNT], nparams;
-    float *params, *grads, *am, *av; /* device, tensors in model.h's order */
+    /* device: the tensors in model.h's order, each starting at a multiple of FL_GSTEP_ALIGN elements
+       (off[k]; the gaps are zero), so that every GEMM operand is 16-byte aligned in fp32 and bf16 */
+    size_t off[FL_P_COUNT], ntot;
+    float *params, *grads, *am, *av;
     float *p[FL_P_COUNT], *g[FL_P_COUNT];
-    uint16_t *wq;                    /* bf16 copies of the parameters (the Linear weights are read) */
+    uint16_t *wq;                    /* bf16 copies of the parameters, at the same offsets */
     int *tok, *tgt;                  /* (N) */
     int *etoks, *estarts, *erows;    /* fl_embed_index's arrays */
     float *resid, *r2, *ln1, *rstd1, *qkv, *att, *atty, *ln2, *rstd2, *pre, *h, *lnf, *rstdf, *logits;
@@ -96,10 +100,15 @@ typedef struct {
     float loss;
 } fl_gstep;
 
-/* Allocate the step's tensors on the device of ops and copy the parameters of m (a harness model of the
-   same configuration, so both start from the same weights).  recipe: FL_RECIPE_FP32 or FL_RECIPE_BF16.
-   0, or -1 after printing why (an unsupported recipe, out of device memory). */
-int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model *m, int recipe);
+enum { FL_GSTEP_ALIGN = 64 };
+
+/* Allocate the step's tensors for model configuration mc on the device of ops (zeroed).  recipe:
+   FL_RECIPE_FP32 or FL_RECIPE_BF16.  0, or -1 after printing why (an unsupported recipe, out of device
+   memory). */
+int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe);
+/* The parameters (nparams floats, model.h's order: a harness model's, so both start from the same
+   weights, or a checkpoint's) and AdamW's moments (the same layout; NULL: zero) to the device. */
+int fl_gstep_upload(fl_gstep *s, const float *params, const float *am, const float *av);
 void fl_gstep_free(fl_gstep *s);
 
 /* One training step on tokens (B, T + 1), as train.c's: zero the gradients, forward, backward, the global
@@ -108,10 +117,10 @@ void fl_gstep_free(fl_gstep *s);
 int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, uint64_t step, float *loss,
                   float *gnorm);
 
-/* The parameters back on the host (nparams floats, model.h's order). */
+/* The parameters, or the last step's gradients, back on the host (nparams floats, model.h's order). */
 int fl_gstep_params(const fl_gstep *s, float *out);
-/* AdamW's moments to the device (a resumed run's) and back to the host (for a checkpoint). */
-int fl_gstep_set_moments(fl_gstep *s, const float *am, const float *av);
+int fl_gstep_grads(const fl_gstep *s, float *out);
+/* AdamW's moments back on the host (for a checkpoint). */
 int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av);
 
 #endif /* FL_GSTEP_H */

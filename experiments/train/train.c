@@ -754,24 +754,20 @@ static int run_setup(train_run *r)
         rc = run_build(r);
     if (rc == FL_EXIT_OK)
         rc = run_restore(r);
-    if (rc == FL_EXIT_OK && r->cfg.device != FL_DEVICE_CPU) { /* the device, before the folder is touched */
+    if (rc == FL_EXIT_OK && r->cfg.device != FL_DEVICE_CPU) { /* the device and its memory, before the folder is touched */
         if (r->cfg.device == FL_DEVICE_TWINS)
             r->gs_ops = &fl_gstep_host;
         else if (!fl_gstep_cuda_open || !(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
             rc = FL_EXIT_FAIL;
+        if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
+            rc = FL_EXIT_FAIL;
+        r->gs_ready = rc == FL_EXIT_OK;
     }
     if (rc != FL_EXIT_OK)
         return rc;
     rc = run_claim_folder(r);
-    if (rc == FL_EXIT_OK && r->gs_ops) { /* the GPU step from the restored state */
-        if (fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->m, (int)r->cfg.recipe.kind)) {
-            rc = FL_EXIT_FAIL;
-        } else {
-            r->gs_ready = 1;
-            if (fl_gstep_set_moments(&r->gs, r->am, r->av))
-                rc = FL_EXIT_FAIL;
-        }
-    }
+    if (rc == FL_EXIT_OK && r->gs_ready && fl_gstep_upload(&r->gs, r->m.params, r->am, r->av)) /* the restored state */
+        rc = FL_EXIT_FAIL;
     if (rc == FL_EXIT_OK)
         rc = run_open_files(r);
     if (rc == FL_EXIT_OK) {
@@ -820,12 +816,11 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
     fl_train_batch(r->batch, &r->data, cfg, step);
-    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's copies follow it for telemetry and
-                          checkpoints */
+    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's weights follow it every step (the
+                          alignment telemetry reads them), the moments at each checkpoint */
         float loss;
         *lr = fl_lr_at(cfg, step);
-        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_params(&r->gs, r->m.params) ||
-            fl_gstep_get_moments(&r->gs, r->am, r->av)) {
+        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_params(&r->gs, r->m.params)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
             exit(FL_EXIT_FAIL);
@@ -912,6 +907,8 @@ static void check_divergence(fl_train_state *st, const fl_train_cfg *cfg, uint64
 /* The checkpoint records the logs' lengths, so that a resume truncates them to this step. */
 static int checkpoint_now(train_run *r)
 {
+    if (r->gs_ready && fl_gstep_get_moments(&r->gs, r->am, r->av))
+        return -1;
     fflush(r->fm);
     fflush(r->ft);
     fflush(r->fs);

@@ -275,11 +275,6 @@ static double ulp_f32(double x)
     return (double)nextafterf(f, INFINITY) - (double)f;
 }
 
-static int same_nonfinite(double a, double b)
-{
-    return (isnan(a) && isnan(b)) || (isinf(a) && isinf(b) && (a > 0) == (b > 0));
-}
-
 /* e_t, the running maximum over the perturbed runs of |pert - ref| (INFINITY from the first non-finite
    one on), into e[0 .. n-1]. */
 static void envelope_of(double *e, const double *ref, const double *const *pert, int np, long n)
@@ -304,8 +299,11 @@ int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, co
     if (!e)
         return -1;
     envelope_of(e, ref, pert, np, n);
+    long fin = n; /* the steps before the envelope's first non-finite value; the window is theirs */
+    while (fin > 0 && !isfinite(e[fin - 1]))
+        fin--;
     for (long t = 0; t < n; t++) {
-        const double et = mode == FL_BOUND_WINDOW ? e[n - 1] : e[t];
+        const double et = !isfinite(e[t]) ? INFINITY : mode == FL_BOUND_WINDOW ? e[fin - 1] : e[t];
         const double b = factor * fmax(et, floor_ulps * ulp_f32(ref[t]));
         if (bound)
             bound[t] = isfinite(b) ? b : NAN;
@@ -317,7 +315,7 @@ int fl_loss_envelope(fl_envelope_result *r, double *bound, const double *ref, co
         r->env_first = isnan(r->env_first) ? et : r->env_first;
         r->env_last = et;
         const double d = fabs(test[t] - ref[t]);
-        const double ratio = same_nonfinite(test[t], ref[t]) ? 0.0 : isfinite(d) ? d / b : INFINITY;
+        const double ratio = isfinite(d) ? d / b : INFINITY; /* (ref is finite here: e would not be) */
         if (r->worst_step < 0 || ratio > r->worst_ratio) {
             r->worst_step = t;
             r->worst_ratio = ratio;

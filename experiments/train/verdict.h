@@ -139,11 +139,11 @@ int fl_pred_s3(const double *opening, int n, double open);
  *             (a running maximum: the drift grows, and one step's difference may pass through 0)
  *   bound_t = factor * max(e_t, floor_ulps * ulp(loss_ref(t)))      ulp of float32, the loss's type
  * (FL_BOUND_RUNNING), or one bound for the whole window (FL_BOUND_WINDOW, the default of fp8lab compare):
- *   bound   = factor * max(e_{n-1}, floor_ulps * ulp(loss_ref(t)))
- * Step t agrees when |loss_test(t) - loss_ref(t)| <= bound_t, or when both losses are the same
- * non-finite value.  Where a perturbed run or the reference is not finite, e_t is not finite from there
- * on: those steps are undetermined (the reference is not reproducible under a change of order), never
- * counted as agreeing.  TRAINING.md ("How far a GPU run may differ") derives the factor and the floor. */
+ *   bound   = factor * max(e_w, floor_ulps * ulp(loss_ref(t)))
+ * with e_w the envelope's largest finite value (its value at the last step before it is not finite).
+ * Step t agrees when |loss_test(t) - loss_ref(t)| <= bound_t.  Where a perturbed run or the reference is
+ * not finite, e_t is not finite from there on: those steps are undetermined (the reference is not
+ * reproducible under a change of order), never counted as agreeing; the steps before them are judged.  TRAINING.md ("How far a GPU run may differ") derives the factor and the floor. */
 typedef struct {
     long n;              /* steps compared */
     long first_bad;      /* the first step outside the bound, -1 when none */
