@@ -7,7 +7,8 @@
 #   2. the bf16 GPU run resumed from its step-25 checkpoint: metrics.csv byte-identical;
 #   3. speed at the 124m preset (bf16, one micro-batch of 16 x 1024 tokens per step, 6 steps): steps/s from
 #      summary.json, tokens/s, and model FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s
-#      (the dense BF16 peak NVIDIA gives for the H100 SXM and H200).
+#      (the dense BF16 peak NVIDIA gives for the H100 SXM and H200); the step's device tensors beside the
+#      plan's peak.
 # Writes OUTDIR/train-check.md.  Without a device it says so and exits 0; exit 1 when a check fails.
 # GPU_TRAIN_CHECK_DEVICE=twins: checks 1 and 2 with --device twins through build/fp8lab, no device needed
 # (the script's own test, tests/test_compare.c); no speed.  GPU_TRAIN_CHECK_FLAGS: flags added to the
@@ -85,6 +86,10 @@ if "$cuda" train --preset 124m --recipe bf16 --device cuda --steps 6 --log-every
     awk -v sps="$sps" -v fpt="$fpt" 'BEGIN {
         tps = sps * 16 * 1024
         printf "- 124m preset, bf16, 16 x 1024 tokens per step: %.3g steps/s, %.0f tokens/s, %.3g model TFLOP/s = %.1f%% of 989 TFLOP/s (6 steps, the first included).\n", sps, tps, tps * fpt / 1e12, 100 * tps * fpt / 989e12 }' >>"$report"
+    # memory: the step's tensors as built (summary.json) beside the plan's peak for one micro-batch
+    tb=$(sed -n 's/.*"device_tensor_bytes": \([0-9]*\).*/\1/p' "$s/summary.json")
+    pk=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan --accum 1 | sed -n 's/.*= peak .* (\([0-9]*\) bytes).*/\1/p')
+    awk -v tb="$tb" -v pk="$pk" 'BEGIN { printf "- 124m preset memory: the step'"'"'s tensors %.2f GiB as built (fp32 activations), the plan'"'"'s peak %.2f GiB (bf16 activations, one micro-batch).\n", tb / 2^30, pk / 2^30 }' >>"$report"
 else
     echo "- 124m preset: **the GPU run failed**." >>"$report"
     fail=1

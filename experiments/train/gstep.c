@@ -24,6 +24,7 @@ static void *dalloc(fl_gstep *s, size_t bytes, int *fail)
     void *p = s->ops->alloc(s->ctx, bytes ? bytes : 1);
     if (!p)
         *fail = 1;
+    s->bytes += bytes;
     return p;
 }
 

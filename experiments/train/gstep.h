@@ -98,6 +98,7 @@ typedef struct {
     int *htok, *htgt, *hetoks, *hestarts, *herows;
     double *htokloss;
     float loss;
+    size_t bytes; /* device memory the step's tensors take (its allocations, summed) */
 } fl_gstep;
 
 enum { FL_GSTEP_ALIGN = 64 };

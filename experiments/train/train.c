@@ -222,6 +222,7 @@ typedef struct {
     const fl_train_state *st;
     double steps_per_s;
     uint64_t steps_run;
+    uint64_t device_bytes; /* --device: the GPU step's tensors (gstep.h) */
 } summary_arg;
 
 static json_t *step_or_null(uint64_t step) { return step != UINT64_MAX ? json_integer((json_int_t)step) : json_null(); }
@@ -263,6 +264,7 @@ static int summary_fill(FILE *f, void *a_)
         for (size_t i = 0; i < FL_ARRAY_LEN(unmeasured); i++)
             json_object_set_new(o, unmeasured[i], json_null());
         json_object_set_new(o, "device", json_string(a->cfg->device == FL_DEVICE_TWINS ? "twins" : "cuda"));
+        json_object_set_new(o, "device_tensor_bytes", json_integer((json_int_t)a->device_bytes));
     }
     const int rc = json_dumpf(o, f, FL_TELE_JSON_FLAGS) || fputc('\n', f) == EOF ? -1 : 0;
     json_decref(o);
@@ -977,7 +979,7 @@ static int run_finish(train_run *r, int interrupted)
     const fl_train_state *st = &r->st;
     const double secs = monotonic_seconds() - r->t0;
     const uint64_t ran = st->step - r->step0;
-    summary_arg sa = { cfg, st, secs > 0 ? (double)ran / secs : 0.0, ran };
+    summary_arg sa = { cfg, st, secs > 0 ? (double)ran / secs : 0.0, ran, r->gs_ready ? r->gs.bytes : 0 };
     char path[4096], err[4400];
     path_join(path, sizeof path, r->opts->dir, "summary.json");
     if (fl_write_atomic(path, summary_fill, &sa, err, sizeof err))
