@@ -22,6 +22,7 @@
  */
 #include "check.h"
 #include "cli_test.h"
+#include "dir_test.h" /* P */
 #include "scaling.h"
 #include "train/recipe.h"
 
@@ -425,20 +426,6 @@ static void check_rht(void)
 
 /* 4. */
 static char tmp[256];
-
-/* A path in one of 8 rotating buffers: for the arguments of one call. */
-static const char *P(const char *fmt, ...)
-{
-    static char b[8][1024];
-    static int k;
-    char *r = b[k++ & 7];
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(r, sizeof b[0], fmt, ap);
-    va_end(ap);
-    CHECK(n > 0 && (size_t)n < sizeof b[0], "path too long");
-    return r;
-}
 
 #define FP4RUN "--recipe", "nvfp4", "--grad-sr", "--update-sr", "--rht", "--four-over-six", "--width", "32", \
                "--ffn", "64", "--seq", "32", "--batch", "4", "--data-len", "20000", "--quiet"
