@@ -11,6 +11,7 @@
  *     separates a wrong step from a reordered one.
  */
 #include "check.h"
+#include "model_test.h"
 #include "train/data.h"
 #include "train/gstep.h"
 #include "train/optim.h"
@@ -41,38 +42,13 @@ static void cfg_of(fl_train_cfg *c, fl_act_kind act, int recipe)
     c->seed = 5;
 }
 
-typedef struct {
-    fl_recipe rec;
-    fl_model m;
-    char store[64 * 40];
-    const char *names[64];
-    uint32_t roles[64];
-    uint8_t hp[64];
-} harness;
-
-static void harness_init(harness *h, const fl_train_cfg *c)
-{
-    fl_recipe_cfg rc;
-    fl_recipe_cfg_default(&rc, (fl_recipe_kind)c->recipe.kind);
-    const int ns = fl_model_nsites(&c->model);
-    CHECK(ns <= 64, "sites");
-    fl_model_site_names(&c->model, h->store, h->names, h->roles, h->hp);
-    CHECK(!fl_recipe_init(&h->rec, &rc, ns, h->names, h->roles, h->hp), "recipe init");
-    CHECK(!fl_model_init(&h->m, &c->model, &h->rec, c->seed), "model init");
-}
-
-static void harness_free(harness *h)
-{
-    fl_model_free(&h->m);
-    fl_recipe_free(&h->rec);
-}
 
 /* The harness's steps (train.c's order) with GEMM blocks kc: the loss of every step into loss; the
    gradients after step 0 into g0 (nparams floats) when not NULL. */
 static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, double *loss, float *g0)
 {
-    harness h;
-    harness_init(&h, c);
+    test_model h;
+    test_model_init(&h, &c->model, (fl_recipe_kind)c->recipe.kind, c->seed);
     h.m.gemm_kchunk = kc;
     float *am = calloc(h.m.nparams, sizeof *am), *av = calloc(h.m.nparams, sizeof *av);
     uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
@@ -95,15 +71,15 @@ static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, do
     free(am);
     free(av);
     free(batch);
-    harness_free(&h);
+    test_model_free(&h);
 }
 
 /* The GPU step on the host table from the harness's initial weights; cfg_step: the configuration its
    optimizer uses (the control changes it). */
 static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const fl_data *d, double *loss, float *g0)
 {
-    harness h; /* only for the initial weights */
-    harness_init(&h, c);
+    test_model h; /* only for the initial weights */
+    test_model_init(&h, &c->model, (fl_recipe_kind)c->recipe.kind, c->seed);
     fl_gstep s;
     CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, (int)c->recipe.kind) &&
               !fl_gstep_upload(&s, h.m.params, NULL, NULL),
@@ -120,7 +96,7 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     }
     free(batch);
     fl_gstep_free(&s);
-    harness_free(&h);
+    test_model_free(&h);
 }
 
 static void check_config(fl_act_kind act, int recipe)
@@ -193,12 +169,12 @@ int main(void)
         check_config(acts[a], FL_RECIPE_BF16);
     }
     fl_gstep s;
-    harness h;
+    test_model h;
     fl_train_cfg c;
     cfg_of(&c, FL_ACT_SWIGLU, FL_RECIPE_FP8_DELAYED);
-    harness_init(&h, &c);
+    test_model_init(&h, &c.model, FL_RECIPE_FP8_DELAYED, c.seed);
     CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, FL_RECIPE_FP8_DELAYED) == -1, "fp8-delayed is refused (not yet)");
-    harness_free(&h);
+    test_model_free(&h);
     printf("  fp8-delayed refused with a message (not built yet)\n");
     PASS("test_gstep");
 }

@@ -23,6 +23,7 @@
  * Needs the CLI for 4 and 5: $FP8LAB (tests/run.sh sets it), default build/fp8lab.
  */
 #include "check.h"
+#include "model_test.h"
 #include "cli_test.h"
 #include "train/channels.h"
 #include "train/mech.h"
@@ -38,30 +39,13 @@ static char tmpdir[256];
 
 /* ---- 1. per-channel telemetry ---------------------------------------------------------------- */
 
-typedef struct {
-    fl_model m;
-    fl_recipe rec;
-    char store[64 * 40];
-    const char *names[64];
-    uint32_t roles[64];
-    uint8_t hp[64];
-} small_model;
+typedef test_model small_model;
 
 static void small_init(small_model *s, const char *act, uint32_t F)
 {
     fl_model_cfg cfg = { .V = 32, .C = 12, .L = 2, .H = 2, .F = F, .T = 9, .B = 3, .init_std = 0.3f };
     CHECK(!fl_act_parse(&cfg.act, act), "parse %s", act);
-    fl_recipe_cfg rc;
-    fl_recipe_cfg_default(&rc, FL_RECIPE_FP32);
-    fl_model_site_names(&cfg, s->store, s->names, s->roles, s->hp);
-    CHECK(!fl_recipe_init(&s->rec, &rc, fl_model_nsites(&cfg), s->names, s->roles, s->hp), "recipe init");
-    CHECK(!fl_model_init(&s->m, &cfg, &s->rec, 11), "model init");
-}
-
-static void small_free(small_model *s)
-{
-    fl_model_free(&s->m);
-    fl_recipe_free(&s->rec);
+    test_model_init(s, &cfg, FL_RECIPE_FP32, 11);
 }
 
 static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(fabs(b), 1e-30); }
@@ -179,7 +163,7 @@ static void check_channels(const char *act)
     for (uint32_t l = 0; l < m->cfg.L; l++)
         CHECK(!m->chan_record[l] || m->chan_have[l], "%s layer %u: a record is captured", act, l);
     CHECK(m->chan_record[m->cfg.L - 1] || m->chan_record[0], "%s: larger inputs set a record", act);
-    small_free(&s);
+    test_model_free(&s);
 }
 
 /* ---- 2. decorrelation --------------------------------------------------------------------------- */
@@ -244,7 +228,7 @@ static void check_decorrelate(void)
     }
     CHECK(changed <= 4 * C && mom == 4 * C, "only the 4 up rows changed (%zu weights, %zu moments)", changed, mom);
     free(am), free(av), free(before);
-    small_free(&s);
+    test_model_free(&s);
 }
 
 /* ---- 3. the clock and mech.h ------------------------------------------------------------------- */

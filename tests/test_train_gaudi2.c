@@ -32,6 +32,7 @@
  * repository root (the fixture).
  */
 #include "check.h"
+#include "model_test.h"
 #include "cli_test.h"
 #include "dir_test.h"
 #include "train/model.h"
@@ -300,35 +301,25 @@ static void model_operands(void)
 {
     fl_model_cfg cfg = { .V = 256, .C = 16, .L = 1, .H = 2, .F = 32, .T = 8, .B = 4, .init_std = 0.1f };
     CHECK(!fl_act_parse(&cfg.act, "swiglu"), "act");
-    fl_recipe_cfg rc;
-    fl_recipe_cfg_default(&rc, FL_RECIPE_PAPER_GAUDI2);
-    const int ns = fl_model_nsites(&cfg);
-    char store[64 * 40];
-    const char *names[64];
-    uint32_t roles[64];
-    uint8_t hp[64];
-    fl_model_site_names(&cfg, store, names, roles, hp);
-    fl_recipe rec;
-    CHECK(!fl_recipe_init(&rec, &rc, ns, names, roles, hp), "recipe init");
-    fl_model m;
-    CHECK(!fl_model_init(&m, &cfg, &rec, 11), "model init");
+    test_model tm;
+    test_model_init(&tm, &cfg, FL_RECIPE_PAPER_GAUDI2, 11);
     const size_t N = (size_t)cfg.B * cfg.T, C = cfg.C, F = cfg.F;
     uint16_t tok[4 * 9];
     for (int i = 0; i < 36; i++)
         tok[i] = (uint16_t)((i * 37 + 11) % 256);
     for (uint64_t step = 0; step < 2; step++) { /* step 1 scales from step 0's amaxes */
-        fl_recipe_step_begin(&rec, 0);
-        rec.step = step;
-        fl_model_zero_grad(&m);
-        fl_model_forward(&m, tok);
-        fl_model_backward(&m);
-        fl_recipe_step_end(&rec);
+        fl_recipe_step_begin(&tm.rec, 0);
+        tm.rec.step = step;
+        fl_model_zero_grad(&tm.m);
+        fl_model_forward(&tm.m, tok);
+        fl_model_backward(&tm.m);
+        fl_recipe_step_end(&tm.rec);
     }
-    const fl_lin_q *q = &m.lq[FL_LIN_DOWN];
-    const fl_site *sx = &rec.sites[FL_SITE(0, FL_LIN_DOWN, FL_ROLE_IN)], *sw = &rec.sites[FL_SITE(0, FL_LIN_DOWN, FL_ROLE_W)];
+    const fl_lin_q *q = &tm.m.lq[FL_LIN_DOWN];
+    const fl_site *sx = &tm.rec.sites[FL_SITE(0, FL_LIN_DOWN, FL_ROLE_IN)], *sw = &tm.rec.sites[FL_SITE(0, FL_LIN_DOWN, FL_ROLE_W)];
     CHECK(q->xts == q->xqt && q->wbs == q->wqt && q->xs == q->xq && q->ws == q->wq, "the backward reads the copies");
     static const fl_format_desc e5 = FL_DESC_E5M2;
-    const float *W = m.p[FL_P_WDOWN], *h = m.h;
+    const float *W = tm.m.p[FL_P_WDOWN], *h = tm.m.h;
     for (size_t i = 0; i < N * F; i++) {
         const float want = fl_decode_f32(&e5, fl_encode_f32_bits(&e5, fl_f32_bits(h[i] * sx->scale_bwd), FL_RND_NE,
                                                                  FL_OVF_SATURATE, 0)) * (1.0f / sx->scale_bwd);
@@ -340,7 +331,7 @@ static void model_operands(void)
         CHECK(same_float(q->wqt[i], want), "W copy %zu: %a want %a", i, q->wqt[i], want);
     }
     /* dX = G . W5 (m.dh: the down projection's dgrad, the only layer), dW = G^T . X5: <dX, X5> = <dW, W5> */
-    const float *dW = m.g[FL_P_WDOWN], *dX = m.dh;
+    const float *dW = tm.m.g[FL_P_WDOWN], *dX = tm.m.dh;
     const double tol = 1e-5 * (dot_abs(dX, q->xqt, N * F) + dot_abs(dW, q->wqt, C * F));
     const double both = fabs(dot(dX, q->xqt, N * F) - dot(dW, q->wqt, C * F));
     const double fwd_x = fabs(dot(dX, q->xq, N * F) - dot(dW, q->wqt, C * F));
@@ -348,8 +339,7 @@ static void model_operands(void)
     CHECK(both <= tol, "<dX, X5> - <dW, W5> = %g (tolerance %g)", both, tol);
     CHECK(fwd_x > 10 * tol && fwd_w > 10 * tol, "the identity must fail with the forward casts: %g, %g (tolerance %g)", fwd_x,
           fwd_w, tol);
-    fl_model_free(&m);
-    fl_recipe_free(&rec);
+    test_model_free(&tm);
     printf("  model: the down projection's backward reads the e5m2 copies of h and W (identity off by %.2g, %.2g and "
            "%.2g with a forward cast in its place)\n", both, fwd_x, fwd_w);
 }

@@ -15,6 +15,7 @@
  * Every entry is checked; the test fails on the first violation, printing it in hex floats.
  */
 #include "check.h"
+#include "model_test.h"
 #include "train/model.h"
 
 #include <math.h>
@@ -27,48 +28,38 @@ static void check_act(const char *name)
 {
     fl_model_cfg cfg = { .V = 16, .C = 8, .L = 2, .H = 2, .F = 8, .T = 5, .B = 2, .init_std = 0.5f };
     CHECK(!fl_act_parse(&cfg.act, name), "parse %s", name);
-    fl_recipe_cfg rc;
-    fl_recipe_cfg_default(&rc, FL_RECIPE_FP32);
-    const int ns = fl_model_nsites(&cfg);
-    char store[64 * 40];
-    const char *names[64];
-    uint32_t roles[64];
-    uint8_t hp[64];
-    fl_model_site_names(&cfg, store, names, roles, hp);
-    fl_recipe rec;
-    CHECK(!fl_recipe_init(&rec, &rc, ns, names, roles, hp), "recipe init");
-    fl_model m;
-    CHECK(!fl_model_init(&m, &cfg, &rec, 7), "model init");
+    test_model tm;
+    test_model_init(&tm, &cfg, FL_RECIPE_FP32, 7);
     /* perturb the gains and coefficients away from their init so their gradients are generic */
-    for (size_t i = 0; i < m.sizes[FL_P_LN1]; i++) {
-        m.p[FL_P_LN1][i] += 0.1f * (float)((i * 7) % 5) - 0.2f;
-        m.p[FL_P_LN2][i] += 0.1f * (float)((i * 3) % 5) - 0.2f;
+    for (size_t i = 0; i < tm.m.sizes[FL_P_LN1]; i++) {
+        tm.m.p[FL_P_LN1][i] += 0.1f * (float)((i * 7) % 5) - 0.2f;
+        tm.m.p[FL_P_LN2][i] += 0.1f * (float)((i * 3) % 5) - 0.2f;
     }
-    for (size_t i = 0; i < m.sizes[FL_P_ACOEF]; i++)
-        m.p[FL_P_ACOEF][i] += 0.05f * (float)(i % 3);
+    for (size_t i = 0; i < tm.m.sizes[FL_P_ACOEF]; i++)
+        tm.m.p[FL_P_ACOEF][i] += 0.05f * (float)(i % 3);
     uint16_t tok[2 * 6];
     for (int i = 0; i < 12; i++)
         tok[i] = (uint16_t)((i * 5 + 3) % 16);
-    fl_recipe_step_begin(&rec, 0);
-    fl_model_zero_grad(&m);
-    loss_at(&m, tok);
-    fl_model_backward(&m);
+    fl_recipe_step_begin(&tm.rec, 0);
+    fl_model_zero_grad(&tm.m);
+    loss_at(&tm.m, tok);
+    fl_model_backward(&tm.m);
     const float h = 1e-3f;
     int checked = 0;
     for (int t = 0; t < FL_P_COUNT; t++) {
         if (t == FL_P_ACOEF && !fl_act_ncoef(cfg.act))
             continue;
-        const size_t n = m.sizes[t];
+        const size_t n = tm.m.sizes[t];
         const size_t stride = n > 12 ? n / 12 + 1 : 1;
         for (size_t i = 0; i < n; i += stride) {
             if (t == FL_P_ACOEF && (i % FL_ACT_NCOEF) >= (size_t)fl_act_ncoef(cfg.act))
                 continue;
-            float *p = &m.p[t][i];
-            const float p0 = *p, g = m.g[t][i];
+            float *p = &tm.m.p[t][i];
+            const float p0 = *p, g = tm.m.g[t][i];
             *p = p0 + h;
-            const float lp = loss_at(&m, tok);
+            const float lp = loss_at(&tm.m, tok);
             *p = p0 - h;
-            const float lm = loss_at(&m, tok);
+            const float lm = loss_at(&tm.m, tok);
             *p = p0;
             const double fd = ((double)lp - (double)lm) / (2.0 * h);
             CHECK(fabs(fd - g) <= 2e-2 * fabs(g) + 4e-4,
@@ -77,8 +68,7 @@ static void check_act(const char *name)
         }
     }
     CHECK(checked > 80, "%s: only %d entries checked", name, checked);
-    fl_model_free(&m);
-    fl_recipe_free(&rec);
+    test_model_free(&tm);
 }
 
 int main(void)

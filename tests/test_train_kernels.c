@@ -32,6 +32,7 @@
  * The GPU side (each launcher against its twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
+#include "model_test.h"
 #include "fl_base.h"
 #include "train_step.h"
 #include "train/model_simd.h"
@@ -334,25 +335,15 @@ static void check_attn_softmax(void)
 {
     fl_model_cfg cfg = { .V = 32, .C = 16, .L = 1, .H = 2, .F = 16, .T = 37, .B = 2, .init_std = 0.3f };
     CHECK(!fl_act_parse(&cfg.act, "swiglu"), "act");
-    fl_recipe_cfg rc;
-    fl_recipe_cfg_default(&rc, FL_RECIPE_FP32);
-    const int ns = fl_model_nsites(&cfg);
-    char store[64 * 40];
-    const char *names[64];
-    uint32_t roles[64];
-    uint8_t hp[64];
-    fl_model_site_names(&cfg, store, names, roles, hp);
-    fl_recipe rec;
-    CHECK(!fl_recipe_init(&rec, &rc, ns, names, roles, hp), "recipe init");
-    fl_model m;
-    CHECK(!fl_model_init(&m, &cfg, &rec, 3), "model init");
+    test_model tm;
+    test_model_init(&tm, &cfg, FL_RECIPE_FP32, 3);
     const size_t B = cfg.B, T = cfg.T, C = cfg.C, H = cfg.H, hs = C / H, C3 = 3 * C;
     uint16_t tok[2 * 38];
     uint64_t s = 1;
     for (size_t i = 0; i < B * (T + 1); i++)
         tok[i] = (uint16_t)(fl_splitmix64(&s) % cfg.V);
-    fl_model_forward(&m, tok);
-    fl_model_backward(&m);
+    fl_model_forward(&tm.m, tok);
+    fl_model_backward(&tm.m);
     uint64_t tab[32];
     fl_expf_table(tab);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -364,8 +355,8 @@ static void check_attn_softmax(void)
         for (size_t h = 0; h < H; h++)
             for (size_t t = 0; t < T; t++)
                 for (size_t j = 0; j < T; j++) {
-                    const float *q = m.qkv + (b * T + t) * C3 + h * hs, *k = m.qkv + (b * T + j) * C3 + C + h * hs;
-                    const float *go = m.datty + (b * T + t) * C + h * hs, *v = m.qkv + (b * T + j) * C3 + 2 * C + h * hs;
+                    const float *q = tm.m.qkv + (b * T + t) * C3 + h * hs, *k = tm.m.qkv + (b * T + j) * C3 + C + h * hs;
+                    const float *go = tm.m.datty + (b * T + t) * C + h * hs, *v = tm.m.qkv + (b * T + j) * C3 + 2 * C + h * hs;
                     float a = 0.0f, g = 0.0f; /* the harness's sums: d ascending from +0 */
                     for (size_t d = 0; d < hs; d++) {
                         a += q[d] * k[d];
@@ -375,8 +366,8 @@ static void check_attn_softmax(void)
                     dP[((b * H + h) * T + t) * T + j] = g;
                 }
     fl_attn_softmax_fwd(P, S, R, T, scale, tab);
-    CHECK(!memcmp(P, m.att, R * T * sizeof *P), "the probabilities are the harness's");
-    fl_attn_softmax_bwd(dS, m.att, dP, R, T, scale);
+    CHECK(!memcmp(P, tm.m.att, R * T * sizeof *P), "the probabilities are the harness's");
+    fl_attn_softmax_bwd(dS, tm.m.att, dP, R, T, scale);
     int bad = 0;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++)
@@ -384,13 +375,12 @@ static void check_attn_softmax(void)
                 for (size_t d = 0; d < hs; d++) {
                     float dq = 0.0f; /* the harness's: j ascending from +0 */
                     for (size_t j = 0; j <= t; j++)
-                        dq += dS[((b * H + h) * T + t) * T + j] * m.qkv[(b * T + j) * C3 + C + h * hs + d];
-                    bad += fl_f32_bits(dq) != fl_f32_bits(m.dqkv[(b * T + t) * C3 + h * hs + d]);
+                        dq += dS[((b * H + h) * T + t) * T + j] * tm.m.qkv[(b * T + j) * C3 + C + h * hs + d];
+                    bad += fl_f32_bits(dq) != fl_f32_bits(tm.m.dqkv[(b * T + t) * C3 + h * hs + d]);
                 }
     CHECK(!bad, "dq from the softmax backward differs from the harness's in %d elements", bad);
     free(S), free(P), free(dP), free(dS);
-    fl_model_free(&m);
-    fl_recipe_free(&rec);
+    test_model_free(&tm);
     printf("  attention softmax: the harness's probabilities and (through dq) its score gradients, bit for bit\n");
 }
 
