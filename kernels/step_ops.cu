@@ -15,12 +15,6 @@
 
 namespace {
 
-unsigned blocks_for(size_t n)
-{
-    const size_t b = (n + 255) / 256;
-    return (unsigned)(b < 65535 * 4 ? (b ? b : 1) : 65535 * 4);
-}
-
 __global__ void __launch_bounds__(256) add_kernel(float *__restrict__ y, const float *__restrict__ x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -253,12 +247,12 @@ extern "C" int fl_cuda_amax_rms(float *amax, float *rms, const float *x, size_t 
     unsigned *mb = (unsigned *)(ws + R); // after the row sums
     FL_CUDA_CHECK(cudaMemsetAsync(mb, 0, sizeof *mb, st));
     if (R * C)
-        amax_kernel<<<blocks_for(R * C), 256, 0, st>>>(mb, x, R * C);
+        amax_kernel<<<fl_step_grid(R * C), 256, 0, st>>>(mb, x, R * C);
     FL_CUDA_CHECK(cudaGetLastError());
     float *dr = (float *)(mb + 1);
     if (rms) {
         if (R)
-            row_sq_kernel<<<blocks_for(R), 256, 0, st>>>(ws, x, R, C);
+            row_sq_kernel<<<fl_step_grid(R), 256, 0, st>>>(ws, x, R, C);
         rms_total_kernel<<<1, 1, 0, st>>>(dr, ws, R, R * C);
         FL_CUDA_CHECK(cudaGetLastError());
     }
@@ -275,7 +269,7 @@ extern "C" int fl_cuda_add_f32(float *y, const float *x, size_t n, void *stream)
 {
     if (!n)
         return 0;
-    add_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(y, x, n);
+    add_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(y, x, n);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -284,7 +278,7 @@ extern "C" int fl_cuda_relu_fwd(float *h, const float *x, size_t n, void *stream
 {
     if (!n)
         return 0;
-    relu_fwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(h, x, n);
+    relu_fwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(h, x, n);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -293,7 +287,7 @@ extern "C" int fl_cuda_swiglu_f32_fwd(float *h, const float *g, const float *u, 
 {
     if (!n)
         return 0;
-    swiglu_f32_fwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(h, g, u, n);
+    swiglu_f32_fwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(h, g, u, n);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -303,7 +297,7 @@ extern "C" int fl_cuda_swiglu_f32_bwd(float *dg, float *du, const float *g, cons
 {
     if (!n)
         return 0;
-    swiglu_f32_bwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(dg, du, g, u, dh, n);
+    swiglu_f32_bwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(dg, du, g, u, dh, n);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -312,7 +306,7 @@ extern "C" int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size
 {
     if (!n)
         return 0;
-    relu_bwd_kernel<<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(dx, x, dy, n);
+    relu_bwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(dx, x, dy, n);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

@@ -315,12 +315,6 @@ __global__ void __launch_bounds__(XENT_WARPS * 32) attn_softmax_bwd_kernel(float
         dS[i * T + j] = j < n ? p[j] * (dp[j] - d) * scale : 0.0f;
 }
 
-unsigned grid_for(size_t n)
-{
-    const size_t b = (n + 255) / 256;
-    return (unsigned)(b < 65535 * 4 ? (b ? b : 1) : 65535 * 4);
-}
-
 // Blocks of XENT_WARPS rows (a warp per row) for R rows into *blocks; -1 with a message when there are
 // more than a grid takes.
 int warp_row_blocks(const char *who, size_t R, unsigned *blocks)
@@ -379,7 +373,7 @@ extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long 
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
-    cast_fp8_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(
+    cast_fp8_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(
         codes, (unsigned *)amax, counts, x, n, s, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
@@ -390,7 +384,7 @@ extern "C" int fl_cuda_embed_fwd(float *x, const int *tok, const float *wte, con
 {
     if (!N || !C)
         return 0;
-    embed_fwd_kernel<<<grid_for(N * C), 256, 0, (cudaStream_t)stream>>>(x, tok, wte, wpe, N, T, C);
+    embed_fwd_kernel<<<fl_step_grid(N * C), 256, 0, (cudaStream_t)stream>>>(x, tok, wte, wpe, N, T, C);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -400,9 +394,9 @@ extern "C" int fl_cuda_embed_bwd(float *gwte, float *gwpe, const float *dx, cons
 {
     if (!N || !C)
         return 0;
-    embed_bwd_wte_kernel<<<grid_for(ntok * C), 256, 0, (cudaStream_t)stream>>>(gwte, dx, toks, starts, rows, ntok, C);
+    embed_bwd_wte_kernel<<<fl_step_grid(ntok * C), 256, 0, (cudaStream_t)stream>>>(gwte, dx, toks, starts, rows, ntok, C);
     FL_CUDA_CHECK(cudaGetLastError());
-    embed_bwd_wpe_kernel<<<grid_for(T * C), 256, 0, (cudaStream_t)stream>>>(gwpe, dx, N, T, C);
+    embed_bwd_wpe_kernel<<<fl_step_grid(T * C), 256, 0, (cudaStream_t)stream>>>(gwpe, dx, N, T, C);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -426,7 +420,7 @@ extern "C" int fl_cuda_xent_bwd(float *z, const int *tgt, size_t N, size_t V, vo
 {
     if (!N || !V)
         return 0;
-    xent_bwd_kernel<<<grid_for(N * V), 256, 0, (cudaStream_t)stream>>>(z, tgt, N, V, 1.0f / (float)N);
+    xent_bwd_kernel<<<fl_step_grid(N * V), 256, 0, (cudaStream_t)stream>>>(z, tgt, N, V, 1.0f / (float)N);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -467,7 +461,7 @@ extern "C" int fl_cuda_adamw(float *p, const float *g, float *m, float *v, size_
         fprintf(stderr, "fl_cuda_adamw: a NULL pointer\n");
         return -1;
     }
-    adamw_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(p, g, m, v, n, *h);
+    adamw_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(p, g, m, v, n, *h);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

@@ -259,6 +259,14 @@ int fl_cuda_dev_put(void *dst, const void *src, size_t bytes);
 int fl_cuda_dev_get(void *dst, const void *src, size_t bytes);
 int fl_cuda_dev_zero(void *p, size_t bytes);
 
+/* Blocks of 256 threads for a grid-stride loop over n items (the step's elementwise kernels, train_step.cu
+   and step_ops.cu): one item per thread, capped at 4 x 65535 blocks. */
+static inline unsigned fl_step_grid(size_t n)
+{
+    const size_t b = (n + 255) / 256;
+    return (unsigned)(b < 65535 * 4 ? (b ? b : 1) : 65535 * 4);
+}
+
 /* AdamW over n elements: p, m, v updated in place from g.  The CPU twin (kernels/train_step.c: OpenMP
    blocks, the square roots vectorised, correctly rounded like sqrtf) and the CUDA launcher (device
    pointers; stream a cudaStream_t or NULL).  0, or -1 after printing why. */
