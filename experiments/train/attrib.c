@@ -235,61 +235,30 @@ static int load_config(fl_attrib_run *r, const char *dir, char *err, size_t errn
     return rc;
 }
 
+static int finite_nonneg(double v) { return isfinite(v) && v >= 0.0; }
+
 /* metrics.csv: step and lr, steps increasing; tau[] accumulates lr * wd in row order. */
 static int load_metrics(fl_attrib_run *r, const char *dir, char *err, size_t errn)
 {
-    static const char *const cols[] = { "step", "lr" };
-    fl_csv c;
-    int col[2], rc;
-    long cap = 0;
-    double acc = 0.0;
-    if (fl_csv_open(&c, dir, "metrics.csv", err, errn))
+    double *lr;
+    if (fl_csv_series(dir, "metrics.csv", "lr", finite_nonneg, "a finite non-negative number", &r->mstep, &lr,
+                      &r->nmetric, err, errn)) {
+        free(lr);
         return -1;
-    if (fl_csv_need(&c, cols, col, 2))
-        goto bad;
-    while ((rc = fl_csv_row(&c)) > 0) {
-        long step;
-        double lr;
-        if (fl_csv_int(&c, col[0], 0, LONG_MAX, &step) || fl_csv_num(&c, col[1], &lr))
-            goto bad;
-        if (!isfinite(lr) || lr < 0.0) {
-            fail(err, errn, "%s:%ld: lr %s is not a finite non-negative number", c.path, c.lineno, c.fld[col[1]]);
-            goto bad;
-        }
-        if (r->nmetric && step <= r->mstep[r->nmetric - 1]) {
-            fail(err, errn, "%s:%ld: steps not increasing: step %ld after step %ld", c.path, c.lineno, step,
-                 r->mstep[r->nmetric - 1]);
-            goto bad;
-        }
-        if (r->nmetric + 1 >= cap) {
-            cap = cap ? 2 * cap : 1024;
-            long *ms = realloc(r->mstep, (size_t)cap * sizeof *ms);
-            if (ms)
-                r->mstep = ms;
-            double *t = realloc(r->tau, (size_t)cap * sizeof *t);
-            if (t)
-                r->tau = t;
-            if (!ms || !t) {
-                fail(err, errn, "%s: out of memory", c.path);
-                goto bad;
-            }
-        }
-        r->mstep[r->nmetric] = step;
-        r->tau[r->nmetric++] = acc;
-        acc += lr * r->wd;
     }
-    if (rc < 0)
-        goto bad;
-    if (!r->nmetric) {
-        fail(err, errn, "%s: no data rows", c.path);
-        goto bad;
+    r->tau = malloc(((size_t)r->nmetric + 1) * sizeof *r->tau);
+    if (!r->tau) {
+        free(lr);
+        return fail(err, errn, "%s/metrics.csv: out of memory", dir);
+    }
+    double acc = 0.0;
+    for (long i = 0; i < r->nmetric; i++) {
+        r->tau[i] = acc;
+        acc += lr[i] * r->wd;
     }
     r->tau[r->nmetric] = acc;
-    fl_csv_close(&c);
+    free(lr);
     return 0;
-bad:
-    fl_csv_close(&c);
-    return -1;
 }
 
 /* channels.csv: blocks of L*F rows per logged step.  The shortest row, "0,0,0,0,0,0,0,0\n", has 16

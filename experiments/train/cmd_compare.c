@@ -58,47 +58,8 @@ static void run_free(run_t *r)
 /* metrics.csv's step and loss columns and config.json of the run in r->dir. */
 static int run_load(run_t *r, char *err, size_t errn)
 {
-    static const char *const cols[] = { "step", "loss" };
-    fl_csv c;
-    int col[2], rc;
-    long cap = 0;
-    if (fl_csv_open(&c, r->dir, "metrics.csv", err, errn))
+    if (fl_csv_series(r->dir, "metrics.csv", "loss", NULL, NULL, &r->step, &r->loss, &r->n, err, errn))
         return -1;
-    if (fl_csv_need(&c, cols, col, 2))
-        goto bad;
-    while ((rc = fl_csv_row(&c)) > 0) {
-        long step;
-        double loss;
-        if (fl_csv_int(&c, col[0], 0, LONG_MAX, &step) || fl_csv_num(&c, col[1], &loss))
-            goto bad;
-        if (r->n && step <= r->step[r->n - 1]) {
-            snprintf(err, errn, "%s:%ld: steps not increasing: step %ld after step %ld", c.path, c.lineno, step,
-                     r->step[r->n - 1]);
-            goto bad;
-        }
-        if (r->n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            long *s = realloc(r->step, (size_t)cap * sizeof *s);
-            if (s)
-                r->step = s;
-            double *l = realloc(r->loss, (size_t)cap * sizeof *l);
-            if (l)
-                r->loss = l;
-            if (!s || !l) {
-                snprintf(err, errn, "%s: out of memory", c.path);
-                goto bad;
-            }
-        }
-        r->step[r->n] = step;
-        r->loss[r->n++] = loss;
-    }
-    if (rc < 0)
-        goto bad;
-    fl_csv_close(&c);
-    if (!r->n) {
-        snprintf(err, errn, "%s/metrics.csv: no data rows", r->dir);
-        return -1;
-    }
     char p[4200];
     json_error_t je;
     snprintf(p, sizeof p, "%s/config.json", r->dir);
@@ -108,9 +69,6 @@ static int run_load(run_t *r, char *err, size_t errn)
         return -1;
     }
     return 0;
-bad:
-    fl_csv_close(&c);
-    return -1;
 }
 
 /* The keys of config.json whose values differ between a and b (gemm_kchunk aside), comma-separated

@@ -154,3 +154,60 @@ int fl_csv_int(fl_csv *c, int j, long lo, long hi, long *v)
     }
     return 0;
 }
+
+int fl_csv_series(const char *dir, const char *name, const char *colname, int (*need)(double), const char *what,
+                  long **step, double **val, long *n, char *err, size_t errn)
+{
+    const char *const cols[] = { "step", colname };
+    fl_csv c;
+    int col[2], rc;
+    long cap = 0;
+    *step = NULL;
+    *val = NULL;
+    *n = 0;
+    if (fl_csv_open(&c, dir, name, err, errn))
+        return -1;
+    if (fl_csv_need(&c, cols, col, 2))
+        goto bad;
+    while ((rc = fl_csv_row(&c)) > 0) {
+        long s;
+        double v;
+        if (fl_csv_int(&c, col[0], 0, LONG_MAX, &s) || fl_csv_num(&c, col[1], &v))
+            goto bad;
+        if (need && !need(v)) {
+            fail(err, errn, "%s:%ld: %s %s is not %s", c.path, c.lineno, colname, c.fld[col[1]], what);
+            goto bad;
+        }
+        if (*n && s <= (*step)[*n - 1]) {
+            fail(err, errn, "%s:%ld: steps not increasing: step %ld after step %ld", c.path, c.lineno, s,
+                 (*step)[*n - 1]);
+            goto bad;
+        }
+        if (*n + 1 >= cap) {
+            cap = cap ? 2 * cap : 1024;
+            long *ms = realloc(*step, (size_t)cap * sizeof *ms);
+            if (ms)
+                *step = ms;
+            double *mv = realloc(*val, (size_t)cap * sizeof *mv);
+            if (mv)
+                *val = mv;
+            if (!ms || !mv) {
+                fail(err, errn, "%s: out of memory", c.path);
+                goto bad;
+            }
+        }
+        (*step)[*n] = s;
+        (*val)[(*n)++] = v;
+    }
+    if (rc < 0)
+        goto bad;
+    if (!*n) {
+        fail(err, errn, "%s: no data rows", c.path);
+        goto bad;
+    }
+    fl_csv_close(&c);
+    return 0;
+bad:
+    fl_csv_close(&c);
+    return -1;
+}

@@ -36,4 +36,13 @@ int fl_csv_row(fl_csv *c);
 int fl_csv_num(fl_csv *c, int j, double *v);
 int fl_csv_int(fl_csv *c, int j, long lo, long hi, long *v);
 
+/* A column of dir/name against its "step" column (metrics.csv's loss, lr, ...): the rows' steps and
+   values into *step and *val (malloc'd, *n + 1 slots each, the caller frees them also on failure), the
+   steps increasing strictly.  need, when not NULL, is a test every value passes, named by what (the
+   message: "<file>:<line>: <col> <text> is not <what>").  0, or -1 with the reason in err: the file's
+   damage (fl_csv_row), a missing column, a value failing need, steps not increasing, no data rows, out of
+   memory. */
+int fl_csv_series(const char *dir, const char *name, const char *col, int (*need)(double), const char *what,
+                  long **step, double **val, long *n, char *err, size_t errn);
+
 #endif /* FL_RUNCSV_H */
