@@ -9,7 +9,7 @@
  *     reads and writes, in what order, with what shapes and strides — is tested in `make test` against
  *     the harness (tests/test_gstep.c);
  *   - the CUDA table (gstep_cuda.c, in build/fp8lab-cuda): the kernels' launchers and cuBLASLt.  It is
- *     compiled in CI and has not yet run on a GPU.
+ *     compiled in CI; on an H200 its runs agreed with the harness (kernels/gpu-results/2026-11-27-h200-train/).
  * The step's order of operations is the harness's (model.c, fl_model_forward / fl_model_backward), and
  * so are its element functions.  Its sums are the harness's except in two places: the attention, whose
  * four GEMMs per head run through ops->gemm here and through the harness's own loops there, and the
