@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FL_RM_REQUIRE(cond, ...) FL_REQUIRE("fl_cuda_gemm_rm: ", cond, #cond, __VA_ARGS__)
@@ -82,10 +83,13 @@ __global__ void sumsq_total_kernel(double *__restrict__ part, size_t chunks)
     part[0] = t;
 }
 
-// amax as fl_amax_rms: the largest bit pattern of |x| over the non-NaN elements (a warp's maximum, then
-// one atomicMax per warp into *mb, which starts at 0).
+// amax as fl_amax_rms: the largest bit pattern of |x| over the non-NaN elements (no order to keep): a
+// warp's maximum, the block's from its warps' through shared memory, then one atomicMax per block into
+// *mb, which starts at 0.  AMAX_BLOCKS caps the grid, so that the atomics on one address stay few.
+enum { AMAX_BLOCKS = 1024 };
 __global__ void __launch_bounds__(256) amax_kernel(unsigned *__restrict__ mb, const float *__restrict__ x, size_t n)
 {
+    __shared__ unsigned wm[8];
     unsigned m = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const unsigned b = fl_f32_bits(x[i]) & 0x7FFFFFFFu;
@@ -95,30 +99,62 @@ __global__ void __launch_bounds__(256) amax_kernel(unsigned *__restrict__ mb, co
         const unsigned v = __shfl_down_sync(0xFFFFFFFFu, m, o);
         m = v > m ? v : m;
     }
-    if ((threadIdx.x & 31) == 0 && m)
-        atomicMax(mb, m);
-}
-
-// rms as fl_amax_rms: a thread per row, its sum over c in order; then one thread adds the rows in order.
-__global__ void __launch_bounds__(256) row_sq_kernel(double *__restrict__ rs, const float *__restrict__ x, size_t R,
-                                                     size_t C)
-{
-    for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < R; r += (size_t)gridDim.x * blockDim.x) {
-        double s = 0.0;
-        for (size_t c = 0; c < C; c++) {
-            const double a = (double)fabsf(x[r * C + c]);
-            s = __dadd_rn(s, __dmul_rn(a, a));
-        }
-        rs[r] = s;
+    if ((threadIdx.x & 31) == 0)
+        wm[threadIdx.x / 32] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < 8; w++)
+            m = wm[w] > m ? wm[w] : m;
+        if (m)
+            atomicMax(mb, m);
     }
 }
 
-__global__ void rms_total_kernel(float *__restrict__ out, const double *__restrict__ rs, size_t R, size_t n)
+// rms as fl_amax_rms: each row's sum over c in order, then the rows' sums in row order.  A warp takes 32
+// rows: tiles of 32 x 32 read coalesced into shared memory, lane j adding row j's 32 values in order
+// (rms_bwd_kernel's pattern in train_step.cu).
+enum { SQ_WARPS = 8 };
+__global__ void __launch_bounds__(SQ_WARPS * 32) row_sq_kernel(double *__restrict__ rs, const float *__restrict__ x,
+                                                              size_t R, size_t C)
 {
+    __shared__ float tile[SQ_WARPS][32][33];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t r0 = ((size_t)blockIdx.x * SQ_WARPS + w) * 32;
+    if (r0 >= R)
+        return;
+    double s = 0.0;
+    for (size_t c0 = 0; c0 < C; c0 += 32) {
+        for (int j = 0; j < 32; j++)
+            tile[w][j][lane] = r0 + j < R && c0 + lane < C ? x[(r0 + j) * C + c0 + lane] : 0.0f;
+        __syncwarp();
+        for (int c = 0; c < 32 && c0 + c < C; c++) {
+            const double a = (double)fabsf(tile[w][lane][c]);
+            s = __dadd_rn(s, __dmul_rn(a, a));
+        }
+        __syncwarp();
+    }
+    if (r0 + lane < R)
+        rs[r0 + lane] = s;
+}
+
+// The rows' sums added in order by one thread, read ahead by the block into shared memory.
+__global__ void __launch_bounds__(256) rms_total_kernel(float *__restrict__ out, const double *__restrict__ rs, size_t R,
+                                                        size_t n)
+{
+    __shared__ double buf[256];
     double t = 0.0;
-    for (size_t r = 0; r < R; r++)
-        t = __dadd_rn(t, rs[r]);
-    *out = (float)__dsqrt_rn(__ddiv_rn(t, (double)(n > 0 ? n : 1)));
+    for (size_t r0 = 0; r0 < R; r0 += 256) {
+        buf[threadIdx.x] = r0 + threadIdx.x < R ? rs[r0 + threadIdx.x] : 0.0;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const size_t m = R - r0 < 256 ? R - r0 : 256;
+            for (size_t j = 0; j < m; j++)
+                t = __dadd_rn(t, buf[j]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *out = (float)__dsqrt_rn(__ddiv_rn(t, (double)(n > 0 ? n : 1)));
 }
 
 bool rm_type(cudaDataType_t *t, fl_format f)
@@ -159,7 +195,70 @@ uint32_t align_of(const void *p, size_t ld_bytes, size_t stride_bytes, size_t ba
 
 // Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T: cuBLASLt's A is our B
 // and its B is our A.  A row-major matrix stored (r, c) with ld is the column-major (c, r) with ld.
-extern "C" int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt_handle, void *ws, size_t ws_bytes, void *stream)
+
+// What picks a plan: everything the descriptors and the heuristic see.  Built zeroed (memcmp compares it).
+struct rm_key {
+    int ta, tb, fmt;
+    size_t M, N, K, lda, ldb, ldc, sa, sb, sc, batch, wsb;
+    uint32_t al[4];
+};
+
+// One problem's descriptors and the heuristic's algorithm for them.
+struct rm_plan {
+    rm_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c, d;
+    cublasLtMatmulAlgo_t algo;
+};
+
+enum { RM_PLANS_MAX = 512 };
+
+struct fl_gemm_plans {
+    rm_plan v[RM_PLANS_MAX];
+    int n;
+};
+
+namespace {
+
+// The plan for key k into *pl (descriptors owned by the caller on success), through lt's handle.
+int rm_plan_make(rm_plan *pl, const rm_key &k, cublasLtHandle_t handle)
+{
+    cudaDataType_t t;
+    rm_type(&t, (fl_format)k.fmt);
+    fl::lt_call lt;
+    lt.handle = handle;
+    FL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opa = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    // cuBLASLt's A: our B stored (K, N) [tb 0] or (N, K) [tb 1]; its B: our A stored (M, K) or (K, M)
+    if (layout(&lt.a, t, k.tb ? k.K : k.N, k.tb ? k.N : k.K, k.ldb, k.batch, k.sb) ||
+        layout(&lt.b, t, k.ta ? k.M : k.K, k.ta ? k.K : k.M, k.lda, k.batch, k.sa) ||
+        layout(&lt.c, CUDA_R_32F, k.N, k.M, k.ldc, k.batch, k.sc) ||
+        layout(&lt.d, CUDA_R_32F, k.N, k.M, k.ldc, k.batch, k.sc))
+        return -1;
+    cublasLtMatmulHeuristicResult_t heur;
+    if (lt.pick(k.wsb, k.al, &heur, "fl_cuda_gemm_rm"))
+        return -1;
+    *pl = rm_plan{ k, lt.op, lt.a, lt.b, lt.c, lt.d, heur.algo };
+    lt.op = nullptr; // now the plan's
+    lt.a = lt.b = lt.c = lt.d = nullptr;
+    return 0;
+}
+
+void rm_plan_free(rm_plan *pl)
+{
+    for (cublasLtMatrixLayout_t l : { pl->d, pl->c, pl->b, pl->a })
+        if (l)
+            cublasLtMatrixLayoutDestroy(l);
+    if (pl->op)
+        cublasLtMatmulDescDestroy(pl->op);
+}
+
+} // namespace
+
+extern "C" int fl_cuda_gemm_rm_cached(const fl_gemm_rm *g, void *plans, void *lt_handle, void *ws, size_t ws_bytes,
+                                      void *stream)
 {
     FL_RM_REQUIRE(g && g->A && g->B && g->C && lt_handle, "NULL operand or handle");
     if (!g->M || !g->N || !g->batch)
@@ -171,34 +270,60 @@ extern "C" int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt_handle, void *ws, s
                   "A and B both fp32 or both bf16 (got %d, %d)", (int)g->afmt, (int)g->bfmt);
     FL_RM_REQUIRE(g->lda >= (g->ta ? g->M : g->K) && g->ldb >= (g->tb ? g->K : g->N) && g->ldc >= g->N,
                   "leading dimensions");
-    fl::lt_call lt;
-    lt.handle = (cublasLtHandle_t)lt_handle;
-    FL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t opa = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    FL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    // cuBLASLt's A: our B stored (K, N) [tb 0] or (N, K) [tb 1]; its B: our A stored (M, K) or (K, M)
-    if (layout(&lt.a, tb, g->tb ? g->K : g->N, g->tb ? g->N : g->K, g->ldb, g->batch, g->sb) ||
-        layout(&lt.b, ta, g->ta ? g->M : g->K, g->ta ? g->K : g->M, g->lda, g->batch, g->sa) ||
-        layout(&lt.c, CUDA_R_32F, g->N, g->M, g->ldc, g->batch, g->sc) ||
-        layout(&lt.d, CUDA_R_32F, g->N, g->M, g->ldc, g->batch, g->sc))
-        return -1;
-    const size_t wsb = ws ? ws_bytes : 0;
+    rm_key k;
+    memset(&k, 0, sizeof k);
+    k.ta = g->ta != 0;
+    k.tb = g->tb != 0;
+    k.fmt = (int)g->afmt;
+    k.M = g->M, k.N = g->N, k.K = g->K, k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
+    k.sa = g->sa, k.sb = g->sb, k.sc = g->sc, k.batch = g->batch;
+    k.wsb = ws ? ws_bytes : 0;
     // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; the step's views (a head's columns,
     // a plane of the gated FFN) are aligned less
     const size_t es = g->afmt == FL_FMT_BF16 ? 2 : 4;
-    const uint32_t al[4] = { align_of(g->B, g->ldb * es, g->sb * es, g->batch),
-                             align_of(g->A, g->lda * es, g->sa * es, g->batch),
-                             align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch),
-                             align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch) };
-    cublasLtMatmulHeuristicResult_t heur;
-    if (lt.pick(wsb, al, &heur, "fl_cuda_gemm_rm"))
-        return -1;
+    k.al[0] = align_of(g->B, g->ldb * es, g->sb * es, g->batch);
+    k.al[1] = align_of(g->A, g->lda * es, g->sa * es, g->batch);
+    k.al[2] = k.al[3] = align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch);
+    fl_gemm_plans *ps = (fl_gemm_plans *)plans;
+    rm_plan one = {}, *pl = nullptr;
+    for (int i = 0; ps && i < ps->n && !pl; i++)
+        if (!memcmp(&ps->v[i].key, &k, sizeof k))
+            pl = &ps->v[i];
+    const bool keep = !pl && ps && ps->n < RM_PLANS_MAX; // a full cache plans each further problem anew
+    if (!pl) {
+        pl = keep ? &ps->v[ps->n] : &one;
+        if (rm_plan_make(pl, k, (cublasLtHandle_t)lt_handle))
+            return -1;
+        if (keep)
+            ps->n++;
+    }
     const float alpha = 1.0f;
-    FL_CUBLAS_CHECK(cublasLtMatmul(lt.handle, lt.op, &alpha, g->B, lt.a, g->A, lt.b, &g->beta, g->C, lt.c, g->C, lt.d,
-                                   &heur.algo, ws, wsb, (cudaStream_t)stream));
+    const cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)lt_handle, pl->op, &alpha, g->B, pl->a, g->A, pl->b,
+                                             &g->beta, g->C, pl->c, g->C, pl->d, &pl->algo, ws, k.wsb,
+                                             (cudaStream_t)stream);
+    if (pl == &one)
+        rm_plan_free(&one);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "fl_cuda_gemm_rm: cublasLtMatmul: %s\n", cublasLtGetStatusString(st));
+        return -1;
+    }
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
+}
+
+extern "C" int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt_handle, void *ws, size_t ws_bytes, void *stream)
+{
+    return fl_cuda_gemm_rm_cached(g, nullptr, lt_handle, ws, ws_bytes, stream);
+}
+
+extern "C" void *fl_cuda_gemm_plans_new(void) { return calloc(1, sizeof(fl_gemm_plans)); }
+
+extern "C" void fl_cuda_gemm_plans_free(void *plans)
+{
+    fl_gemm_plans *ps = (fl_gemm_plans *)plans;
+    for (int i = 0; ps && i < ps->n; i++)
+        rm_plan_free(&ps->v[i]);
+    free(ps);
 }
 
 extern "C" void *fl_cuda_lt_new(void)
@@ -247,13 +372,13 @@ extern "C" int fl_cuda_amax_rms(float *amax, float *rms, const float *x, size_t 
     unsigned *mb = (unsigned *)(ws + R); // after the row sums
     FL_CUDA_CHECK(cudaMemsetAsync(mb, 0, sizeof *mb, st));
     if (R * C)
-        amax_kernel<<<fl_step_grid(R * C), 256, 0, st>>>(mb, x, R * C);
+        amax_kernel<<<fl_step_grid(R * C) < AMAX_BLOCKS ? fl_step_grid(R * C) : AMAX_BLOCKS, 256, 0, st>>>(mb, x, R * C);
     FL_CUDA_CHECK(cudaGetLastError());
     float *dr = (float *)(mb + 1);
     if (rms) {
         if (R)
-            row_sq_kernel<<<fl_step_grid(R), 256, 0, st>>>(ws, x, R, C);
-        rms_total_kernel<<<1, 1, 0, st>>>(dr, ws, R, R * C);
+            row_sq_kernel<<<(unsigned)((R + SQ_WARPS * 32 - 1) / (SQ_WARPS * 32)), SQ_WARPS * 32, 0, st>>>(ws, x, R, C);
+        rms_total_kernel<<<1, 256, 0, st>>>(dr, ws, R, R * C);
         FL_CUDA_CHECK(cudaGetLastError());
     }
     unsigned back[2];
@@ -330,6 +455,12 @@ extern "C" void *fl_cuda_dev_alloc(size_t bytes)
         return nullptr;
     }
     return p;
+}
+
+extern "C" int fl_cuda_dev_sync(void)
+{
+    FL_CUDA_CHECK(cudaDeviceSynchronize());
+    return 0;
 }
 
 extern "C" void fl_cuda_dev_free(void *p) { cudaFree(p); }

@@ -213,6 +213,15 @@ typedef struct {
 
 /* lt: a cublasLtHandle_t (fl_cuda_lt_new); ws: a device workspace of ws_bytes. */
 int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt, void *ws, size_t ws_bytes, void *stream);
+/* The same with a cache of plans (fl_cuda_gemm_plans_new): a problem's cuBLASLt descriptors and the
+   algorithm its heuristic picked, kept by everything they depend on (transposes, format, shapes, leading
+   dimensions, batch and strides, the operands' alignments, the workspace), so that a step's repeated
+   problems skip the descriptors and the heuristic.  The algorithm is the one an uncached call picks: the
+   same bits (tests/test_gpu_twins.cu).  plans NULL: fl_cuda_gemm_rm.  Up to 512 problems are kept; a
+   further one is planned at each call. */
+int fl_cuda_gemm_rm_cached(const fl_gemm_rm *g, void *plans, void *lt, void *ws, size_t ws_bytes, void *stream);
+void *fl_cuda_gemm_plans_new(void); /* NULL when out of memory */
+void fl_cuda_gemm_plans_free(void *plans);
 void *fl_cuda_lt_new(void);
 void fl_cuda_lt_free(void *lt);
 
@@ -258,6 +267,7 @@ void fl_cuda_dev_free(void *p);
 int fl_cuda_dev_put(void *dst, const void *src, size_t bytes);
 int fl_cuda_dev_get(void *dst, const void *src, size_t bytes);
 int fl_cuda_dev_zero(void *p, size_t bytes);
+int fl_cuda_dev_sync(void); /* waits for the device's work so far; 0, or -1 after a message */
 
 /* Blocks of 256 threads for a grid-stride loop over n items (the step's elementwise kernels, train_step.cu
    and step_ops.cu): one item per thread, capped at 4 x 65535 blocks. */

@@ -8,7 +8,9 @@
  *  2. its loss AGREEs with the harness's at every step within the envelope of three --gemm-kchunk
  *     reruns of the harness (fl_loss_envelope, window bound, factor 4, floor 4 ulp);
  *  3. the same step with the gradient clip off (clip 0; the harness clips at 1) DISAGREEs: the bound
- *     separates a wrong step from a reordered one.
+ *     separates a wrong step from a reordered one;
+ *  4. profiled (fl_gstep_prof), the step gives the same bits, and each part is called as often per step as
+ *     the model's structure says.
  */
 #include "check.h"
 #include "model_test.h"
@@ -76,7 +78,8 @@ static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, do
 
 /* The GPU step on the host table from the harness's initial weights; cfg_step: the configuration its
    optimizer uses (the control changes it). */
-static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const fl_data *d, double *loss, float *g0)
+static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const fl_data *d, double *loss, float *g0,
+                      fl_gstep_prof *prof)
 {
     test_model h; /* only for the initial weights */
     test_model_init(&h, &c->model, (fl_recipe_kind)c->recipe.kind, c->seed);
@@ -84,6 +87,7 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, (int)c->recipe.kind) &&
               !fl_gstep_upload(&s, h.m.params, NULL, NULL),
           "gstep init");
+    s.prof = prof;
     uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
     CHECK(batch, "memory");
     for (uint64_t t = 0; t < STEPS; t++) {
@@ -115,7 +119,7 @@ static void check_config(fl_act_kind act, int recipe)
     static const uint32_t ks[NK] = { 4, 8, 32 };
     for (int k = 0; k < NK; k++)
         harness_run(&c, &d, ks[k], pert[k], NULL);
-    gstep_run(&c, &c, &d, step, gs);
+    gstep_run(&c, &c, &d, step, gs, NULL);
 
     /* 1. gradients of step 0, tensor by tensor */
     const double tol = recipe == FL_RECIPE_BF16 ? 1e-4 : 1e-5;
@@ -149,10 +153,46 @@ static void check_config(fl_act_kind act, int recipe)
     /* 3. a wrong step: no clipping */
     fl_train_cfg bad = c;
     bad.clip = 0.0f;
-    gstep_run(&c, &bad, &d, ctl, NULL);
+    gstep_run(&c, &bad, &d, ctl, NULL, NULL);
     const int vb = fl_loss_envelope(&r, NULL, ref, ctl, pp, NK, STEPS, 4.0, 4.0, FL_BOUND_WINDOW);
     CHECK(vb == 1, "%s/%s: the step without clipping should DISAGREE, got %s (ratio %.3g)", fl_act_table[act].name,
           fl_recipe_name((fl_recipe_kind)recipe), fl_envelope_name(vb), r.worst_ratio);
+    /* 4. the profile (FP8LAB_GSTEP_PROFILE): the same bits, and each part's calls per step as the step's
+       structure gives them (L layers, G planes of the FFN's first Linear, B sequences) */
+    fl_gstep_prof prof;
+    memset(&prof, 0, sizeof prof);
+    double prl[STEPS];
+    float *gp = malloc(np * sizeof *gp);
+    CHECK(gp, "memory");
+    gstep_run(&c, &c, &d, prl, gp, &prof);
+    CHECK(!memcmp(prl, step, sizeof prl) && !memcmp(gp, gs, np * sizeof *gp), "profiling changed the step's bits");
+    const uint64_t L = c.model.L, G = fl_act_gated(c.model.act) ? 2 : 1, B = c.model.B;
+    const uint64_t bf = recipe == FL_RECIPE_BF16;
+    const struct { fl_gstep_part k; uint64_t per_step; } want[] = {
+        { FL_GP_ZERO, 1 },
+        { FL_GP_LIN_GEMM, L * (9 + 3 * G) + 3 },  /* forward qkv, proj, G planes, down, head; backward two each */
+        { FL_GP_ATT_GEMM, 6 * L * B },            /* two per sequence forward, four backward */
+        { FL_GP_SOFTMAX, 2 * L },
+        { FL_GP_CAST, bf * (1 + 3 * (4 * L + 1)) }, /* the weights; X forward, dY and X backward per Linear */
+        { FL_GP_STATS, 2 * L },
+        { FL_GP_NORM, 1 },
+        { FL_GP_ADAMW, FL_P_COUNT },
+        { FL_GP_COPY, 6 },                        /* tokens, targets, the losses back, the embedding index (3) */
+        { FL_GP_PARAMS, 0 },
+    };
+    CHECK(prof.steps == STEPS, "profile: %llu steps", (unsigned long long)prof.steps);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK(prof.calls[want[i].k] == want[i].per_step * STEPS, "profile part %d: %llu calls in %d steps, expected %llu",
+              (int)want[i].k, (unsigned long long)prof.calls[want[i].k], STEPS,
+              (unsigned long long)(want[i].per_step * STEPS));
+    double ptot = 0.0;
+    for (int k = 0; k < FL_GP_COUNT; k++) {
+        CHECK(prof.secs[k] >= 0.0, "profile part %d: negative time", k);
+        ptot += prof.secs[k];
+    }
+    CHECK(ptot > 0.0, "profile: no time measured");
+    free(gp);
+
     printf("  %-8s %-4s step-0 gradients within %.2g (relative); loss AGREE, largest ratio %.3g of the bound (envelope "
            "%.3g); without clipping DISAGREE from step %ld\n",
            fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), worst, ratio, env, r.first_bad);

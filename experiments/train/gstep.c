@@ -9,11 +9,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TRY(call)                                                                                          \
     do {                                                                                                   \
         if (call)                                                                                          \
             return -1;                                                                                     \
+    } while (0)
+
+/* The profile's clock (gstep.h, fl_gstep_prof): 0 when off, else the time after draining the device. */
+static double prof_begin(const fl_gstep *s)
+{
+    if (!s->prof || s->ops->sync(s->ctx))
+        return 0.0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void prof_end(const fl_gstep *s, fl_gstep_part k, double t0)
+{
+    if (!s->prof || s->ops->sync(s->ctx))
+        return;
+    s->prof->secs[k] += prof_begin(s) - t0;
+    s->prof->calls[k]++;
+}
+
+/* call (an operation returning 0 or -1) in part k of the profile. */
+#define OP(k, call)                                                                                        \
+    do {                                                                                                   \
+        const double t0_ = prof_begin(s);                                                                  \
+        if (call)                                                                                          \
+            return -1;                                                                                     \
+        prof_end(s, (k), t0_);                                                                             \
     } while (0)
 
 static size_t gdim(const fl_gstep *s) { return fl_act_gated(s->cfg.act) ? 2u : 1u; }
@@ -34,12 +62,13 @@ static const void *at(const void *base, fl_format f, size_t i)
     return f == FL_FMT_BF16 ? (const void *)((const uint16_t *)base + i) : (const void *)((const float *)base + i);
 }
 
-static int gemm(fl_gstep *s, int ta, int tb, size_t M, size_t N, size_t K, const void *A, fl_format af, size_t lda,
+static int gemm(fl_gstep *s, fl_gstep_part k, int ta, int tb, size_t M, size_t N, size_t K, const void *A, fl_format af, size_t lda,
                 size_t sa, const void *B, fl_format bf, size_t ldb, size_t sb, float beta, float *C, size_t ldc,
                 size_t sc, size_t batch)
 {
     const fl_gstep_gemm g = { ta, tb, M, N, K, A, af, lda, sa, B, bf, ldb, sb, beta, C, ldc, sc, batch };
-    return s->ops->gemm(s->ctx, &g);
+    OP(k, s->ops->gemm(s->ctx, &g));
+    return 0;
 }
 
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe)
@@ -162,7 +191,11 @@ void fl_gstep_free(fl_gstep *s)
     memset(s, 0, sizeof *s);
 }
 
-int fl_gstep_params(const fl_gstep *s, float *out) { return per_tensor(s, s->params, NULL, out); }
+int fl_gstep_params(const fl_gstep *s, float *out)
+{
+    OP(FL_GP_PARAMS, per_tensor(s, s->params, NULL, out));
+    return 0;
+}
 int fl_gstep_grads(const fl_gstep *s, float *out) { return per_tensor(s, s->grads, NULL, out); }
 
 int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av)
@@ -179,7 +212,7 @@ static int operand(fl_gstep *s, const void **op, fl_format *f, uint16_t *q, cons
     *f = FL_FMT_FP32;
     if (!s->bf16)
         return 0;
-    TRY(s->ops->to_bf16(s->ctx, q, x, n));
+    OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, q, x, n));
     *op = q;
     *f = FL_FMT_BF16;
     return 0;
@@ -200,7 +233,7 @@ static int lin_fwd(fl_gstep *s, float *Y, const float *X, const float *W, size_t
     TRY(operand(s, &x, &xf, s->xq, X, N * K));
     const fl_format wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
     for (size_t p = 0; p < P; p++)
-        TRY(gemm(s, 0, 1, N, Mp, K, x, xf, K, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0, 0.0f, Y + p * N * Mp, Mp,
+        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 1, N, Mp, K, x, xf, K, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0, 0.0f, Y + p * N * Mp, Mp,
                  0, 1));
     return 0;
 }
@@ -217,9 +250,9 @@ static int lin_bwd(fl_gstep *s, float *dX, float *dW, const float *dY, const flo
     TRY(operand(s, &x, &xf, s->xq, X, N * K));
     const fl_format wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
     for (size_t p = 0; p < P; p++) {
-        TRY(gemm(s, 0, 0, N, K, Mp, at(g, gf, p * N * Mp), gf, Mp, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0,
+        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 0, N, K, Mp, at(g, gf, p * N * Mp), gf, Mp, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0,
                  p ? 1.0f : 0.0f, dX, K, 0, 1));
-        TRY(gemm(s, 1, 0, Mp, K, N, at(g, gf, p * N * Mp), gf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K, K, 0, 1));
+        TRY(gemm(s, FL_GP_LIN_GEMM, 1, 0, Mp, K, N, at(g, gf, p * N * Mp), gf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K, K, 0, 1));
     }
     return 0;
 }
@@ -234,11 +267,11 @@ static int attn_fwd(fl_gstep *s, float *out, float *P, const float *qkv)
     const fl_format f = FL_FMT_FP32;
     for (size_t b = 0; b < B; b++) {
         const float *x = qkv + b * T * C3;
-        TRY(gemm(s, 0, 1, T, T, hs, x, f, C3, hs, x + C, f, C3, hs, 0.0f, s->ds + b * H * TT, T, TT, H));
+        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 1, T, T, hs, x, f, C3, hs, x + C, f, C3, hs, 0.0f, s->ds + b * H * TT, T, TT, H));
     }
-    TRY(s->ops->softmax_fwd(s->ctx, P, s->ds, B * H * T, T, 1.0f / sqrtf((float)hs)));
+    OP(FL_GP_SOFTMAX, s->ops->softmax_fwd(s->ctx, P, s->ds, B * H * T, T, 1.0f / sqrtf((float)hs)));
     for (size_t b = 0; b < B; b++)
-        TRY(gemm(s, 0, 0, T, hs, T, P + b * H * TT, f, T, TT, qkv + b * T * C3 + 2 * C, f, C3, hs, 0.0f, out + b * T * C, C,
+        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 0, T, hs, T, P + b * H * TT, f, T, TT, qkv + b * T * C3 + 2 * C, f, C3, hs, 0.0f, out + b * T * C, C,
                  hs, H));
     return 0;
 }
@@ -252,15 +285,15 @@ static int attn_bwd(fl_gstep *s, float *dqkv, const float *dout, const float *P,
     for (size_t b = 0; b < B; b++) {
         const float *go = dout + b * T * C, *x = qkv + b * T * C3, *Pb = P + b * H * TT;
         float *dx = dqkv + b * T * C3;
-        TRY(gemm(s, 0, 1, T, T, hs, go, f, C, hs, x + 2 * C, f, C3, hs, 0.0f, s->dp + b * H * TT, T, TT, H));
-        TRY(gemm(s, 1, 0, T, hs, T, Pb, f, T, TT, go, f, C, hs, 0.0f, dx + 2 * C, C3, hs, H));
+        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 1, T, T, hs, go, f, C, hs, x + 2 * C, f, C3, hs, 0.0f, s->dp + b * H * TT, T, TT, H));
+        TRY(gemm(s, FL_GP_ATT_GEMM, 1, 0, T, hs, T, Pb, f, T, TT, go, f, C, hs, 0.0f, dx + 2 * C, C3, hs, H));
     }
-    TRY(s->ops->softmax_bwd(s->ctx, s->ds, P, s->dp, B * H * T, T, 1.0f / sqrtf((float)hs)));
+    OP(FL_GP_SOFTMAX, s->ops->softmax_bwd(s->ctx, s->ds, P, s->dp, B * H * T, T, 1.0f / sqrtf((float)hs)));
     for (size_t b = 0; b < B; b++) {
         const float *x = qkv + b * T * C3, *dS = s->ds + b * H * TT;
         float *dx = dqkv + b * T * C3;
-        TRY(gemm(s, 0, 0, T, hs, T, dS, f, T, TT, x + C, f, C3, hs, 0.0f, dx, C3, hs, H));
-        TRY(gemm(s, 1, 0, T, hs, T, dS, f, T, TT, x, f, C3, hs, 0.0f, dx + C, C3, hs, H));
+        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 0, T, hs, T, dS, f, T, TT, x + C, f, C3, hs, 0.0f, dx, C3, hs, H));
+        TRY(gemm(s, FL_GP_ATT_GEMM, 1, 0, T, hs, T, dS, f, T, TT, x, f, C3, hs, 0.0f, dx + C, C3, hs, H));
     }
     return 0;
 }
@@ -276,44 +309,48 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
     void *cx = s->ctx;
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
+    const double th = prof_begin(s);
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < T; t++) {
             s->htok[b * T + t] = tokens[b * (T + 1) + t];
             s->htgt[b * T + t] = tokens[b * (T + 1) + t + 1];
         }
-    TRY(o->put(cx, s->tok, s->htok, N * sizeof(int)));
-    TRY(o->put(cx, s->tgt, s->htgt, N * sizeof(int)));
+    prof_end(s, FL_GP_HOST, th);
+    OP(FL_GP_COPY, o->put(cx, s->tok, s->htok, N * sizeof(int)));
+    OP(FL_GP_COPY, o->put(cx, s->tgt, s->htgt, N * sizeof(int)));
     if (s->bf16) /* the weights' bf16 copies, once per step (the harness casts each W at its Linear: the same values) */
-        TRY(o->to_bf16(cx, s->wq, s->params, s->ntot));
-    TRY(o->embed_fwd(cx, s->resid, s->tok, s->p[FL_P_WTE], s->p[FL_P_WPE], N, T, C));
+        OP(FL_GP_CAST, o->to_bf16(cx, s->wq, s->params, s->ntot));
+    OP(FL_GP_EMBED, o->embed_fwd(cx, s->resid, s->tok, s->p[FL_P_WTE], s->p[FL_P_WPE], N, T, C));
     for (size_t l = 0; l < L; l++) {
         const float *x = s->resid + l * N * C;
         float *ln1 = s->ln1 + l * N * C, *qkv = s->qkv + l * N * 3 * C, *atty = s->atty + l * N * C;
         float *r2 = s->r2 + l * N * C, *ln2 = s->ln2 + l * N * C, *pre = s->pre + l * N * G * F;
         float *h = s->h + l * N * F, *xo = s->resid + (l + 1) * N * C;
-        TRY(o->rms_fwd(cx, ln1, s->rstd1 + l * N, x, s->p[FL_P_LN1] + l * C, N, C, rms_eps));
+        OP(FL_GP_RMS, o->rms_fwd(cx, ln1, s->rstd1 + l * N, x, s->p[FL_P_LN1] + l * C, N, C, rms_eps));
         TRY(lin_fwd(s, qkv, ln1, s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
         TRY(attn_fwd(s, atty, s->att + l * B * H * T * T, qkv));
         TRY(lin_fwd(s, r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
-        TRY(o->add(cx, r2, x, N * C));
-        TRY(o->rms_fwd(cx, ln2, s->rstd2 + l * N, r2, s->p[FL_P_LN2] + l * C, N, C, rms_eps));
+        OP(FL_GP_ADD, o->add(cx, r2, x, N * C));
+        OP(FL_GP_RMS, o->rms_fwd(cx, ln2, s->rstd2 + l * N, r2, s->p[FL_P_LN2] + l * C, N, C, rms_eps));
         fl_ffn_fwd_stats *fs = &s->ffn[l];
         fs->in_rms = NAN;
-        TRY(o->amax_rms(cx, &fs->in_amax, NULL, ln2, N, C));
+        OP(FL_GP_STATS, o->amax_rms(cx, &fs->in_amax, NULL, ln2, N, C));
         TRY(lin_fwd(s, pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
-        TRY(o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
-        TRY(o->amax_rms(cx, &fs->act_amax, &fs->act_rms, h, N, F));
+        OP(FL_GP_ACT, o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
+        OP(FL_GP_STATS, o->amax_rms(cx, &fs->act_amax, &fs->act_rms, h, N, F));
         TRY(lin_fwd(s, xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
-        TRY(o->add(cx, xo, r2, N * C));
+        OP(FL_GP_ADD, o->add(cx, xo, r2, N * C));
     }
-    TRY(o->rms_fwd(cx, s->lnf, s->rstdf, s->resid + L * N * C, s->p[FL_P_LNF], N, C, rms_eps));
+    OP(FL_GP_RMS, o->rms_fwd(cx, s->lnf, s->rstdf, s->resid + L * N * C, s->p[FL_P_LNF], N, C, rms_eps));
     TRY(lin_fwd(s, s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
-    TRY(o->xent_fwd(cx, s->logits, s->tokloss, s->tgt, N, V));
-    TRY(o->get(cx, s->htokloss, s->tokloss, N * sizeof(double)));
+    OP(FL_GP_XENT, o->xent_fwd(cx, s->logits, s->tokloss, s->tgt, N, V));
+    OP(FL_GP_COPY, o->get(cx, s->htokloss, s->tokloss, N * sizeof(double)));
+    const double tl = prof_begin(s);
     double tot = 0.0;
     for (size_t i = 0; i < N; i++)
         tot += s->htokloss[i];
     *loss = s->loss = (float)(tot / (double)N);
+    prof_end(s, FL_GP_HOST, tl);
     return 0;
 }
 
@@ -324,40 +361,42 @@ static int backward(fl_gstep *s)
     void *cx = s->ctx;
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
-    TRY(o->xent_bwd(cx, s->logits, s->tgt, N, V));
+    OP(FL_GP_XENT, o->xent_bwd(cx, s->logits, s->tgt, N, V));
     TRY(lin_bwd(s, s->dln, s->g[FL_P_WHEAD], s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
-    TRY(o->rms_bwd(cx, s->dres, s->g[FL_P_LNF], s->dln, s->resid + L * N * C, s->rstdf, s->p[FL_P_LNF], N, C, 0));
+    OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LNF], s->dln, s->resid + L * N * C, s->rstdf, s->p[FL_P_LNF], N, C, 0));
     for (size_t l = L; l-- > 0;) {
         const float *x = s->resid + l * N * C;
         TRY(lin_bwd(s, s->dh, s->g[FL_P_WDOWN] + l * C * F, s->dres, s->h + l * N * F, s->p[FL_P_WDOWN] + l * C * F, F,
                     C, 1));
-        TRY(o->act_bwd(cx, s->dpre, s->g[FL_P_ACOEF] + l * FL_ACT_NCOEF, s->dh, s->pre + l * N * G * F, N, F, c->act,
+        OP(FL_GP_ACT, o->act_bwd(cx, s->dpre, s->g[FL_P_ACOEF] + l * FL_ACT_NCOEF, s->dh, s->pre + l * N * G * F, N, F, c->act,
                        s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
         TRY(lin_bwd(s, s->dln, s->g[FL_P_WFC] + l * G * F * C, s->dpre, s->ln2 + l * N * C, s->p[FL_P_WFC] + l * G * F * C,
                     C, G * F, G));
-        TRY(o->rms_bwd(cx, s->dres, s->g[FL_P_LN2] + l * C, s->dln, s->r2 + l * N * C, s->rstd2 + l * N,
+        OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LN2] + l * C, s->dln, s->r2 + l * N * C, s->rstd2 + l * N,
                        s->p[FL_P_LN2] + l * C, N, C, 1));
         TRY(lin_bwd(s, s->datty, s->g[FL_P_WPROJ] + l * C * C, s->dres, s->atty + l * N * C, s->p[FL_P_WPROJ] + l * C * C,
                     C, C, 1));
         TRY(attn_bwd(s, s->dqkv, s->datty, s->att + l * B * H * T * T, s->qkv + l * N * 3 * C));
         TRY(lin_bwd(s, s->dln, s->g[FL_P_WQKV] + l * 3 * C * C, s->dqkv, s->ln1 + l * N * C,
                     s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
-        TRY(o->rms_bwd(cx, s->dres, s->g[FL_P_LN1] + l * C, s->dln, x, s->rstd1 + l * N, s->p[FL_P_LN1] + l * C, N, C,
+        OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LN1] + l * C, s->dln, x, s->rstd1 + l * N, s->p[FL_P_LN1] + l * C, N, C,
                        1));
     }
     size_t nt = 0;
-    TRY(fl_embed_index(s->hetoks, s->hestarts, s->herows, &nt, s->htok, N, c->V));
-    TRY(o->put(cx, s->etoks, s->hetoks, nt * sizeof(int)));
-    TRY(o->put(cx, s->estarts, s->hestarts, (nt + 1) * sizeof(int)));
-    TRY(o->put(cx, s->erows, s->herows, N * sizeof(int)));
-    return o->embed_bwd(cx, s->g[FL_P_WTE], s->g[FL_P_WPE], s->dres, s->tok, s->etoks, s->estarts, s->erows, nt, N, T, C);
+    OP(FL_GP_HOST, fl_embed_index(s->hetoks, s->hestarts, s->herows, &nt, s->htok, N, c->V));
+    OP(FL_GP_COPY, o->put(cx, s->etoks, s->hetoks, nt * sizeof(int)));
+    OP(FL_GP_COPY, o->put(cx, s->estarts, s->hestarts, (nt + 1) * sizeof(int)));
+    OP(FL_GP_COPY, o->put(cx, s->erows, s->herows, N * sizeof(int)));
+    OP(FL_GP_EMBED, o->embed_bwd(cx, s->g[FL_P_WTE], s->g[FL_P_WPE], s->dres, s->tok, s->etoks, s->estarts, s->erows, nt,
+                                 N, T, C));
+    return 0;
 }
 
 /* train.c's step: the gradient norm, clipping, AdamW (optim.c, fl_adamw_step). */
 static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gnorm)
 {
     double gn2 = 0.0;
-    TRY(s->ops->sumsq(s->ctx, &gn2, s->grads, s->ntot)); /* (the gaps are zero) */
+    OP(FL_GP_NORM, s->ops->sumsq(s->ctx, &gn2, s->grads, s->ntot)); /* (the gaps are zero) */
     *gnorm = (float)sqrt(gn2);
     const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
     const float lr = fl_lr_at(cfg, step);
@@ -367,7 +406,7 @@ static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gn
         const size_t off = s->off[k];
         const fl_adamw_hp hp = { .b1 = cfg->beta1, .b2 = cfg->beta2, .bc1 = bc1, .bc2 = bc2, .eps = cfg->adam_eps,
                                  .lr = lr, .wd = fl_param_decays(k) ? cfg->wd : 0.0f, .gscale = gscale };
-        TRY(s->ops->adamw(s->ctx, s->p[k], s->g[k], s->am + off, s->av + off, s->sizes[k], &hp));
+        OP(FL_GP_ADAMW, s->ops->adamw(s->ctx, s->p[k], s->g[k], s->am + off, s->av + off, s->sizes[k], &hp));
     }
     return 0;
 }
@@ -379,8 +418,33 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
         fprintf(stderr, "fp8lab: the GPU step has no --fp8-adam (yet)\n");
         return -1;
     }
-    TRY(s->ops->zero(s->ctx, s->grads, s->ntot * sizeof(float)));
+    OP(FL_GP_ZERO, s->ops->zero(s->ctx, s->grads, s->ntot * sizeof(float)));
+    if (s->prof)
+        s->prof->steps++;
     TRY(forward(s, tokens, loss));
     TRY(backward(s));
     return update(s, cfg, step, gnorm);
+}
+
+void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device)
+{
+    static const char *const name[FL_GP_COUNT] = {
+        [FL_GP_ZERO] = "gradients zeroed", [FL_GP_COPY] = "host <-> device copies", [FL_GP_HOST] = "host arithmetic",
+        [FL_GP_CAST] = "bf16 casts", [FL_GP_LIN_GEMM] = "Linear GEMMs", [FL_GP_ATT_GEMM] = "attention GEMMs",
+        [FL_GP_SOFTMAX] = "attention softmax", [FL_GP_EMBED] = "embeddings", [FL_GP_RMS] = "RMSNorm",
+        [FL_GP_ACT] = "FFN activation", [FL_GP_STATS] = "FFN amax / rms", [FL_GP_ADD] = "residual adds",
+        [FL_GP_XENT] = "cross-entropy", [FL_GP_NORM] = "gradient norm", [FL_GP_ADAMW] = "AdamW",
+        [FL_GP_PARAMS] = "weights to the host",
+    };
+    double tot = 0.0;
+    for (int k = 0; k < FL_GP_COUNT; k++)
+        tot += p->secs[k];
+    const double st = p->steps ? (double)p->steps : 1.0;
+    fprintf(f, "GPU step profile (%s; %llu steps; the device drained around every operation):\n", device,
+            (unsigned long long)p->steps);
+    fprintf(f, "  %-24s %12s %12s %8s\n", "part", "calls/step", "ms/step", "share");
+    for (int k = 0; k < FL_GP_COUNT; k++)
+        fprintf(f, "  %-24s %12.1f %12.3f %7.1f%%\n", name[k], (double)p->calls[k] / st, 1e3 * p->secs[k] / st,
+                tot > 0 ? 100.0 * p->secs[k] / tot : 0.0);
+    fprintf(f, "  %-24s %12s %12.3f\n", "sum", "", 1e3 * tot / st);
 }

@@ -30,6 +30,7 @@
 #include "train_step.h" /* fl_adamw_hp */
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 typedef fl_gemm_rm fl_gstep_gemm; /* kernels/train_step.h */
@@ -44,6 +45,7 @@ typedef struct {
     int (*put)(void *ctx, void *dst, const void *src, size_t bytes); /* host to device */
     int (*get)(void *ctx, void *dst, const void *src, size_t bytes); /* device to host */
     int (*zero)(void *ctx, void *p, size_t bytes);
+    int (*sync)(void *ctx); /* waits for the work so far (the profile's clock) */
     int (*gemm)(void *ctx, const fl_gstep_gemm *g);
     int (*to_bf16)(void *ctx, uint16_t *dst, const float *src, size_t n); /* RNE, overflow to Inf */
     int (*add)(void *ctx, float *y, const float *x, size_t n);            /* y += x */
@@ -74,6 +76,38 @@ extern const fl_gstep_ops fl_gstep_host;
 const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act);
 void fl_gstep_cuda_close(void *ctx);
 
+/* Where a step's time goes (FP8LAB_GSTEP_PROFILE=1 in fp8lab train): each operation's wall time with the
+   device drained before and after it, summed by part.  The drains serialise host and device, so the parts
+   add up to more than an unprofiled step takes; the bits do not change (tests/test_gstep.c). */
+typedef enum {
+    FL_GP_ZERO,     /* the gradients zeroed */
+    FL_GP_COPY,     /* tokens, targets and the embedding index to the device, the losses back */
+    FL_GP_HOST,     /* the step's host arithmetic: tokens unpacked, the embedding index, the loss's sum */
+    FL_GP_CAST,     /* bf16 copies of the weights (once a step) and of GEMM inputs and output gradients */
+    FL_GP_LIN_GEMM, /* the Linears' GEMMs */
+    FL_GP_ATT_GEMM, /* the attention's GEMMs */
+    FL_GP_SOFTMAX,  /* the attention's causal softmax, forward and backward */
+    FL_GP_EMBED,
+    FL_GP_RMS,
+    FL_GP_ACT,      /* the FFN's activation, forward and backward */
+    FL_GP_STATS,    /* the FFN's amax and rms (their values wait for the device) */
+    FL_GP_ADD,      /* the residual adds */
+    FL_GP_XENT,
+    FL_GP_NORM,     /* the gradient norm's sum of squares */
+    FL_GP_ADAMW,
+    FL_GP_PARAMS,   /* fl_gstep_params: the weights back to the host */
+    FL_GP_COUNT
+} fl_gstep_part;
+
+typedef struct {
+    double secs[FL_GP_COUNT];
+    uint64_t calls[FL_GP_COUNT];
+    uint64_t steps;
+} fl_gstep_prof;
+
+/* The table of p: per part the calls and milliseconds per step and the share of the parts' sum, to f. */
+void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device);
+
 /* A model on a device: parameters, gradients, AdamW moments, the forward's saved tensors, scratch. */
 typedef struct {
     const fl_gstep_ops *ops;
@@ -99,6 +133,7 @@ typedef struct {
     double *htokloss;
     float loss;
     size_t bytes; /* device memory the step's tensors take (its allocations, summed) */
+    fl_gstep_prof *prof; /* NULL, or where the step's time is summed (set after fl_gstep_init) */
 } fl_gstep;
 
 enum { FL_GSTEP_ALIGN = 64 };

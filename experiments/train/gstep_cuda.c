@@ -22,6 +22,7 @@ enum { LT_WORKSPACE = 32u << 20 }; /* cuBLASLt's workspace, as gpu_plan.c counts
 
 typedef struct {
     void *lt, *ws;
+    void *plans;    /* fl_cuda_gemm_rm_cached's plans; NULL under FP8LAB_GEMM_PLANS=0 */
     double *sq;     /* fl_cuda_sumsq's chunk sums, fl_cuda_amax_rms's row sums */
     size_t sq_n;
     uint64_t tab[32];
@@ -55,7 +56,12 @@ static int c_zero(void *ctx, void *p, size_t bytes)
 static int c_gemm(void *ctx, const fl_gstep_gemm *g)
 {
     cuda_ctx *c = ctx;
-    return fl_cuda_gemm_rm(g, c->lt, c->ws, LT_WORKSPACE, NULL);
+    return fl_cuda_gemm_rm_cached(g, c->plans, c->lt, c->ws, LT_WORKSPACE, NULL);
+}
+static int c_sync(void *ctx)
+{
+    (void)ctx;
+    return fl_cuda_dev_sync();
 }
 static int c_to_bf16(void *ctx, uint16_t *dst, const float *src, size_t n)
 {
@@ -175,6 +181,7 @@ static const fl_gstep_ops cuda_ops = {
     .put = c_put,
     .get = c_get,
     .zero = c_zero,
+    .sync = c_sync,
     .gemm = c_gemm,
     .to_bf16 = c_to_bf16,
     .add = c_add,
@@ -212,7 +219,9 @@ const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
     fl_expf_table(c->tab);
     c->lt = fl_cuda_lt_new();
     c->ws = c->lt ? fl_cuda_dev_alloc(LT_WORKSPACE) : NULL;
-    if (!c->ws) {
+    const char *pe = getenv("FP8LAB_GEMM_PLANS"); /* "0": every GEMM planned at its call (the cache's A/B) */
+    c->plans = pe && !strcmp(pe, "0") ? NULL : fl_cuda_gemm_plans_new();
+    if (!c->ws || (!c->plans && !(pe && !strcmp(pe, "0")))) {
         fl_gstep_cuda_close(c);
         return NULL;
     }
@@ -227,6 +236,7 @@ void fl_gstep_cuda_close(void *ctx)
         return;
     fl_cuda_dev_free(c->ws);
     fl_cuda_dev_free(c->sq);
+    fl_cuda_gemm_plans_free(c->plans);
     fl_cuda_lt_free(c->lt);
     free(c);
 }

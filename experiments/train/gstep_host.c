@@ -187,6 +187,12 @@ static int h_adamw(void *ctx, float *p, const float *g, float *m, float *v, size
     return fl_adamw(p, g, m, v, n, h);
 }
 
+static int h_sync(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
 const fl_gstep_ops fl_gstep_host = {
     .name = "host (the kernels' CPU twins)",
     .alloc = h_alloc,
@@ -194,6 +200,7 @@ const fl_gstep_ops fl_gstep_host = {
     .put = h_copy,
     .get = h_copy,
     .zero = h_zero,
+    .sync = h_sync,
     .gemm = h_gemm,
     .to_bf16 = h_to_bf16,
     .add = h_add,

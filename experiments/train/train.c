@@ -221,6 +221,7 @@ typedef struct {
     const fl_train_cfg *cfg;
     const fl_train_state *st;
     double steps_per_s;
+    double first_step_s, after_first; /* the first step's seconds; steps/s of the later ones (NAN: none) */
     uint64_t steps_run;
     uint64_t device_bytes; /* --device: the GPU step's tensors (gstep.h) */
 } summary_arg;
@@ -255,6 +256,8 @@ static int summary_fill(FILE *f, void *a_)
     json_object_set_new(o, "first_saturation_step", step_or_null(s->first_sat_step));
     json_object_set_new(o, "first_down_in_saturation_step", step_or_null(s->first_down_sat_step));
     json_object_set_new(o, "steps_per_s", fl_tele_json_num(a->steps_per_s, 4));
+    json_object_set_new(o, "first_step_s", a->steps_run ? fl_tele_json_num(a->first_step_s, 4) : json_null());
+    json_object_set_new(o, "steps_per_s_after_first", isfinite(a->after_first) ? fl_tele_json_num(a->after_first, 4) : json_null());
     json_object_set_new(o, "steps_this_invocation", json_integer((json_int_t)a->steps_run));
     json_object_set_new(o, "threads", json_integer(s->threads));
     if (a->cfg->device != FL_DEVICE_CPU) { /* the GPU step does not measure these (metrics.csv: nan) */
@@ -486,6 +489,9 @@ typedef struct {
     fl_train_state st;
     fl_rundir folder;      /* the locked run folder */
     double t0, tlast;      /* progress: start of this invocation, last progress line */
+    double first_s, rest_s; /* this invocation's first step, and its later steps, in seconds (no checkpoints) */
+    uint64_t rest_n;
+    fl_gstep_prof prof;    /* FP8LAB_GSTEP_PROFILE=1 with --device: where the step's time goes (gstep.h) */
     uint64_t step0;        /* st.step at the start of this invocation */
     fl_gstep gs;           /* --device twins / cuda: the GPU step (gstep.h); m, am, av mirror its tensors */
     int gs_ready;
@@ -764,6 +770,9 @@ static int run_setup(train_run *r)
         if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
             rc = FL_EXIT_FAIL;
         r->gs_ready = rc == FL_EXIT_OK;
+        const char *pe = getenv("FP8LAB_GSTEP_PROFILE");
+        if (r->gs_ready && pe && !strcmp(pe, "1"))
+            r->gs.prof = &r->prof;
     }
     if (rc != FL_EXIT_OK)
         return rc;
@@ -948,8 +957,16 @@ static int run_loop(train_run *r)
         const uint64_t step = st->step;
         const int tele = step % cfg->log_every == 0 || step + 1 == cfg->steps;
         float lr, gnorm;
+        const double ts = monotonic_seconds();
         const float loss = train_step(r, tele, &lr, &gnorm);
         record_step(r, step, tele, loss, lr, gnorm);
+        const double dt = monotonic_seconds() - ts;
+        if (step == r->step0)
+            r->first_s = dt;
+        else {
+            r->rest_s += dt;
+            r->rest_n++;
+        }
         check_divergence(st, cfg, step, loss);
         st->step = step + 1;
 
@@ -979,7 +996,10 @@ static int run_finish(train_run *r, int interrupted)
     const fl_train_state *st = &r->st;
     const double secs = monotonic_seconds() - r->t0;
     const uint64_t ran = st->step - r->step0;
-    summary_arg sa = { cfg, st, secs > 0 ? (double)ran / secs : 0.0, ran, r->gs_ready ? r->gs.bytes : 0 };
+    summary_arg sa = { cfg, st, secs > 0 ? (double)ran / secs : 0.0, r->first_s,
+                       r->rest_n && r->rest_s > 0 ? (double)r->rest_n / r->rest_s : NAN, ran, r->gs_ready ? r->gs.bytes : 0 };
+    if (r->gs.prof)
+        fl_gstep_prof_print(stderr, r->gs.prof, r->gs_ops->name);
     char path[4096], err[4400];
     path_join(path, sizeof path, r->opts->dir, "summary.json");
     if (fl_write_atomic(path, summary_fill, &sa, err, sizeof err))
