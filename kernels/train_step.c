@@ -94,13 +94,10 @@ int fl_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, con
     return 0;
 }
 
-int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, const fl_cast_fmt *f,
-                uint64_t off)
+/* fl_cast_fp8 (codes) and fl_cast_fq (y: the fake-quantised values) share this loop. */
+static void cast_loop(uint8_t *codes, float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s,
+                      float si, const fl_cast_fmt *f, uint64_t off)
 {
-    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2) {
-        fprintf(stderr, "fl_cast_fp8: %s is not an FP8 format\n", fl_format_name(f->fmt));
-        return -1;
-    }
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
     fl_cast_counts kk = { 0 };
@@ -108,15 +105,41 @@ int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, 
 #pragma omp parallel for schedule(static) reduction(fl_cnt_add : kk) reduction(max : am) if (n >= 65536)
     for (size_t i = 0; i < n; i++) {
         uint32_t fl;
-        codes[i] = (uint8_t)fl_cast_elem(&l.d, x[i], x[i] * s, f->sr, f->sr ? fl_sr_bits(f->key, off + i) : 0u, l.ovf,
-                                         l.fmax, l.bound, l.ties_ovf, &fl);
+        const float xi = x[i];
+        const uint32_t code = fl_cast_elem(&l.d, xi, xi * s, f->sr, f->sr ? fl_sr_bits(f->key, off + i) : 0u, l.ovf,
+                                           l.fmax, l.bound, l.ties_ovf, &fl);
+        if (codes)
+            codes[i] = (uint8_t)code;
+        else
+            y[i] = fl_decode_f32(&l.d, code) * si;
         fl_cast_counts_flags(&kk, fl);
-        const uint32_t a = fl_f32_bits(x[i]) & 0x7FFFFFFFu; /* non-negative floats order as their bits */
+        const uint32_t a = fl_f32_bits(xi) & 0x7FFFFFFFu; /* non-negative floats order as their bits */
         if (!(fl & FL_CE_NAN_IN) && a > am)
             am = a;
     }
     *amax = fl_f32_from_bits(am);
     fl_cast_counts_add(k, &kk);
+}
+
+int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, const fl_cast_fmt *f,
+                uint64_t off)
+{
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2) {
+        fprintf(stderr, "fl_cast_fp8: %s is not an FP8 format\n", fl_format_name(f->fmt));
+        return -1;
+    }
+    cast_loop(codes, NULL, amax, k, x, n, s, 1.0f, f, off);
+    return 0;
+}
+
+int fl_cast_fq(float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, float si,
+               const fl_cast_fmt *f, uint64_t off)
+{
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2 && f->fmt != FL_FMT_BF16) {
+        fprintf(stderr, "fl_cast_fq: %s is not e4m3, e5m2 or bf16\n", fl_format_name(f->fmt));
+        return -1;
+    }
+    cast_loop(NULL, y, amax, k, x, n, s, si, f, off);
     return 0;
 }
 

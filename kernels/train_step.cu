@@ -131,17 +131,23 @@ __global__ void __launch_bounds__(256) rms_dgain_kernel(float *__restrict__ dgai
 
 // The FP8 cast: a grid-stride loop, each element through fl_cast_elem as in the twin; the counts and
 // the amax are integers and a maximum, summed per warp and added with atomics (no order to keep).
-__global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ codes, unsigned *__restrict__ amax_bits,
+template <bool FQ>
+__global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ codes, float *__restrict__ y,
+                                                       unsigned *__restrict__ amax_bits,
                                                        unsigned long long *__restrict__ counts,
-                                                       const float *__restrict__ x, size_t n, float s,
+                                                       const float *__restrict__ x, size_t n, float s, float si,
                                                        fl_cast_limits l, int sr, uint64_t key, uint64_t off)
 {
     unsigned c[6] = { 0, 0, 0, 0, 0, 0 }, am = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t fl;
         const float xi = x[i];
-        codes[i] = (uint8_t)fl_cast_elem(&l.d, xi, xi * s, sr, sr ? fl_sr_bits(key, off + i) : 0u, l.ovf, l.fmax, l.bound,
-                                         l.ties_ovf, &fl);
+        const uint32_t code = fl_cast_elem(&l.d, xi, xi * s, sr, sr ? fl_sr_bits(key, off + i) : 0u, l.ovf, l.fmax,
+                                           l.bound, l.ties_ovf, &fl);
+        if (FQ)
+            y[i] = fl_decode_f32(&l.d, code) * si;
+        else
+            codes[i] = (uint8_t)code;
         c[0] += (fl & FL_CE_SAT) != 0;
         c[1] += (fl & FL_CE_CLIP) != 0;
         c[2] += (fl & FL_CE_NAN_OUT) != 0;
@@ -388,8 +394,25 @@ extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long 
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
-    cast_fp8_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(
-        codes, (unsigned *)amax, counts, x, n, s, l, f->sr, f->key, off);
+    cast_fp8_kernel<false><<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(
+        codes, nullptr, (unsigned *)amax, counts, x, n, s, 1.0f, l, f->sr, f->key, off);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_cast_fq(float *y, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
+                               float si, const fl_cast_fmt *f, uint64_t off, void *stream)
+{
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2 && f->fmt != FL_FMT_BF16) {
+        fprintf(stderr, "fl_cuda_cast_fq: not e4m3, e5m2 or bf16\n");
+        return -1;
+    }
+    if (!n)
+        return 0;
+    fl_cast_limits l;
+    fl_cast_limits_of(&l, f);
+    cast_fp8_kernel<true><<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(
+        nullptr, y, (unsigned *)amax, counts, x, n, s, si, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

@@ -95,6 +95,16 @@ int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, 
 int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
                      const fl_cast_fmt *f, uint64_t off, void *stream);
 
+/* The same cast writing the harness's fake-quantised values instead of codes (the GPU step's FP8
+   recipes): y[i] = decode(code) * si, the value cast.c's reference loop gives for one span with scale s
+   and inverse si and no smoothing (fl_cast_fq_span's).  Formats e4m3, e5m2 (Gaudi2's e4m3 included) and
+   bf16 (an FP8 recipe's bf16 sites and its bf16 start, scale 1).  amax and counts as fl_cast_fp8's; y may
+   be x. */
+int fl_cast_fq(float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, float si,
+               const fl_cast_fmt *f, uint64_t off);
+int fl_cuda_cast_fq(float *y, float *amax, unsigned long long *counts, const float *x, size_t n, float s, float si,
+                    const fl_cast_fmt *f, uint64_t off, void *stream);
+
 /* Token and position embeddings, N = B T rows of C channels, token i at position i % T:
      forward   x[i][k] = wte[tok[i]][k] + wpe[i % T][k]
      backward  gwte[v][k] += dx[i][k] over the rows i with tok[i] = v, in increasing i (from the

@@ -1,13 +1,13 @@
 #!/bin/sh
 # gpu_train_check.sh BUILD OUTDIR -- make gpu-check's training part: the GPU step (experiments/train/gstep.h)
 # through build/fp8lab-cuda, against the harness (build/fp8lab) on this machine's CPU.
-#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16 and fp32) with --device cuda, judged by
+#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16, fp32 and fp8-delayed) with --device cuda, judged by
 #      `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 / 64 / 256
 #      reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
 #   2. the bf16 GPU run resumed from its step-25 checkpoint: metrics.csv byte-identical;
-#   3. speed at the 124m preset (bf16, one micro-batch of 16 x 1024 tokens per step, 10 steps): steps/s after
-#      the first step from summary.json, tokens/s, and model FLOPs per second from the plan's FLOPs per
-#      token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA gives for the H100 SXM and H200); the step's
+#   3. speed at the 124m preset (bf16 and fp8-delayed, one micro-batch of 16 x 1024 tokens per step, 10
+#      steps each): steps/s after the first step from summary.json, tokens/s, the FP8/BF16 ratio, and model
+#      FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA gives for the H100 SXM and H200); the step's
 #      device tensors beside the plan's peak; then 4 profiled steps (FP8LAB_GSTEP_PROFILE=1): where the
 #      step's time goes.
 # Writes OUTDIR/train-check.md.  Without a device it says so and exits 0; exit 1 when a check fails.
@@ -38,7 +38,7 @@ model="--act swiglu --width 64 --layers 2 --heads 4 --ffn 256 --seq 64 --batch 1
     echo "| recipe | GPU run against the harness (50 steps) | largest ratio to the bound |"
     echo "|---|---|---|"
 } >"$report"
-for rec in bf16 fp32; do
+for rec in bf16 fp32 fp8-delayed; do
     d=$out/$rec
     rm -rf "$d" && mkdir -p "$d"
     "$cli" train $model --recipe $rec --out "$d/ref" || fail=1
@@ -79,15 +79,33 @@ if [ "$dev" = twins ]; then
     [ $fail -eq 0 ] && echo "gpu-train-check (twins): passed" || echo "gpu-train-check (twins): FAILED"
     exit $fail
 fi
+# One report line: recipe $1's run $2 (steps/s after the first step, tokens/s, model FLOP/s; $fpt: the plan's
+# model FLOPs per token).
+speed_line() {
+    sps_=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$2/summary.json")
+    first_=$(sed -n 's/.*"first_step_s": \([^,}]*\).*/\1/p' "$2/summary.json")
+    awk -v r="$1" -v sps="$sps_" -v fpt="$fpt" -v first="$first_" 'BEGIN {
+        tps = sps * 16 * 1024
+        printf "- 124m preset, %s, 16 x 1024 tokens per step: %.3g steps/s over steps 1-9 (step 0 took %s s), %.0f tokens/s, %.3g model TFLOP/s = %.1f%% of 989 TFLOP/s.\n", r, sps, first, tps, tps * fpt / 1e12, 100 * tps * fpt / 989e12 }' >>"$report"
+}
 s=$out/s124m
 rm -rf "$s"
 if "$cuda" train --preset 124m --recipe bf16 --device cuda --steps 10 --log-every 1 --quiet --out "$s"; then
-    sps=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s/summary.json")
-    first=$(sed -n 's/.*"first_step_s": \([^,}]*\).*/\1/p' "$s/summary.json")
     fpt=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan | sed -n 's/.*model FLOPs: \([0-9.e+]*\) per token.*/\1/p')
-    awk -v sps="$sps" -v fpt="$fpt" -v first="$first" 'BEGIN {
-        tps = sps * 16 * 1024
-        printf "- 124m preset, bf16, 16 x 1024 tokens per step: %.3g steps/s over steps 1-9 (step 0 took %s s), %.0f tokens/s, %.3g model TFLOP/s = %.1f%% of 989 TFLOP/s.\n", sps, first, tps, tps * fpt / 1e12, 100 * tps * fpt / 989e12 }' >>"$report"
+    # steps/s over steps 1-9 of a 10-step run: bf16, then fp8-delayed (its values on fp32 GEMMs, not FP8 ones)
+    sps8=
+    rm -rf "$s-fp8"
+    if "$cuda" train --preset 124m --recipe fp8-delayed --device cuda --steps 10 --log-every 1 --quiet --out "$s-fp8"; then
+        sps8=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-fp8/summary.json")
+        rm -f "$s-fp8"/checkpoint*.bin
+    else
+        echo "- 124m preset, fp8-delayed: **the GPU run failed**." >>"$report"
+        fail=1
+    fi
+    speed_line bf16 "$s"
+    [ -f "$s-fp8/summary.json" ] && speed_line fp8-delayed "$s-fp8"
+    sps=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s/summary.json")
+    [ -n "$sps8" ] && awk -v a="$sps8" -v b="$sps" 'BEGIN { printf "- fp8-delayed / bf16 tokens/s at 124m: %.3g (the FP8 recipe casts on the device and multiplies its values in fp32: its GEMMs are not FP8 GEMMs yet).\n", a / b }' >>"$report"
     # memory: the step's tensors as built (summary.json) beside the plan's peak for one micro-batch
     tb=$(sed -n 's/.*"device_tensor_bytes": \([0-9]*\).*/\1/p' "$s/summary.json")
     pk=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan --accum 1 | sed -n 's/.*= peak .* (\([0-9]*\) bytes).*/\1/p')

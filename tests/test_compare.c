@@ -11,10 +11,12 @@
  *  3. --device twins (the GPU step's code on the CPU, gstep.h): its run AGREEs with the harness's within
  *     the K 4 / K 16 envelope; resumed from a kept checkpoint it ends byte-identical; metrics.csv writes
  *     nan for the columns it does not measure (the cast counters) and summary.json null, and its FFN
- *     statistics at step 0 are within 1e-4 of the harness's; fp8-delayed, --chan-every and
- *     --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a folder is made.
+ *     statistics at step 0 are within 1e-4 of the harness's; mxfp8, smooth_swiglu or --fast-accum under
+ *     fp8-delayed, --chan-every and --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a
+ *     folder is made.  Under fp8-delayed its sites.csv at step 0 is the harness's, it counts its casts, and
+ *     a resume is byte-identical (metrics.csv and sites.csv).
  *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
- *     check and report work without a device (two AGREE rows, the resume line, exit 0).
+ *     check and report work without a device (three AGREE rows, the resume line, exit 0).
  *  5. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
  *     different steps — exit 1 naming the file; no --envelope, a bad --factor or --bound, an unknown
  *     option — exit 2.
@@ -131,6 +133,41 @@ static void check_compare(void)
            ratio, e);
 }
 
+/* --device twins under fp8-delayed: the casts' statistics come from the step (sites.csv's step 0 rows and
+   metrics.csv's step-0 counters are the harness's, summary.json counts), and a resume from a kept
+   checkpoint (the delayed histories in it) ends with metrics.csv and sites.csv byte-identical. */
+static void check_twins_fp8(void)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    const char *h[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--seed", "1", "--out",
+                        P("%s/f8h", tmp), NULL };
+    const char *a[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--device", "twins", "--keep-ckpt", "9",
+                        "--seed", "1", "--out", P("%s/f8t", tmp), NULL };
+    CHECK(run(err, h) == 0 && run(err, a) == 0, "fp8-delayed runs, harness and --device twins");
+    char first[2][4096];
+    for (int k = 0; k < 2; k++) { /* sites.csv up to the first row of step 1 */
+        const char *t = dir_slurp(P("%s/%s", tmp, k ? "f8t" : "f8h"), "sites.csv"), *e = strstr(t, "\n1,");
+        CHECK(e && (size_t)(e - t) < sizeof first[k], "sites.csv has step 0 and step 1 rows");
+        memcpy(first[k], t, (size_t)(e - t));
+        first[k][e - t] = 0;
+    }
+    CHECK(!strcmp(first[0], first[1]), "sites.csv's step-0 rows: the twins' are the harness's");
+    json_t *sum = dir_json(P("%s/f8t", tmp), "summary.json");
+    CHECK(json_is_integer(json_object_get(sum, "saturated_total")) && json_is_integer(json_object_get(sum, "flushed_total")),
+          "summary.json counts the device's casts under fp8-delayed");
+    json_decref(sum);
+    CHECK(!system(P("cp '%s/f8t/metrics.csv' '%s/f8t.csv' && cp '%s/f8t/sites.csv' '%s/f8t.sites' && "
+                    "cp '%s/f8t/checkpoint-9.bin' '%s/f8t/checkpoint.bin'", tmp, tmp, tmp, tmp, tmp, tmp)),
+          "cp");
+    const char *r[] = { "train", "--resume", P("%s/f8t", tmp), "--quiet", NULL };
+    CHECK(run(err, r) == 0, "resume the fp8-delayed twins run from step 9");
+    same_file(P("%s/f8t.csv", tmp), P("%s/f8t/metrics.csv", tmp));
+    same_file(P("%s/f8t.sites", tmp), P("%s/f8t/sites.csv", tmp));
+    printf("  --device twins, fp8-delayed: sites.csv's step 0 the harness's, counters measured, resumed from step 9 "
+           "byte-identical (metrics.csv, sites.csv)\n");
+}
+
 static void check_twins(void)
 {
     char err[512];
@@ -170,7 +207,7 @@ static void check_twins(void)
     CHECK(run(err, r) == 0, "resume the twins run from step 9");
     same_file(P("%s/tw.csv", tmp), P("%s/tw/metrics.csv", tmp));
     const char *const *bad[] = {
-        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed", "--out",
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "mxfp8", "--out",
                                P("%s/nb1", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--chan-every", "1", "--out",
                                P("%s/nb2", tmp), NULL },
@@ -178,8 +215,12 @@ static void check_twins(void)
                                P("%s/nb3", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "cuda", "--out", P("%s/nb4", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "tpu", "--out", P("%s/nb5", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed", "--act",
+                               "smooth_swiglu", "--out", P("%s/nb6", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed",
+                               "--fast-accum", "--out", P("%s/nb7", tmp), NULL },
     };
-    const char *plan[] = { "train", "--preset", "124m", "--recipe", "fp8-delayed", "--device", "cuda", "--plan", NULL };
+    const char *plan[] = { "train", "--preset", "124m", "--recipe", "paper-gaudi2", "--device", "cuda", "--plan", NULL };
     CHECK(run(err, plan) == 0 && contains(err, "GPU step plan"), "--plan takes the FP8 recipes the step does not run yet");
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         CHECK(run(err, bad[k]) == 2, "refused device run %zu: exit 2", k);
@@ -202,8 +243,9 @@ static void check_gpu_script(void)
              build, tmp, tmp);
     CHECK(system(cmd) == 0, "gpu_train_check.sh in twins mode (log: %s/gtc.log)", tmp);
     const char *r = P("%s/gtc/train-check.md", tmp);
-    CHECK(contains(r, "| bf16 | AGREE |") && contains(r, "| fp32 | AGREE |") && contains(r, "byte-identical"),
-          "the report: two AGREE rows and the resume line");
+    CHECK(contains(r, "| bf16 | AGREE |") && contains(r, "| fp32 | AGREE |") && contains(r, "| fp8-delayed | AGREE |") &&
+              contains(r, "byte-identical"),
+          "the report: three AGREE rows and the resume line");
     /* a wrong device step (no gradient clipping) must fail the check */
     snprintf(cmd, sizeof cmd,
              "GPU_TRAIN_CHECK_DEVICE=twins GPU_TRAIN_CHECK_FLAGS='--clip 0' sh tests/gpu_train_check.sh '%s' '%s/gtc2' "
@@ -212,8 +254,8 @@ static void check_gpu_script(void)
     const int rc = system(cmd);
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && contains(P("%s/gtc2/train-check.md", tmp), "DISAGREE"),
           "gpu_train_check.sh with a wrong step (--clip 0): exit 1 and DISAGREE in the report (status %d)", rc);
-    printf("  gpu_train_check.sh (twins mode): bf16 and fp32 AGREE, resume byte-identical; a step without clipping "
-           "fails it\n");
+    printf("  gpu_train_check.sh (twins mode): bf16, fp32 and fp8-delayed AGREE, resume byte-identical; a step without "
+           "clipping fails it\n");
 }
 
 /* A copy of run k0 whose metrics.csv is replaced by text. */
@@ -276,6 +318,7 @@ int main(void)
     check_kchunk();
     check_compare();
     check_twins();
+    check_twins_fp8();
     check_gpu_script();
     check_bad();
     dir_remove(tmp);

@@ -541,6 +541,43 @@ static void case_cast_fp8(fl_format fmt, int gaudi2, int nosat, int sr)
     cases++;
 }
 
+// The fake-quantising cast (the GPU step's FP8 recipes): values, counts and amax as the twin's; bf16 too.
+static void case_cast_fq(fl_format fmt, int gaudi2, int nosat, int sr, float s)
+{
+    const size_t n = (size_t)(0x100000000ull / 65521) + 5;
+    std::vector<float> x(n), y(n);
+    for (size_t i = 0; i + 5 < n; i++)
+        x[i] = fl_f32_from_bits((uint32_t)(i * 65521u));
+    const float sp[5] = { 0.0f, INFINITY, NAN, 464.0f, 0x1p-17f };
+    memcpy(&x[n - 5], sp, sizeof sp);
+    const fl_cast_fmt f = { fmt, gaudi2, nosat, sr, 0xC0FFEEull, 0 };
+    fl_cast_counts k = { 0, 0, 0, 0, 0, 0 };
+    float amax = 0.0f;
+    float *dx = dev_copy(x), *dam = dev_scalar(0.0f), *dy;
+    unsigned long long *dk, hk[6];
+    CK(cudaMalloc(&dy, n * sizeof(float)));
+    CK(cudaMalloc(&dk, sizeof hk));
+    CK(cudaMemset(dk, 0, sizeof hk));
+    if (fl_cast_fq(y.data(), &amax, &k, x.data(), n, s, 1.0f / s, &f, 77) ||
+        fl_cuda_cast_fq(dy, dam, dk, dx, n, s, 1.0f / s, &f, 77, nullptr)) {
+        fprintf(stderr, "FAIL cast_fq: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
+    expect_same("cast_fq y", y, dy); // (any NaN matches any NaN: the device's multiply gives the canonical one)
+    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
+    if (memcmp(want, hk, sizeof hk) || fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
+        fprintf(stderr, "FAIL cast_fq %s nosat %d sr %d: counts or amax differ\n", fl_format_name(fmt), nosat, sr);
+        exit(1);
+    }
+    cudaFree(dx);
+    cudaFree(dam);
+    cudaFree(dy);
+    cudaFree(dk);
+    cases++;
+}
+
 static void case_embed(size_t B, size_t T, size_t C, uint32_t V)
 {
     const size_t N = B * T;
@@ -874,7 +911,13 @@ int main()
         }
         case_cast_fp8(FL_FMT_E4M3, 1, 0, sr);
     }
-    printf("  fp8 cast (codes, counts, amax; e4m3, e5m2, Gaudi2 e4m3; RNE and SR): ok\n");
+    for (int sr = 0; sr <= 1; sr++) {
+        case_cast_fq(FL_FMT_E4M3, 0, 0, sr, 0.75f);
+        case_cast_fq(FL_FMT_E5M2, 0, 1, sr, 0x1p-3f);
+    }
+    case_cast_fq(FL_FMT_BF16, 0, 0, 0, 1.0f);
+    printf("  fp8 cast (codes, counts, amax; e4m3, e5m2, Gaudi2 e4m3; RNE and SR), and as fake-quantised values (bf16 "
+           "too): ok\n");
     case_embed(4, 1024, 768, 5003);
     case_embed(3, 7, 20, 50);
     printf("  embeddings forward and backward (repeated and absent tokens): ok\n");

@@ -1,16 +1,20 @@
 /* test_gstep.c — the GPU step's orchestration (experiments/train/gstep.h) on the host table against the
  * harness, the way a GPU run will be judged.
  *
- * For SwiGLU, GeLU and PolyNorm (order 3) under fp32 and bf16, on a small model (C 32, L 2, H 4, T 16,
- * B 4, lr 1e-2, 30 steps, synthetic data), from the same initial weights and batches:
+ * For SwiGLU, GeLU and PolyNorm (order 3) under fp32, bf16, fp8-delayed and fp8-current (the FP8 casts
+ * through the recipe state, fl_gstep_set_recipe), on a small model (C 32, L 2, H 4, T 16, B 4, lr 1e-2,
+ * 30 steps, synthetic data), from the same initial weights and batches:
  *  1. the step's parameter gradients after step 0 equal the harness's to a relative 2-norm difference
- *     of 1e-5 (fp32) / 1e-4 (bf16) per tensor: its attention sums in another order, nothing else;
+ *     of 1e-5 (fp32) / 1e-4 (the others) per tensor: its attention sums in another order, nothing else;
  *  2. its loss AGREEs with the harness's at every step within the envelope of three --gemm-kchunk
  *     reruns of the harness (fl_loss_envelope, window bound, factor 4, floor 4 ulp);
- *  3. the same step with the gradient clip off (clip 0; the harness clips at 1) DISAGREEs: the bound
- *     separates a wrong step from a reordered one;
+ *  3. the same step without the schedule's warm-up DISAGREEs: the bound separates a wrong step from a
+ *     reordered one.  Asserted where the envelope is within 1% of the loss; where the harness's own
+ *     reruns drift further (PolyNorm under the FP8 recipes: 4-5%), the test prints that the bound cannot
+ *     tell there;
  *  4. profiled (fl_gstep_prof), the step gives the same bits, and each part is called as often per step as
- *     the model's structure says.
+ *     the model's structure says;
+ *  5. mxfp8, smooth_swiglu under fp8-delayed and a block-scaled site are refused with a message.
  */
 #include "check.h"
 #include "model_test.h"
@@ -60,6 +64,7 @@ static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, do
     for (uint64_t s = 0; s < STEPS; s++) {
         fl_train_batch(batch, d, c, s);
         fl_recipe_step_begin(&h.rec, 0);
+        h.rec.step = s;
         fl_model_zero_grad(&h.m);
         loss[s] = fl_model_forward(&h.m, batch);
         fl_model_backward(&h.m);
@@ -87,13 +92,17 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, (int)c->recipe.kind) &&
               !fl_gstep_upload(&s, h.m.params, NULL, NULL),
           "gstep init");
+    CHECK(!s.fp8 || !fl_gstep_set_recipe(&s, &h.rec), "gstep recipe");
     s.prof = prof;
     uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
     CHECK(batch, "memory");
     for (uint64_t t = 0; t < STEPS; t++) {
         fl_train_batch(batch, d, c, t);
         float l, gn;
+        fl_recipe_step_begin(&h.rec, 0);
+        h.rec.step = t;
         CHECK(!fl_gstep_step(&s, cfg_step, batch, t, &l, &gn), "gstep step %llu", (unsigned long long)t);
+        fl_recipe_step_end(&h.rec);
         loss[t] = l;
         if (t == 0 && g0)
             CHECK(!fl_gstep_grads(&s, g0), "get");
@@ -122,7 +131,8 @@ static void check_config(fl_act_kind act, int recipe)
     gstep_run(&c, &c, &d, step, gs, NULL);
 
     /* 1. gradients of step 0, tensor by tensor */
-    const double tol = recipe == FL_RECIPE_BF16 ? 1e-4 : 1e-5;
+    const int fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT;
+    const double tol = recipe == FL_RECIPE_FP32 ? 1e-5 : 1e-4;
     double worst = 0.0;
     size_t off = 0;
     for (int k = 0; k < FL_P_COUNT; off += sizes[k++]) {
@@ -150,13 +160,23 @@ static void check_config(fl_act_kind act, int recipe)
           r.worst_ratio, r.worst_step >= 0 ? step[r.worst_step] : NAN, r.worst_step >= 0 ? ref[r.worst_step] : NAN);
     const double ratio = r.worst_ratio, env = r.env_last;
 
-    /* 3. a wrong step: no clipping */
+    /* 3. a wrong step: no warm-up (the schedule's first 5 steps at the full learning rate).  Asserted where
+       the bound can tell: its envelope within 1% of the loss.  Where the harness's own reruns in other
+       summation orders already drift further (PolyNorm under fp8-delayed at this learning rate), no bound
+       built from them separates a wrong step, and the test says so instead of asserting. */
     fl_train_cfg bad = c;
-    bad.clip = 0.0f;
+    bad.warmup = 0;
     gstep_run(&c, &bad, &d, ctl, NULL, NULL);
     const int vb = fl_loss_envelope(&r, NULL, ref, ctl, pp, NK, STEPS, 4.0, 4.0, FL_BOUND_WINDOW);
-    CHECK(vb == 1, "%s/%s: the step without clipping should DISAGREE, got %s (ratio %.3g)", fl_act_table[act].name,
-          fl_recipe_name((fl_recipe_kind)recipe), fl_envelope_name(vb), r.worst_ratio);
+    const int power = env <= 0.01 * fabs(ref[STEPS - 1]);
+    CHECK(!power || vb == 1, "%s/%s: the step without warm-up should DISAGREE, got %s (ratio %.3g)",
+          fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), fl_envelope_name(vb), r.worst_ratio);
+    char ctl_msg[160];
+    if (power)
+        snprintf(ctl_msg, sizeof ctl_msg, "without warm-up DISAGREE from step %ld", r.first_bad);
+    else
+        snprintf(ctl_msg, sizeof ctl_msg, "control NOT ASSERTED: the envelope is %.1f%% of the loss (%s without warm-up)",
+                 100.0 * env / fabs(ref[STEPS - 1]), fl_envelope_name(vb));
     /* 4. the profile (FP8LAB_GSTEP_PROFILE): the same bits, and each part's calls per step as the step's
        structure gives them (L layers, G planes of the FFN's first Linear, B sequences) */
     fl_gstep_prof prof;
@@ -173,7 +193,9 @@ static void check_config(fl_act_kind act, int recipe)
         { FL_GP_LIN_GEMM, L * (9 + 3 * G) + 3 },  /* forward qkv, proj, G planes, down, head; backward two each */
         { FL_GP_ATT_GEMM, 6 * L * B },            /* two per sequence forward, four backward */
         { FL_GP_SOFTMAX, 2 * L },
-        { FL_GP_CAST, bf * (1 + 3 * (4 * L + 1)) }, /* the weights; X forward, dY and X backward per Linear */
+        { FL_GP_CAST, bf * (1 + 3 * (4 * L + 1)) +   /* bf16: the weights; X forward, dY and X backward per Linear */
+                          fp8 * (5 * (4 * L + 1) +     /* FP8: X, W forward, dY and again X, W backward per Linear, */
+                                 (recipe == FL_RECIPE_FP8_CURRENT) * 3 * 4 * L) }, /* current scales' amaxes but the head's */
         { FL_GP_STATS, 2 * L },
         { FL_GP_NORM, 1 },
         { FL_GP_ADAMW, FL_P_COUNT },
@@ -194,8 +216,8 @@ static void check_config(fl_act_kind act, int recipe)
     free(gp);
 
     printf("  %-8s %-4s step-0 gradients within %.2g (relative); loss AGREE, largest ratio %.3g of the bound (envelope "
-           "%.3g); without clipping DISAGREE from step %ld\n",
-           fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), worst, ratio, env, r.first_bad);
+           "%.3g); %s\n",
+           fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), worst, ratio, env, ctl_msg);
     free(gh);
     free(gs);
     fl_data_free(&d);
@@ -207,14 +229,29 @@ int main(void)
     for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
         check_config(acts[a], FL_RECIPE_FP32);
         check_config(acts[a], FL_RECIPE_BF16);
+        check_config(acts[a], FL_RECIPE_FP8_DELAYED);
+        check_config(acts[a], FL_RECIPE_FP8_CURRENT);
     }
+    /* recipes and sites without a device path are refused with a message */
     fl_gstep s;
     test_model h;
     fl_train_cfg c;
+    cfg_of(&c, FL_ACT_SWIGLU, FL_RECIPE_MXFP8);
+    test_model_init(&h, &c.model, FL_RECIPE_MXFP8, c.seed);
+    CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, FL_RECIPE_MXFP8) == -1, "mxfp8 is refused (not yet)");
+    test_model_free(&h);
+    cfg_of(&c, FL_ACT_SMOOTH_SWIGLU, FL_RECIPE_FP8_DELAYED);
+    test_model_init(&h, &c.model, FL_RECIPE_FP8_DELAYED, c.seed);
+    CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, FL_RECIPE_FP8_DELAYED) == -1,
+          "smooth_swiglu under fp8-delayed is refused (not yet)");
+    test_model_free(&h);
     cfg_of(&c, FL_ACT_SWIGLU, FL_RECIPE_FP8_DELAYED);
     test_model_init(&h, &c.model, FL_RECIPE_FP8_DELAYED, c.seed);
-    CHECK(fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, FL_RECIPE_FP8_DELAYED) == -1, "fp8-delayed is refused (not yet)");
+    CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, FL_RECIPE_FP8_DELAYED), "init");
+    h.rec.sites[FL_SITE(0, FL_LIN_FC, FL_ROLE_W)].scaling = FL_SCALING_1X128; /* as a --site override would */
+    CHECK(fl_gstep_set_recipe(&s, &h.rec) == -1, "a block-scaled site is refused");
+    fl_gstep_free(&s);
     test_model_free(&h);
-    printf("  fp8-delayed refused with a message (not built yet)\n");
+    printf("  mxfp8, smooth_swiglu under fp8-delayed and a block-scaled site refused with a message (not built yet)\n");
     PASS("test_gstep");
 }

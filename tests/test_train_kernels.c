@@ -13,7 +13,8 @@
  *  4. The FP8 cast twin (fl_cast_fp8) equals the cast engine the harness casts with: its codes decode to
  *     fl_cast_fq_span's values, its counts and amax are fl_cast_fq_span's, and under RNE its codes are
  *     fl_cast_encode_span's -- e4m3, e5m2 and Gaudi2's e4m3, saturating or not, RNE and SR, three
- *     scales, on a stride of every float32 bit pattern plus the specials.
+ *     scales, on a stride of every float32 bit pattern plus the specials; fl_cast_fq (the GPU step's
+ *     fake-quantising cast) writes fl_cast_fq_span's values bit for bit, bf16 included.
  *  5. Embeddings: fl_embed_index sorts the rows by token, stably; the device's algorithm over that
  *     index (each token's rows in order, each position's rows in order), run here in C, gives the twin's
  *     gradients bit for bit, with repeated and absent tokens; a token beyond the vocabulary is refused.
@@ -180,9 +181,9 @@ static void check_rmsnorm(void)
 static void check_cast(void)
 {
     const size_t n = (size_t)(0x100000000ull / 4099) + 16;
-    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *yq = malloc(n * sizeof *yq);
     uint8_t *codes = malloc(n), *enc = malloc(n);
-    CHECK(x && y && codes && enc, "alloc");
+    CHECK(x && y && yq && codes && enc, "alloc");
     for (size_t i = 0; i + 16 < n; i++)
         x[i] = fl_f32_from_bits((uint32_t)(i * 4099u));
     const float sp[16] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 448.0f, 464.0f, -480.0f, 57344.0f, 61440.0f,
@@ -190,20 +191,37 @@ static void check_cast(void)
     memcpy(x + n - 16, sp, sizeof sp);
     const float scales[3] = { 1.0f, 0.125f, 448.0f / 3.0f };
     int cases = 0;
-    for (int fmt = 0; fmt < 3; fmt++)
+    int fq_cases = 0;
+    for (int fmt = 0; fmt < 4; fmt++)
         for (int nosat = 0; nosat <= 1; nosat++)
             for (int sr = 0; sr <= 1; sr++)
                 for (int k = 0; k < 3; k++) {
                     if (fmt == 2 && nosat)
                         continue; /* Gaudi2's e4m3 always saturates */
-                    const fl_cast_fmt f = { .fmt = fmt == 1 ? FL_FMT_E5M2 : FL_FMT_E4M3, .gaudi2 = fmt == 2, .nosat = nosat,
-                                            .sr = sr, .key = 0x5EED + (uint64_t)k };
+                    if (fmt == 3 && (nosat || sr))
+                        continue; /* bf16: RNE, overflowing to Inf (the recipes' bf16 casts) */
+                    const fl_cast_fmt f = { .fmt = fmt == 3 ? FL_FMT_BF16 : fmt == 1 ? FL_FMT_E5M2 : FL_FMT_E4M3,
+                                            .gaudi2 = fmt == 2, .nosat = nosat, .sr = sr, .key = 0x5EED + (uint64_t)k };
                     const float s = scales[k], si = 1.0f / s;
-                    fl_cast_counts kt = { 0 }, ke = { 0 };
-                    float amax = 0.0f;
-                    CHECK(fl_cast_fp8(codes, &amax, &kt, x, n, s, &f, 1000) == 0, "cast");
+                    fl_cast_counts kt = { 0 }, ke = { 0 }, kq = { 0 };
+                    float amax = 0.0f, amq = 0.0f;
                     const fl_cast_scales sc = { .rs = 1.0f, .rsi = 1.0f, .s = s, .si = si, .off = 1000 };
                     const float am = fl_cast_fq_span(y, x, n, &f, &sc, &ke, NULL, NULL);
+                    /* fl_cast_fq (the GPU step's FP8 casts): the engine's values, counts and amax */
+                    CHECK(fl_cast_fq(yq, &amq, &kq, x, n, s, si, &f, 1000) == 0, "fl_cast_fq");
+                    for (size_t i = 0; i < n; i++)
+                        if (!same_bits(yq[i], y[i])) {
+                            CHECK(0, "fl_cast_fq fmt %d nosat %d sr %d s %g: x %a -> %a, the engine %a", fmt, nosat, sr, s,
+                                  x[i], yq[i], y[i]);
+                            break;
+                        }
+                    CHECK(!memcmp(&kq, &ke, sizeof kq) && fl_f32_bits(amq) == fl_f32_bits(am),
+                          "fl_cast_fq fmt %d nosat %d sr %d: counts or amax (%a/%a) differ from the engine's", fmt, nosat,
+                          sr, amq, am);
+                    fq_cases++;
+                    if (fmt == 3)
+                        continue;
+                    CHECK(fl_cast_fp8(codes, &amax, &kt, x, n, s, &f, 1000) == 0, "cast");
                     fl_cast_limits l;
                     fl_cast_limits_of(&l, &f);
                     for (size_t i = 0; i < n; i++) {
@@ -225,8 +243,9 @@ static void check_cast(void)
                     }
                     cases++;
                 }
-    printf("  fl_cast_fp8: the cast engine's values, counts and amax (and RNE codes) in %d casts of %zu inputs\n", cases, n);
-    free(x), free(y), free(codes), free(enc);
+    printf("  fl_cast_fp8: the cast engine's values, counts and amax (and RNE codes) in %d casts of %zu inputs; "
+           "fl_cast_fq its values bit for bit in %d (bf16 too)\n", cases, n, fq_cases);
+    free(x), free(y), free(yq), free(codes), free(enc);
 }
 
 static void check_embed(void)

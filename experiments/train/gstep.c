@@ -77,12 +77,19 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->ops = ops;
     s->ctx = ctx;
     s->cfg = *mc;
-    if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16) {
-        fprintf(stderr, "fp8lab: the GPU step runs the fp32 and bf16 recipes, not %s (yet)\n",
+    if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16 && recipe != FL_RECIPE_FP8_DELAYED &&
+        recipe != FL_RECIPE_FP8_CURRENT) {
+        fprintf(stderr, "fp8lab: the GPU step runs the fp32, bf16, fp8-delayed and fp8-current recipes, not %s (yet)\n",
                 fl_recipe_name((fl_recipe_kind)recipe));
         return -1;
     }
     s->bf16 = recipe == FL_RECIPE_BF16;
+    s->fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT;
+    if (s->fp8 && fl_act_smooth_axis(mc->act) >= 0) {
+        fprintf(stderr, "fp8lab: the GPU step has no smoothed casts (%s under %s) yet\n", fl_act_name(mc->act),
+                fl_recipe_name((fl_recipe_kind)recipe));
+        return -1;
+    }
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
     s->nparams = fl_model_param_sizes(c, s->sizes);
@@ -131,6 +138,13 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     gmax = gmax > V ? gmax : V;
     s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
     s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
+    if (s->fp8) {
+        size_t wmax = 3 * C * C > G * F * C ? 3 * C * C : G * F * C;
+        wmax = wmax > V * C ? wmax : V * C;
+        s->xf = dalloc(s, N * kmax * f4, &fail);
+        s->wf = dalloc(s, wmax * f4, &fail);
+        s->gf = dalloc(s, N * gmax * f4, &fail);
+    }
     s->htok = calloc(N, sizeof(int));
     s->htgt = calloc(N, sizeof(int));
     s->hetoks = calloc(N, sizeof(int));
@@ -178,7 +192,7 @@ void fl_gstep_free(fl_gstep *s)
     void *dev[] = { s->params, s->grads, s->am, s->av, s->wq, s->tok, s->tgt, s->etoks, s->estarts, s->erows,
                     s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
                     s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
-                    s->dp, s->ds, s->xq, s->gq };
+                    s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             s->ops->release(s->ctx, dev[i]);
@@ -224,35 +238,108 @@ static const void *weight(const fl_gstep *s, const float *W)
     return s->bf16 ? (const void *)(s->wq + (W - s->params)) : (const void *)W; /* the same offsets */
 }
 
-/* Y (P, N, M/P) = X (N, K) . W (M, K)^T in P planes (model.c, lin_forward). */
-static int lin_fwd(fl_gstep *s, float *Y, const float *X, const float *W, size_t K, size_t M, size_t P)
+int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec)
+{
+    const char *why = fl_recipe_dev_check(rec);
+    if (why) {
+        fprintf(stderr, "fp8lab: the GPU step: %s\n", why);
+        return -1;
+    }
+    s->rec = rec;
+    return 0;
+}
+
+/* The fake-quantised copy of x (n elements) at site si into y, as fl_recipe_cast's forward cast: the
+   current scale from x's amax where the site needs it, the counts and amax into the site's statistics
+   and its delayed history.  *op: y, or x itself where the site is fp32; the cast's parameters into
+   *cf, *sc, *si_out, *q for a later recast. */
+static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, const float **op, fl_cast_fmt *cf,
+                     float *sc, float *sinv, int *q)
+{
+    fl_recipe *r = s->rec;
+    const fl_site *st = &r->sites[si];
+    *op = x;
+    *q = st->fmt != FL_FMT_FP32;
+    if (!*q)
+        return 0;
+    float amax = 0.0f;
+    if (st->scaling == FL_SCALING_TENSOR && !(r->hp_phase && st->fmt != FL_FMT_BF16))
+        OP(FL_GP_CAST, s->ops->amax_rms(s->ctx, &amax, NULL, x, 1, n));
+    if (fl_recipe_dev_cast_begin(r, si, amax, cf, sc, sinv)) {
+        fprintf(stderr, "fp8lab: the GPU step: site %s has no device cast\n", st->name);
+        return -1;
+    }
+    fl_cast_counts k = { 0 };
+    float am = 0.0f;
+    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, *sc, *sinv, cf, 0, &k, &am));
+    fl_recipe_dev_cast_end(r, si, &k, am, n, *sc, cf, 1);
+    *op = y;
+    return 0;
+}
+
+/* x cast again into y with the parameters of its forward cast (the same values; nothing recorded). */
+static int recast(fl_gstep *s, float *y, const float *x, size_t n, const fl_cast_fmt *cf, float sc, float sinv, int q,
+                  const float **op)
+{
+    *op = x;
+    if (!q)
+        return 0;
+    fl_cast_counts k = { 0 };
+    float am = 0.0f;
+    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, sc, sinv, cf, 0, &k, &am));
+    *op = y;
+    return 0;
+}
+
+/* Y (P, N, M/P) = X (N, K) . W (M, K)^T in P planes (model.c, lin_forward); li: the Linear's index
+   (l FL_LIN_COUNT + lin, the head L FL_LIN_COUNT), whose sites are li * 3 + role. */
+static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W, size_t K, size_t M, size_t P)
 {
     const size_t N = ntok(s), Mp = M / P;
-    const void *x;
-    fl_format xf;
-    TRY(operand(s, &x, &xf, s->xq, X, N * K));
-    const fl_format wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
+    const void *x, *w = weight(s, W);
+    fl_format xf, wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
+    if (s->fp8) {
+        fl_gstep_lin *q = &s->lin[li];
+        const float *xo, *wo;
+        TRY(cast_site(s, li * 3 + FL_ROLE_IN, s->xf, X, N * K, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
+        TRY(cast_site(s, li * 3 + FL_ROLE_W, s->wf, W, M * K, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
+        x = xo, w = wo, xf = FL_FMT_FP32;
+    } else {
+        TRY(operand(s, &x, &xf, s->xq, X, N * K));
+    }
     for (size_t p = 0; p < P; p++)
-        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 1, N, Mp, K, x, xf, K, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0, 0.0f, Y + p * N * Mp, Mp,
+        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 1, N, Mp, K, x, xf, K, 0, at(w, wf, p * Mp * K), wf, K, 0, 0.0f, Y + p * N * Mp, Mp,
                  0, 1));
     return 0;
 }
 
 /* dX (N, K) = sum_p dY_p . W_p (overwritten), dW_p (M/P, K) += dY_p^T . X, dY (P, N, M/P) (model.c,
-   lin_backward).  X is cast again where the forward cast it: the same values. */
-static int lin_bwd(fl_gstep *s, float *dX, float *dW, const float *dY, const float *X, const float *W, size_t K,
-                   size_t M, size_t P)
+   lin_backward).  X (and under FP8 W) is cast again where the forward cast it: the same values. */
+static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, const float *X, const float *W,
+                   size_t K, size_t M, size_t P)
 {
     const size_t N = ntok(s), Mp = M / P;
-    const void *g, *x;
-    fl_format gf, xf;
-    TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));
-    TRY(operand(s, &x, &xf, s->xq, X, N * K));
-    const fl_format wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
+    const void *g, *x, *w = weight(s, W);
+    fl_format gf, xf, wf = s->bf16 ? FL_FMT_BF16 : FL_FMT_FP32;
+    if (s->fp8) {
+        const fl_gstep_lin *q = &s->lin[li];
+        const float *go, *xo, *wo;
+        fl_cast_fmt cf;
+        float sc, sinv;
+        int gq;
+        TRY(cast_site(s, li * 3 + FL_ROLE_GOUT, s->gf, dY, P * N * Mp, &go, &cf, &sc, &sinv, &gq));
+        TRY(recast(s, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, &xo));
+        TRY(recast(s, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, &wo));
+        g = go, x = xo, w = wo, gf = xf = FL_FMT_FP32;
+    } else {
+        TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));
+        TRY(operand(s, &x, &xf, s->xq, X, N * K));
+    }
     for (size_t p = 0; p < P; p++) {
-        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 0, N, K, Mp, at(g, gf, p * N * Mp), gf, Mp, 0, at(weight(s, W), wf, p * Mp * K), wf, K, 0,
+        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 0, N, K, Mp, at(g, gf, p * N * Mp), gf, Mp, 0, at(w, wf, p * Mp * K), wf, K, 0,
                  p ? 1.0f : 0.0f, dX, K, 0, 1));
-        TRY(gemm(s, FL_GP_LIN_GEMM, 1, 0, Mp, K, N, at(g, gf, p * N * Mp), gf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K, K, 0, 1));
+        TRY(gemm(s, FL_GP_LIN_GEMM, 1, 0, Mp, K, N, at(g, gf, p * N * Mp), gf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K, K,
+                 0, 1));
     }
     return 0;
 }
@@ -327,22 +414,22 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
         float *r2 = s->r2 + l * N * C, *ln2 = s->ln2 + l * N * C, *pre = s->pre + l * N * G * F;
         float *h = s->h + l * N * F, *xo = s->resid + (l + 1) * N * C;
         OP(FL_GP_RMS, o->rms_fwd(cx, ln1, s->rstd1 + l * N, x, s->p[FL_P_LN1] + l * C, N, C, rms_eps));
-        TRY(lin_fwd(s, qkv, ln1, s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
+        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_QKV), qkv, ln1, s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
         TRY(attn_fwd(s, atty, s->att + l * B * H * T * T, qkv));
-        TRY(lin_fwd(s, r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
+        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_PROJ), r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
         OP(FL_GP_ADD, o->add(cx, r2, x, N * C));
         OP(FL_GP_RMS, o->rms_fwd(cx, ln2, s->rstd2 + l * N, r2, s->p[FL_P_LN2] + l * C, N, C, rms_eps));
         fl_ffn_fwd_stats *fs = &s->ffn[l];
         fs->in_rms = NAN;
         OP(FL_GP_STATS, o->amax_rms(cx, &fs->in_amax, NULL, ln2, N, C));
-        TRY(lin_fwd(s, pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
+        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_FC), pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
         OP(FL_GP_ACT, o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
         OP(FL_GP_STATS, o->amax_rms(cx, &fs->act_amax, &fs->act_rms, h, N, F));
-        TRY(lin_fwd(s, xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
+        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_DOWN), xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
         OP(FL_GP_ADD, o->add(cx, xo, r2, N * C));
     }
     OP(FL_GP_RMS, o->rms_fwd(cx, s->lnf, s->rstdf, s->resid + L * N * C, s->p[FL_P_LNF], N, C, rms_eps));
-    TRY(lin_fwd(s, s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
+    TRY(lin_fwd(s, (int)(L * FL_LIN_COUNT), s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
     OP(FL_GP_XENT, o->xent_fwd(cx, s->logits, s->tokloss, s->tgt, N, V));
     OP(FL_GP_COPY, o->get(cx, s->htokloss, s->tokloss, N * sizeof(double)));
     const double tl = prof_begin(s);
@@ -362,22 +449,22 @@ static int backward(fl_gstep *s)
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
     OP(FL_GP_XENT, o->xent_bwd(cx, s->logits, s->tgt, N, V));
-    TRY(lin_bwd(s, s->dln, s->g[FL_P_WHEAD], s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
+    TRY(lin_bwd(s, (int)(L * FL_LIN_COUNT), s->dln, s->g[FL_P_WHEAD], s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
     OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LNF], s->dln, s->resid + L * N * C, s->rstdf, s->p[FL_P_LNF], N, C, 0));
     for (size_t l = L; l-- > 0;) {
         const float *x = s->resid + l * N * C;
-        TRY(lin_bwd(s, s->dh, s->g[FL_P_WDOWN] + l * C * F, s->dres, s->h + l * N * F, s->p[FL_P_WDOWN] + l * C * F, F,
+        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_DOWN), s->dh, s->g[FL_P_WDOWN] + l * C * F, s->dres, s->h + l * N * F, s->p[FL_P_WDOWN] + l * C * F, F,
                     C, 1));
         OP(FL_GP_ACT, o->act_bwd(cx, s->dpre, s->g[FL_P_ACOEF] + l * FL_ACT_NCOEF, s->dh, s->pre + l * N * G * F, N, F, c->act,
                        s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
-        TRY(lin_bwd(s, s->dln, s->g[FL_P_WFC] + l * G * F * C, s->dpre, s->ln2 + l * N * C, s->p[FL_P_WFC] + l * G * F * C,
+        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_FC), s->dln, s->g[FL_P_WFC] + l * G * F * C, s->dpre, s->ln2 + l * N * C, s->p[FL_P_WFC] + l * G * F * C,
                     C, G * F, G));
         OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LN2] + l * C, s->dln, s->r2 + l * N * C, s->rstd2 + l * N,
                        s->p[FL_P_LN2] + l * C, N, C, 1));
-        TRY(lin_bwd(s, s->datty, s->g[FL_P_WPROJ] + l * C * C, s->dres, s->atty + l * N * C, s->p[FL_P_WPROJ] + l * C * C,
+        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_PROJ), s->datty, s->g[FL_P_WPROJ] + l * C * C, s->dres, s->atty + l * N * C, s->p[FL_P_WPROJ] + l * C * C,
                     C, C, 1));
         TRY(attn_bwd(s, s->dqkv, s->datty, s->att + l * B * H * T * T, s->qkv + l * N * 3 * C));
-        TRY(lin_bwd(s, s->dln, s->g[FL_P_WQKV] + l * 3 * C * C, s->dqkv, s->ln1 + l * N * C,
+        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_QKV), s->dln, s->g[FL_P_WQKV] + l * 3 * C * C, s->dqkv, s->ln1 + l * N * C,
                     s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
         OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LN1] + l * C, s->dln, x, s->rstd1 + l * N, s->p[FL_P_LN1] + l * C, N, C,
                        1));
@@ -416,6 +503,10 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
 {
     if (cfg->recipe.fp8_adam) {
         fprintf(stderr, "fp8lab: the GPU step has no --fp8-adam (yet)\n");
+        return -1;
+    }
+    if (s->fp8 && !s->rec) {
+        fprintf(stderr, "fp8lab: the GPU step under an FP8 recipe needs its recipe state (fl_gstep_set_recipe)\n");
         return -1;
     }
     OP(FL_GP_ZERO, s->ops->zero(s->ctx, s->grads, s->ntot * sizeof(float)));

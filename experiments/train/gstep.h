@@ -17,16 +17,21 @@
  * sum).  The host table's loss therefore differs from the harness's by roundings, judged like a GPU
  * run's (verdict.h, fl_loss_envelope; TRAINING.md, "How far a GPU run may differ").
  *
- * Recipes: fp32 (no casts) and bf16 (X, W and dY of every Linear rounded to bf16, RNE, overflow to Inf,
- * the harness's bf16 recipe); the FP8 recipes come with their scaling state (not yet).  Telemetry: the
- * loss, the gradient norm and each layer's FFN statistics (the input's amax, the activation's amax and
- * rms: the harness's bits, fl_amax_rms); no cast counters.
+ * Recipes: fp32 (no casts), bf16 (X, W and dY of every Linear rounded to bf16, RNE, overflow to Inf,
+ * the harness's bf16 recipe; bf16 GEMMs), and fp8-delayed / fp8-current with per-tensor scales: every
+ * Linear's X, W and dY fake-quantised on the device (fl_cast_fq) with the scale the harness's recipe
+ * state gives (fl_recipe_dev_cast_begin), and the GEMMs in fp32 on those values, as the harness's (FP8
+ * products are exact in fp32: the values of an FP8 GEMM with fp32 accumulation, not yet its speed).
+ * Telemetry: the loss, the gradient norm, each layer's FFN statistics (the input's amax, the activation's
+ * amax and rms: the harness's bits, fl_amax_rms); under the FP8 recipes the casts' counts, amaxes and
+ * scales per site (no clip mass, no moments).
  */
 #ifndef FL_GSTEP_H
 #define FL_GSTEP_H
 
 #include "model.h"
 #include "train.h"
+#include "recipe.h"     /* fl_recipe, its device casts */
 #include "train_step.h" /* fl_adamw_hp */
 
 #include <stddef.h>
@@ -48,6 +53,10 @@ typedef struct {
     int (*sync)(void *ctx); /* waits for the work so far (the profile's clock) */
     int (*gemm)(void *ctx, const fl_gstep_gemm *g);
     int (*to_bf16)(void *ctx, uint16_t *dst, const float *src, size_t n); /* RNE, overflow to Inf */
+    /* y = the fake-quantised x (fl_cast_fq: scale s, inverse si, format, rounding and stream f, element i
+       drawing at off + i); its counts into *k and its amax into *amax (host results: the call waits) */
+    int (*cast_fq)(void *ctx, float *y, const float *x, size_t n, float s, float si, const fl_cast_fmt *f,
+                   uint64_t off, fl_cast_counts *k, float *amax);
     int (*add)(void *ctx, float *y, const float *x, size_t n);            /* y += x */
     int (*sumsq)(void *ctx, double *out, const float *x, size_t n);      /* fl_sumsq's order */
     int (*amax_rms)(void *ctx, float *amax, float *rms, const float *x, size_t R, size_t C); /* host results */
@@ -108,12 +117,24 @@ typedef struct {
 /* The table of p: per part the calls and milliseconds per step and the share of the parts' sum, to f. */
 void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device);
 
+/* The forward casts of one Linear under an FP8 recipe (format, rounding, scale): the backward casts X
+   and W again with them, giving the values the forward's GEMM read (the harness keeps those values). */
+typedef struct {
+    fl_cast_fmt xf, wf;
+    float xs, xsi, ws, wsi;
+    int xq, wq; /* 0: the site is fp32 (no cast) */
+} fl_gstep_lin;
+
 /* A model on a device: parameters, gradients, AdamW moments, the forward's saved tensors, scratch. */
 typedef struct {
     const fl_gstep_ops *ops;
     void *ctx;
     fl_model_cfg cfg;
     int bf16; /* the bf16 recipe: X, W, dY of every Linear cast to bf16 */
+    int fp8;  /* fp8-delayed / fp8-current: every Linear's casts through rec's sites (fl_gstep_set_recipe) */
+    fl_recipe *rec;                            /* the host's recipe state (scales, histories, statistics) */
+    float *xf, *wf, *gf;                       /* fp8: the fake-quantised X, W and dY of the Linear at hand */
+    fl_gstep_lin lin[FL_MODEL_MAX_L * FL_LIN_COUNT + 1];
     size_t sizes[FL_P_COUNT], nparams;
     /* device: the tensors in model.h's order, each starting at a multiple of FL_GSTEP_ALIGN elements
        (off[k]; the gaps are zero), so that every GEMM operand is 16-byte aligned in fp32 and bf16 */
@@ -139,13 +160,21 @@ typedef struct {
 enum { FL_GSTEP_ALIGN = 64 };
 
 /* Allocate the step's tensors for model configuration mc on the device of ops (zeroed).  recipe:
-   FL_RECIPE_FP32 or FL_RECIPE_BF16.  0, or -1 after printing why (an unsupported recipe, out of device
-   memory). */
+   FL_RECIPE_FP32, FL_RECIPE_BF16, or FL_RECIPE_FP8_DELAYED / FL_RECIPE_FP8_CURRENT, whose casts then go
+   through the recipe state given by fl_gstep_set_recipe before the first step (not with a smoothed
+   activation yet).  0, or -1 after printing why (an unsupported recipe, out of device memory). */
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe);
 /* The parameters (nparams floats, model.h's order: a harness model's, so both start from the same
    weights, or a checkpoint's) and AdamW's moments (the same layout; NULL: zero) to the device. */
 int fl_gstep_upload(fl_gstep *s, const float *params, const float *am, const float *av);
 void fl_gstep_free(fl_gstep *s);
+/* The FP8 recipes' state: the harness's fl_recipe for the same model (its sites FL_SITE(l, lin, role)),
+   whose scales, delayed histories and per-step statistics the step's casts read and write as the
+   harness's do (fl_recipe_dev_cast_begin / _end), so sites.csv, metrics.csv's cast counts and
+   checkpoints come from it.  The caller brackets each step with fl_recipe_step_begin(rec, 0) and
+   fl_recipe_step_end and sets rec->step and rec->hp_phase as train.c does.  0, or -1 after printing why
+   (a site without a device path: fl_recipe_dev_check). */
+int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec);
 
 /* One training step on tokens (B, T + 1), as train.c's: zero the gradients, forward, backward, the global
    gradient norm (*gnorm), clipping by cfg->clip, AdamW at fl_lr_at(cfg, step).  The loss of the forward

@@ -23,6 +23,7 @@ enum { LT_WORKSPACE = 32u << 20 }; /* cuBLASLt's workspace, as gpu_plan.c counts
 typedef struct {
     void *lt, *ws;
     void *plans;    /* fl_cuda_gemm_rm_cached's plans; NULL under FP8LAB_GEMM_PLANS=0 */
+    unsigned long long *cast; /* fl_cuda_cast_fq's counts (6) and amax (1 slot) */
     double *sq;     /* fl_cuda_sumsq's chunk sums, fl_cuda_amax_rms's row sums */
     size_t sq_n;
     uint64_t tab[32];
@@ -67,6 +68,22 @@ static int c_to_bf16(void *ctx, uint16_t *dst, const float *src, size_t n)
 {
     (void)ctx;
     return fl_cuda_convert_from_f32(dst, FL_FMT_BF16, src, n, FL_RND_NE, FL_OVF_NOSATURATE, 0, 0, NULL);
+}
+/* The cast's counts (6 unsigned long long) and amax (its bits) in the context's device scratch, zeroed
+   before the launch and read back after it. */
+static int c_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
+                     uint64_t off, fl_cast_counts *k, float *amax)
+{
+    cuda_ctx *c = ctx;
+    unsigned long long h[7];
+    if (fl_cuda_dev_zero(c->cast, sizeof h) ||
+        fl_cuda_cast_fq(y, (float *)(c->cast + 6), c->cast, x, n, sc, si, f, off, NULL) ||
+        fl_cuda_dev_get(h, c->cast, sizeof h))
+        return -1;
+    const fl_cast_counts kk = { h[0], h[1], h[2], h[3], h[4], h[5] };
+    *k = kk;
+    memcpy(amax, &h[6], sizeof *amax); /* the amax's bits, in the first 4 bytes of the last slot */
+    return 0;
 }
 static int c_add(void *ctx, float *y, const float *x, size_t n)
 {
@@ -130,7 +147,8 @@ static int c_softmax_bwd(void *ctx, float *dS, const float *P, const float *dP, 
 }
 
 /* The activations the device has float32 kernels for: the SwiGLU family (smoothing is exact under the
-   fp32 and bf16 recipes, so the smoothed ones are SwiGLU here, as in the harness) and relu. */
+   fp32 and bf16 recipes, so the smoothed ones are SwiGLU here, as in the harness; gstep.c refuses them
+   under FP8) and relu. */
 static int act_on_device(fl_act act) { return fl_act_swiglu(act) || act.kind == FL_ACT_RELU; }
 
 static int c_act_fwd(void *ctx, float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef)
@@ -184,6 +202,7 @@ static const fl_gstep_ops cuda_ops = {
     .sync = c_sync,
     .gemm = c_gemm,
     .to_bf16 = c_to_bf16,
+    .cast_fq = c_cast_fq,
     .add = c_add,
     .sumsq = c_sumsq,
     .amax_rms = c_amax_rms,
@@ -219,9 +238,10 @@ const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
     fl_expf_table(c->tab);
     c->lt = fl_cuda_lt_new();
     c->ws = c->lt ? fl_cuda_dev_alloc(LT_WORKSPACE) : NULL;
+    c->cast = c->ws ? fl_cuda_dev_alloc(7 * sizeof *c->cast) : NULL;
     const char *pe = getenv("FP8LAB_GEMM_PLANS"); /* "0": every GEMM planned at its call (the cache's A/B) */
     c->plans = pe && !strcmp(pe, "0") ? NULL : fl_cuda_gemm_plans_new();
-    if (!c->ws || (!c->plans && !(pe && !strcmp(pe, "0")))) {
+    if (!c->ws || !c->cast || (!c->plans && !(pe && !strcmp(pe, "0")))) {
         fl_gstep_cuda_close(c);
         return NULL;
     }
@@ -237,6 +257,7 @@ void fl_gstep_cuda_close(void *ctx)
     fl_cuda_dev_free(c->ws);
     fl_cuda_dev_free(c->sq);
     fl_cuda_gemm_plans_free(c->plans);
+    fl_cuda_dev_free(c->cast);
     fl_cuda_lt_free(c->lt);
     free(c);
 }

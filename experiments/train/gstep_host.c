@@ -187,6 +187,15 @@ static int h_adamw(void *ctx, float *p, const float *g, float *m, float *v, size
     return fl_adamw(p, g, m, v, n, h);
 }
 
+static int h_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
+                     uint64_t off, fl_cast_counts *k, float *amax)
+{
+    (void)ctx;
+    memset(k, 0, sizeof *k);
+    *amax = 0.0f;
+    return fl_cast_fq(y, amax, k, x, n, sc, si, f, off);
+}
+
 static int h_sync(void *ctx)
 {
     (void)ctx;
@@ -203,6 +212,7 @@ const fl_gstep_ops fl_gstep_host = {
     .sync = h_sync,
     .gemm = h_gemm,
     .to_bf16 = h_to_bf16,
+    .cast_fq = h_cast_fq,
     .add = h_add,
     .sumsq = h_sumsq,
     .amax_rms = h_amax_rms,

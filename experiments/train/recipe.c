@@ -982,6 +982,70 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     }
 }
 
+/* ---- the GPU step's casts ------------------------------------------------------------------------- */
+
+const char *fl_recipe_dev_check(const fl_recipe *r)
+{
+    if (r->cfg.fast_accum)
+        return "--fast-accum (the FP8 GEMM's fast accumulation) has no device path yet";
+    for (int i = 0; i < r->nsites; i++) {
+        const fl_site *s = &r->sites[i];
+        if (s->fmt == FL_FMT_FP32 || s->fmt == FL_FMT_BF16)
+            continue;
+        if (s->fmt != FL_FMT_E4M3 && s->fmt != FL_FMT_E5M2)
+            return "FP4 sites have no device path yet";
+        if (s->gaudi2)
+            return "paper-gaudi2's casts (Gaudi2's e4m3, the e5m2 backward copies) have no device path yet";
+        if (s->scaling != FL_SCALING_DELAYED && s->scaling != FL_SCALING_TENSOR)
+            return "block and MX scales have no device path yet (per-tensor delayed and current scaling have)";
+    }
+    return NULL;
+}
+
+int fl_recipe_dev_cast_begin(fl_recipe *r, int si, float amax, fl_cast_fmt *cf, float *s, float *s_inv)
+{
+    fl_site *site = &r->sites[si];
+    const int hp = r->hp_phase && site->fmt != FL_FMT_BF16; /* fl_recipe_cast's bf16 start */
+    const fl_scaling scaling = hp ? FL_SCALING_NONE : site->scaling;
+    if (site->fmt == FL_FMT_FP32 || site->gaudi2 || (!hp && scaling != FL_SCALING_NONE && scaling != FL_SCALING_DELAYED &&
+                                                     scaling != FL_SCALING_TENSOR))
+        return -1;
+    *s = *s_inv = 1.0f;
+    if (hp) {
+        site->scale = 1.0f;
+        site->amax_from = 0.0f;
+    } else if (scaling == FL_SCALING_DELAYED) { /* cast_scales */
+        *s = fl_delayed_scale(site->dl);
+        *s_inv = fl_delayed_scale_inv(site->dl);
+        site->scale = *s;
+        site->amax_from = fl_recipe_delayed_amax_from(site->dl);
+    } else if (scaling == FL_SCALING_TENSOR) { /* current_scales, one block */
+        *s = fl_scale_from_amax(scale_format(site), amax, 1.0f, r->cfg.margin, (int)r->cfg.pow2);
+        *s_inv = 1.0f / *s;
+        site->amax_from = amax;
+        site->scale = *s;
+    }
+    memset(cf, 0, sizeof *cf);
+    cf->fmt = hp ? FL_FMT_BF16 : (fl_format)site->fmt;
+    cf->nosat = (int)r->cfg.nosat && cf->fmt != FL_FMT_BF16;
+    cf->sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf->fmt == FL_FMT_E5M2;
+    cf->key = fl_recipe_sr_key(r, si);
+    return 0;
+}
+
+void fl_recipe_dev_cast_end(fl_recipe *r, int si, const fl_cast_counts *k, float amax, size_t n, float s,
+                            const fl_cast_fmt *cf, int record)
+{
+    fl_site *site = &r->sites[si];
+    const cast_counts kk = { *k, amax };
+    cast_record_stats(site, &kk, n, 1, 0, NULL);
+    if ((site->scaling == FL_SCALING_DELAYED || site->scaling == FL_SCALING_TENSOR) && cf->fmt != FL_FMT_BF16 &&
+        amax * s > fl_cast_fmax(cf))
+        site->st.clip_mass = NAN; /* it saturated; the harness's pass over x for the mass is not made */
+    if (site->scaling == FL_SCALING_DELAYED && record)
+        fl_delayed_record(site->dl, amax);
+}
+
 /* ---- state ------------------------------------------------------------------------------------ */
 
 size_t fl_recipe_state_size(const fl_recipe *r)

@@ -274,6 +274,22 @@ uint64_t fl_recipe_sr_key(const fl_recipe *r, int site);
    sites of fp8-block and mxfp8; the e5m2 copies of the X and W sites of paper-gaudi2. */
 int fl_recipe_needs_bwd_copy(const fl_recipe *r, int site);
 
+/* The GPU step's casts (experiments/train/gstep.c), whose pass over the data runs on the device
+   (kernels/train_step.h, fl_cast_fq): the recipe's part of fl_recipe_cast, for per-tensor sites.
+   fl_recipe_dev_check: NULL when every site has such a path (fp32, bf16, FP8 with delayed or current
+   per-tensor scaling, not Gaudi2's, no fast accumulation), else why not.
+   fl_recipe_dev_cast_begin: the format, rounding and stream (*cf) and the scale and its inverse of
+   site's forward cast this step, as fl_recipe_cast takes them (the bf16 start included); amax is the
+   tensor's max |x| over its non-NaN elements, read for current scaling only.  0, or -1 for a site
+   without such a cast (fp32, Gaudi2's, block / MX scales).
+   fl_recipe_dev_cast_end: that cast's counts and amax (n elements, cast with scale s and *cf) into the
+   site's statistics as fl_recipe_cast records them, and into the delayed history when record (once a
+   step).  The clip mass of a cast that saturated is NaN: the device makes no pass for it.  No moments. */
+const char *fl_recipe_dev_check(const fl_recipe *r);
+int fl_recipe_dev_cast_begin(fl_recipe *r, int site, float amax, fl_cast_fmt *cf, float *s, float *s_inv);
+void fl_recipe_dev_cast_end(fl_recipe *r, int site, const fl_cast_counts *k, float amax, size_t n, float s,
+                            const fl_cast_fmt *cf, int record);
+
 /* Serialised state of the delayed-scaling histories and run totals (for checkpoints; a site's dl_bwd
    follows its dl). */
 size_t fl_recipe_state_size(const fl_recipe *r);

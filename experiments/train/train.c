@@ -112,9 +112,13 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--rht mixes 16 tokens, and a per-token smoothing scale (smooth_swiglu_token) cannot be undone after it: "
                "use smooth_swiglu (per channel) or no --rht";
     if (c->device != FL_DEVICE_CPU) {
-        if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16)
-            return "--device twins / cuda: the GPU step runs the fp32 and bf16 recipes (the FP8 recipes' scaling "
-                   "state on the device is not built yet)";
+        const int fp8 = c->recipe.kind == FL_RECIPE_FP8_DELAYED || c->recipe.kind == FL_RECIPE_FP8_CURRENT;
+        if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16 && !fp8)
+            return "--device twins / cuda: the GPU step runs the fp32, bf16, fp8-delayed and fp8-current recipes (block, "
+                   "MX, FP4 and paper-gaudi2 casts on the device are not built yet)";
+        if (fp8 && (c->recipe.fast_accum || fl_act_smooth_axis(c->model.act) >= 0))
+            return "--device twins / cuda: no --fast-accum and no smooth_swiglu under the FP8 recipes (the GPU step has "
+                   "neither yet)";
         if (c->recipe.fp8_adam || c->chan_every || c->gemm_kchunk)
             return "--device twins / cuda: no --fp8-adam, --chan-every or --gemm-kchunk (the harness's; the GPU step "
                    "has none of them yet)";
@@ -260,11 +264,12 @@ static int summary_fill(FILE *f, void *a_)
     json_object_set_new(o, "steps_per_s_after_first", isfinite(a->after_first) ? fl_tele_json_num(a->after_first, 4) : json_null());
     json_object_set_new(o, "steps_this_invocation", json_integer((json_int_t)a->steps_run));
     json_object_set_new(o, "threads", json_integer(s->threads));
-    if (a->cfg->device != FL_DEVICE_CPU) { /* the GPU step does not measure these (metrics.csv: nan) */
+    if (a->cfg->device != FL_DEVICE_CPU) {
         static const char *const unmeasured[] = { "saturated_total", "clipped_total",
                                                   "nan_produced_total", "flushed_total", "down_in_saturated_total",
                                                   "first_saturation_step", "first_down_in_saturation_step" };
-        for (size_t i = 0; i < FL_ARRAY_LEN(unmeasured); i++)
+        const uint32_t k = a->cfg->recipe.kind; /* the GPU step counts casts under the FP8 recipes only (metrics.csv: nan) */
+        for (size_t i = 0; k != FL_RECIPE_FP8_DELAYED && k != FL_RECIPE_FP8_CURRENT && i < FL_ARRAY_LEN(unmeasured); i++)
             json_object_set_new(o, unmeasured[i], json_null());
         json_object_set_new(o, "device", json_string(a->cfg->device == FL_DEVICE_TWINS ? "twins" : "cuda"));
         json_object_set_new(o, "device_tensor_bytes", json_integer((json_int_t)a->device_bytes));
@@ -769,6 +774,8 @@ static int run_setup(train_run *r)
             rc = FL_EXIT_FAIL;
         if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
             rc = FL_EXIT_FAIL;
+        else if (rc == FL_EXIT_OK && r->gs.fp8 && fl_gstep_set_recipe(&r->gs, &r->rec)) /* the FP8 recipes' state */
+            rc = FL_EXIT_FAIL;
         r->gs_ready = rc == FL_EXIT_OK;
         const char *pe = getenv("FP8LAB_GSTEP_PROFILE");
         if (r->gs_ready && pe && !strcmp(pe, "1"))
@@ -831,12 +838,16 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
                           alignment telemetry reads them), the moments at each checkpoint */
         float loss;
         *lr = fl_lr_at(cfg, step);
+        fl_recipe_step_begin(&r->rec, 0); /* the device's casts measure no moments */
+        r->rec.hp_phase = step < cfg->recipe.fp8_start;
+        r->rec.step = step;
         if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_params(&r->gs, r->m.params)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
             exit(FL_EXIT_FAIL);
         }
         memcpy(r->m.ffn, r->gs.ffn, sizeof r->m.ffn);
+        fl_recipe_step_end(&r->rec);
         return loss;
     }
     const int chan_rows = cfg->chan_every && step % cfg->chan_every == 0;
@@ -865,15 +876,15 @@ static void record_step(train_run *r, uint64_t step, int tele, float loss, float
     fl_train_state *st = &r->st;
     fl_step_summary sum;
     fl_tele_summarize(&sum, &r->m);
-    if (r->gs_ready) /* the GPU step measures no cast counters; the FFN statistics are its, the weights the host's copy */
+    if (r->gs_ready && !r->gs.fp8) /* the GPU step's bf16 casts count nothing; the FFN statistics are its, the
+                                      weights the host's copy; under FP8 its casts count into r->rec */
         fl_tele_unmeasured(&sum);
     st->ema = step == 0 ? loss : (1.0 - cfg->div_ema) * st->ema + cfg->div_ema * loss;
     fl_tele_metrics_row(r->fm, step, loss, st->ema, lr, gnorm, &sum);
-    if (!r->gs_ready) {
+    if (!r->gs_ready || r->gs.fp8)
         fl_tele_sites_rows(r->fs, step, &r->rec);
-        if (tele)
-            fl_tele_jsonl(r->ft, step, loss, &r->m);
-    }
+    if (!r->gs_ready && tele)
+        fl_tele_jsonl(r->ft, step, loss, &r->m);
     st->last_loss = loss;
     if (sum.act_amax > st->act_amax_max)
         st->act_amax_max = sum.act_amax;
