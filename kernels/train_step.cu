@@ -129,8 +129,11 @@ __global__ void __launch_bounds__(256) rms_dgain_kernel(float *__restrict__ dgai
         dgain[c] += s;
 }
 
-// The FP8 cast: a grid-stride loop, each element through fl_cast_elem as in the twin; the counts and
-// the amax are integers and a maximum, summed per warp and added with atomics (no order to keep).
+// The FP8 cast: a grid-stride loop over at most CAST_BLOCKS blocks, each element through fl_cast_elem as
+// in the twin; the counts and the amax are integers and a maximum, summed per block and added with one
+// atomic each per block (no order to keep).
+enum { CAST_BLOCKS = 1024 };
+
 template <bool FQ>
 __global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ codes, float *__restrict__ y,
                                                        unsigned *__restrict__ amax_bits,
@@ -158,15 +161,35 @@ __global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ cod
         if (!(fl & FL_CE_NAN_IN) && a > am)
             am = a;
     }
+    // the block's counts and amax (warps, then the block's 8 warps through shared memory), then one
+    // atomic each per block: with the grid capped at CAST_BLOCKS, few atomics on the 7 addresses
+    __shared__ unsigned wc[8][7];
+    const int w = threadIdx.x / 32;
     for (int k = 0; k < 6; k++) {
         const unsigned v = __reduce_add_sync(0xFFFFFFFFu, c[k]);
-        if (threadIdx.x % 32 == 0 && v)
-            atomicAdd(&counts[k], (unsigned long long)v);
+        if (threadIdx.x % 32 == 0)
+            wc[w][k] = v;
     }
     const unsigned m = __reduce_max_sync(0xFFFFFFFFu, am);
-    if (threadIdx.x % 32 == 0 && m)
-        atomicMax(amax_bits, m);
+    if (threadIdx.x % 32 == 0)
+        wc[w][6] = m;
+    __syncthreads();
+    if (threadIdx.x < 7) {
+        const int k = threadIdx.x;
+        unsigned long long t = 0;
+        unsigned mx = 0;
+        for (int j = 0; j < 8; j++) {
+            t += wc[j][k];
+            mx = wc[j][k] > mx ? wc[j][k] : mx;
+        }
+        if (k < 6 && t)
+            atomicAdd(&counts[k], t);
+        if (k == 6 && mx)
+            atomicMax(amax_bits, mx);
+    }
 }
+
+unsigned cast_blocks(size_t n) { return fl_step_grid(n) < CAST_BLOCKS ? fl_step_grid(n) : CAST_BLOCKS; }
 
 // Embeddings: the forward a thread per element; the backward a thread per (token, channel) walking
 // the token's rows in increasing order (fl_embed_index), and per (position, channel) walking the
@@ -394,7 +417,7 @@ extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long 
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
-    cast_fp8_kernel<false><<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(
+    cast_fp8_kernel<false><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
         codes, nullptr, (unsigned *)amax, counts, x, n, s, 1.0f, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
@@ -411,7 +434,7 @@ extern "C" int fl_cuda_cast_fq(float *y, float *amax, unsigned long long *counts
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
-    cast_fp8_kernel<true><<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(
+    cast_fp8_kernel<true><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
         nullptr, y, (unsigned *)amax, counts, x, n, s, si, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;

@@ -1,15 +1,16 @@
 #!/bin/sh
 # gpu_train_check.sh BUILD OUTDIR -- make gpu-check's training part: the GPU step (experiments/train/gstep.h)
 # through build/fp8lab-cuda, against the harness (build/fp8lab) on this machine's CPU.
-#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16, fp32 and fp8-delayed) with --device cuda, judged by
-#      `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 / 64 / 256
-#      reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
-#   2. the bf16 GPU run resumed from its step-25 checkpoint: metrics.csv byte-identical;
+#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16, fp32 and fp8-delayed) with --device cuda,
+#      judged by `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 /
+#      64 / 256 reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
+#   2. the bf16 and fp8-delayed GPU runs resumed from their step-25 checkpoints: metrics.csv and sites.csv
+#      byte-identical;
 #   3. speed at the 124m preset (bf16 and fp8-delayed, one micro-batch of 16 x 1024 tokens per step, 10
 #      steps each): steps/s after the first step from summary.json, tokens/s, the FP8/BF16 ratio, and model
-#      FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA gives for the H100 SXM and H200); the step's
-#      device tensors beside the plan's peak; then 4 profiled steps (FP8LAB_GSTEP_PROFILE=1): where the
-#      step's time goes.
+#      FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA
+#      gives for the H100 SXM and H200); the step's device tensors beside the plan's peak; then 4 profiled
+#      steps (FP8LAB_GSTEP_PROFILE=1): where the step's time goes.
 # Writes OUTDIR/train-check.md.  Without a device it says so and exits 0; exit 1 when a check fails.
 # GPU_TRAIN_CHECK_DEVICE=twins: checks 1 and 2 with --device twins through build/fp8lab, no device needed
 # (the script's own test, tests/test_compare.c); no speed.  GPU_TRAIN_CHECK_FLAGS: flags added to the
@@ -58,21 +59,25 @@ for rec in bf16 fp32 fp8-delayed; do
     echo "| $rec | $(tail -1 "$d/compare.txt") | $ratio |" >>"$report"
     [ $rc -eq 0 ] || fail=1
 done
-# resume bit-exactly on the device
-d=$out/bf16
-if [ ! -f "$d/gpu/checkpoint-25.bin" ]; then
-    echo "- Resume: **no checkpoint-25.bin** to resume from." >>"$report"
-    fail=1
-else
-    cp "$d/gpu/metrics.csv" "$d/gpu-full.csv" && cp "$d/gpu/checkpoint-25.bin" "$d/gpu/checkpoint.bin" &&
-        "$cuda" train --resume "$d/gpu" --quiet && cmp "$d/gpu-full.csv" "$d/gpu/metrics.csv"
+# resume bit-exactly on the device: bf16, and fp8-delayed (its delayed histories in the checkpoint; sites.csv too)
+for rec in bf16 fp8-delayed; do
+    d=$out/$rec
+    if [ ! -f "$d/gpu/checkpoint-25.bin" ]; then
+        echo "- $rec: **no checkpoint-25.bin** to resume from." >>"$report"
+        fail=1
+        continue
+    fi
+    cp "$d/gpu/metrics.csv" "$d/gpu-full.csv" && cp "$d/gpu/sites.csv" "$d/gpu-full-sites.csv" &&
+        cp "$d/gpu/checkpoint-25.bin" "$d/gpu/checkpoint.bin" &&
+        "$cuda" train --resume "$d/gpu" --quiet && cmp "$d/gpu-full.csv" "$d/gpu/metrics.csv" &&
+        cmp "$d/gpu-full-sites.csv" "$d/gpu/sites.csv"
     if [ $? -eq 0 ]; then
-        echo "- Resumed from step 25 on the device: metrics.csv byte-identical to the uninterrupted run." >>"$report"
+        echo "- $rec resumed from step 25 on the device: metrics.csv and sites.csv byte-identical to the uninterrupted run." >>"$report"
     else
-        echo "- Resumed from step 25 on the device: **metrics.csv differs** from the uninterrupted run." >>"$report"
+        echo "- $rec resumed from step 25 on the device: **metrics.csv or sites.csv differs** from the uninterrupted run." >>"$report"
         fail=1
     fi
-fi
+done
 # speed at the 124m preset
 if [ "$dev" = twins ]; then
     cat "$report"

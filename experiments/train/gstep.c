@@ -210,6 +210,15 @@ int fl_gstep_params(const fl_gstep *s, float *out)
     OP(FL_GP_PARAMS, per_tensor(s, s->params, NULL, out));
     return 0;
 }
+int fl_gstep_param(const fl_gstep *s, int k, float *out)
+{
+    size_t h = 0;
+    for (int j = 0; j < k; j++)
+        h += s->sizes[j];
+    OP(FL_GP_PARAMS, s->ops->get(s->ctx, out + h, s->params + s->off[k], s->sizes[k] * sizeof(float)));
+    return 0;
+}
+
 int fl_gstep_grads(const fl_gstep *s, float *out) { return per_tensor(s, s->grads, NULL, out); }
 
 int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av)

@@ -104,7 +104,7 @@ typedef enum {
     FL_GP_XENT,
     FL_GP_NORM,     /* the gradient norm's sum of squares */
     FL_GP_ADAMW,
-    FL_GP_PARAMS,   /* fl_gstep_params: the weights back to the host */
+    FL_GP_PARAMS,   /* weights back to the host: the FFN's each step (fl_gstep_param), all at checkpoints */
     FL_GP_COUNT
 } fl_gstep_part;
 
@@ -184,6 +184,9 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
 
 /* The parameters, or the last step's gradients, back on the host (nparams floats, model.h's order). */
 int fl_gstep_params(const fl_gstep *s, float *out);
+/* Tensor k (model.h's fl_param) of the parameters into its place in out (nparams floats, model.h's
+   order): what the host's telemetry reads each step (the FFN's first weights, for the alignment). */
+int fl_gstep_param(const fl_gstep *s, int k, float *out);
 int fl_gstep_grads(const fl_gstep *s, float *out);
 /* AdamW's moments back on the host (for a checkpoint). */
 int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av);

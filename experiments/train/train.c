@@ -834,14 +834,14 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
     fl_train_batch(r->batch, &r->data, cfg, step);
-    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's weights follow it every step (the
-                          alignment telemetry reads them), the moments at each checkpoint */
+    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's FFN weights follow it every step (the
+                          alignment telemetry reads them), all weights and the moments at each checkpoint */
         float loss;
         *lr = fl_lr_at(cfg, step);
         fl_recipe_step_begin(&r->rec, 0); /* the device's casts measure no moments */
         r->rec.hp_phase = step < cfg->recipe.fp8_start;
         r->rec.step = step;
-        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_params(&r->gs, r->m.params)) {
+        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
             exit(FL_EXIT_FAIL);
@@ -929,7 +929,7 @@ static void check_divergence(fl_train_state *st, const fl_train_cfg *cfg, uint64
 /* The checkpoint records the logs' lengths, so that a resume truncates them to this step. */
 static int checkpoint_now(train_run *r)
 {
-    if (r->gs_ready && fl_gstep_get_moments(&r->gs, r->am, r->av))
+    if (r->gs_ready && (fl_gstep_params(&r->gs, r->m.params) || fl_gstep_get_moments(&r->gs, r->am, r->av)))
         return -1;
     fflush(r->fm);
     fflush(r->ft);
