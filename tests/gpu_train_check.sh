@@ -95,12 +95,12 @@ speed_line() {
 }
 s=$out/s124m
 rm -rf "$s"
-if "$cuda" train --preset 124m --recipe bf16 --device cuda --steps 10 --log-every 1 --quiet --out "$s"; then
+if "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --steps 10 --log-every 1 --quiet --out "$s"; then
     fpt=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan | sed -n 's/.*model FLOPs: \([0-9.e+]*\) per token.*/\1/p')
     # steps/s over steps 1-9 of a 10-step run: bf16, then fp8-delayed (its values on fp32 GEMMs, not FP8 ones)
     sps8=
     rm -rf "$s-fp8"
-    if "$cuda" train --preset 124m --recipe fp8-delayed --device cuda --steps 10 --log-every 1 --quiet --out "$s-fp8"; then
+    if "$cuda" train --preset 124m --accum 1 --recipe fp8-delayed --device cuda --steps 10 --log-every 1 --quiet --out "$s-fp8"; then
         sps8=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-fp8/summary.json")
         rm -f "$s-fp8"/checkpoint*.bin
     else
@@ -118,7 +118,7 @@ if "$cuda" train --preset 124m --recipe bf16 --device cuda --steps 10 --log-ever
     rm -f "$s"/checkpoint*.bin
     # where the time goes: 4 steps with the device drained around every operation (gstep.h, fl_gstep_prof)
     rm -rf "$s-prof"
-    if FP8LAB_GSTEP_PROFILE=1 "$cuda" train --preset 124m --recipe bf16 --device cuda --steps 4 --quiet --out "$s-prof" \
+    if FP8LAB_GSTEP_PROFILE=1 "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --steps 4 --quiet --out "$s-prof" \
         2>"$out/profile.txt"; then
         { echo; echo '```'; cat "$out/profile.txt"; echo '```'; } >>"$report"
     else

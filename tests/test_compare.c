@@ -14,7 +14,8 @@
  *     statistics at step 0 are within 1e-4 of the harness's; mxfp8, smooth_swiglu or --fast-accum under
  *     fp8-delayed, --chan-every and --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a
  *     folder is made.  Under fp8-delayed its sites.csv at step 0 is the harness's, it counts its casts, and
- *     a resume is byte-identical (metrics.csv and sites.csv).
+ *     a resume is byte-identical (metrics.csv and sites.csv).  With --accum 2 it AGREEs with the harness's
+ *     --accum 2 run.
  *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
  *     check and report work without a device (three AGREE rows, the resume line, exit 0).
  *  5. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
@@ -168,6 +169,62 @@ static void check_twins_fp8(void)
            "byte-identical (metrics.csv, sites.csv)\n");
 }
 
+/* --accum 2 (two micro-batches a step): the twins run AGREEs with the harness's within the envelope of
+   the harness's --accum 2 reruns in other orders; config.json records it. */
+static void check_accum(void)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    static const char *const names[4] = { "a2h", "a2k4", "a2k16", "a2t" };
+    static const char *const extra[4][2] = { { "--gemm-kchunk", "0" }, { "--gemm-kchunk", "4" }, { "--gemm-kchunk", "16" },
+                                             { "--device", "twins" } };
+    for (int k = 0; k < 4; k++) {
+        const char *a[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-current", "--accum", "2", extra[k][0],
+                            extra[k][1], "--seed", "1", "--out", P("%s/%s", tmp, names[k]), NULL };
+        CHECK(run(err, a) == 0, "--accum 2 run %s", names[k]);
+    }
+    CHECK(contains(P("%s/a2t/config.json", tmp), "\"accum\": 2"), "config.json records --accum 2");
+    const char *c[] = { "compare", P("%s/a2h", tmp), P("%s/a2t", tmp), "--envelope", P("%s/a2k4", tmp), "--envelope",
+                        P("%s/a2k16", tmp), NULL };
+    CHECK(run(P("%s/a2.txt", tmp), c) == 0 && contains(P("%s/a2.txt", tmp), "AGREE"),
+          "--device twins --accum 2 AGREEs with the harness's --accum 2");
+    /* fp8-delayed, history 1: with two micro-batches a step, each delayed site's scale at step t comes from
+       the largest amax of step t - 1's casts (sites.csv: amax_from at t is amax at t - 1), not from its last
+       micro-batch's; the twins step shares the rule */
+    for (int dev = 0; dev < 2; dev++) {
+        const char *name = dev ? "a2dt" : "a2d";
+        const char *a[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--amax-history", "1", "--accum",
+                            "2", "--device", dev ? "twins" : "cpu", "--seed", "1", "--out", P("%s/%s", tmp, name), NULL };
+        CHECK(run(err, a) == 0, "--accum 2 fp8-delayed run %s", name);
+        FILE *f = fopen(P("%s/%s/sites.csv", tmp, name), "r");
+        CHECK(f != NULL, "sites.csv of %s", name);
+        char line[512], snames[64][40], last[64][32];
+        int nsites = 0, rows = 0;
+        CHECK(fgets(line, sizeof line, f) != NULL, "header");
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long step;
+            char site[40], amax[32], from[32];
+            CHECK(sscanf(line, "%llu,%39[^,],%31[^,],%31[^,],", &step, site, amax, from) == 4, "row %s", line);
+            int k = 0;
+            while (k < nsites && strcmp(snames[k], site))
+                k++;
+            if (k == nsites) {
+                CHECK(nsites < 64, "sites");
+                snprintf(snames[nsites++], sizeof snames[0], "%s", site);
+            } else if (step > 0) {
+                CHECK(!strcmp(from, last[k]), "%s step %llu %s: amax_from %s, the previous step's amax %s", name, step, site,
+                      from, last[k]);
+                rows++;
+            }
+            snprintf(last[k], sizeof last[0], "%s", amax);
+        }
+        fclose(f);
+        CHECK(rows >= 19 * 6, "%s: %d rows checked", name, rows);
+    }
+    printf("  --accum 2 under fp8-current: --device twins AGREEs with the harness; config.json records it; under "
+           "fp8-delayed a scale comes from the previous step's largest micro-batch amax (harness and twins)\n");
+}
+
 static void check_twins(void)
 {
     char err[512];
@@ -319,6 +376,7 @@ int main(void)
     check_compare();
     check_twins();
     check_twins_fp8();
+    check_accum();
     check_gpu_script();
     check_bad();
     dir_remove(tmp);

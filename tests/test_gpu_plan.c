@@ -6,7 +6,7 @@
  *  2. The presets: SwiGLU and GeLU parameter-matched exactly, 524,288 tokens per step, the flags after
  *     --preset override it.
  *  3. Refusals: no vocabulary, an FP4 recipe; through the CLI, --device cuda without --plan, an
- *     unknown preset and --accum without --plan exit 2; --plan exits 0 without --out and prints the peak,
+ *     unknown preset, --ranks without --plan and --accum 2 with --chan-every exit 2; --plan exits 0 without --out and prints the peak,
  *     3 when the peak does not fit in --device-mem.
  */
 #include "check.h"
@@ -80,11 +80,11 @@ static void check_presets(void)
     for (int k = 0; k < 2; k++) {
         const char *name = k ? "350m" : "124m";
         fl_train_cfg s, g;
-        uint32_t as = 0, ag = 0;
         fl_train_cfg_default(&s);
         fl_train_cfg_default(&g);
         const fl_act sw = { FL_ACT_SWIGLU, 0 }, ge = { FL_ACT_GELU, 0 };
-        CHECK(fl_train_preset(&s, name, sw, &as) == 0 && fl_train_preset(&g, name, ge, &ag) == 0, "preset %s", name);
+        CHECK(fl_train_preset(&s, name, sw) == 0 && fl_train_preset(&g, name, ge) == 0, "preset %s", name);
+        const uint32_t as = s.accum, ag = g.accum;
         s.model.act = sw;
         g.model.act = ge;
         s.model.V = g.model.V = s.vocab_req = g.vocab_req = 50257; /* GPT-2's tokens in llm.c's shards */
@@ -99,7 +99,7 @@ static void check_presets(void)
     }
     fl_train_cfg c;
     fl_train_cfg_default(&c);
-    CHECK(fl_train_preset(&c, "7b", (fl_act){ FL_ACT_SWIGLU, 0 }, NULL) == -1, "unknown preset");
+    CHECK(fl_train_preset(&c, "7b", (fl_act){ FL_ACT_SWIGLU, 0 }) == -1, "unknown preset");
     printf("  presets 124m, 350m: parameter-matched, 524288 tokens per step\n");
 }
 
@@ -109,15 +109,18 @@ static void check_cli(void)
     CHECK(run_sh(out, sizeof out, "train --device cuda --out /tmp/never_fl_plan") == 2 && strstr(out, "--plan"),
           "--device cuda without --plan: %s", out);
     CHECK(run_sh(out, sizeof out, "train --preset 7b --plan") == 2 && strstr(out, "124m"), "unknown preset: %s", out);
-    CHECK(run_sh(out, sizeof out, "train --accum 4 --out /tmp/never_fl_plan") == 2 && strstr(out, "--plan"),
-          "--accum without --plan: %s", out);
+    CHECK(run_sh(out, sizeof out, "train --ranks 4 --out /tmp/never_fl_plan") == 2 && strstr(out, "--plan"),
+          "--ranks without --plan: %s", out);
+    CHECK(run_sh(out, sizeof out, "train --accum 2 --chan-every 1 --out /tmp/never_fl_plan") == 2 &&
+              strstr(out, "--accum"),
+          "--accum 2 with --chan-every: %s", out);
     CHECK(access("/tmp/never_fl_plan", F_OK) != 0, "no run folder");
     CHECK(run_sh(out, sizeof out, "train --preset 124m --act gelu --ffn 4096 --device cuda --plan --device-mem 80") == 0 &&
               strstr(out, "ffn 4096 (gelu)") && strstr(out, "peak") && strstr(out, "fits") && strstr(out, "524288 tokens"),
           "the plan: %s", out);
     CHECK(run_sh(out, sizeof out, "train --preset 350m --device cuda --plan --device-mem 8") == 3 && strstr(out, "DOES NOT FIT"),
           "350m in 8 GiB: exit 3: %s", out);
-    printf("  CLI: --plan prints the plan (flags over the preset); --device cuda alone, bad presets, --accum: exit 2\n");
+    printf("  CLI: --plan prints the plan (flags over the preset); --device cuda alone, bad presets, --ranks without --plan, --accum 2 with --chan-every: exit 2\n");
 }
 
 int main(void)

@@ -13,6 +13,8 @@
  * h^2/6 |L'''| ~ 1e-7.  The relative term covers the kinks of ReLU-family activations crossed by
  * the +-h perturbation.  A wrong backward (missing term, wrong index) gives errors of O(|g|).
  * Every entry is checked; the test fails on the first violation, printing it in hex floats.
+ * Then gradient accumulation (--accum): two forward and backward passes without zeroing give the two
+ * batches' gradients summed, within 1e-5 per tensor (relative 2-norm).
  */
 #include "check.h"
 #include "model_test.h"
@@ -20,6 +22,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 static float loss_at(fl_model *m, const uint16_t *tok) { return fl_model_forward(m, tok); }
@@ -68,6 +71,41 @@ static void check_act(const char *name)
         }
     }
     CHECK(checked > 80, "%s: only %d entries checked", name, checked);
+
+    /* gradient accumulation (--accum): a second forward and backward add their gradients to the first's;
+       per tensor within 1e-5 (relative 2-norm) of the two batches' gradients summed (the same terms, the
+       additions in another order; a backward that overwrote would be off by O(1)) */
+    uint16_t tok2[2 * 6];
+    for (int i = 0; i < 12; i++)
+        tok2[i] = (uint16_t)((i * 7 + 1) % 16);
+    const size_t np = tm.m.nparams;
+    float *g0 = malloc(np * sizeof *g0), *g1 = malloc(np * sizeof *g1);
+    CHECK(g0 && g1, "memory");
+    const uint16_t *tb[2] = { tok, tok2 };
+    for (int b = 0; b < 2; b++) {
+        fl_model_zero_grad(&tm.m);
+        loss_at(&tm.m, tb[b]);
+        fl_model_backward(&tm.m);
+        memcpy(b ? g1 : g0, tm.m.grads, np * sizeof *g0);
+    }
+    fl_model_zero_grad(&tm.m);
+    for (int b = 0; b < 2; b++) {
+        loss_at(&tm.m, tb[b]);
+        fl_model_backward(&tm.m);
+    }
+    size_t off = 0;
+    for (int t = 0; t < FL_P_COUNT; off += tm.m.sizes[t++]) {
+        double d2 = 0.0, n2 = 0.0;
+        for (size_t i = off; i < off + tm.m.sizes[t]; i++) {
+            const double want = (double)g0[i] + g1[i];
+            d2 += (tm.m.grads[i] - want) * (tm.m.grads[i] - want);
+            n2 += want * want;
+        }
+        CHECK(d2 <= 1e-10 * n2, "%s tensor %d: two backward passes add up to %g (relative) off the sum of their gradients",
+              name, t, n2 > 0 ? sqrt(d2 / n2) : sqrt(d2));
+    }
+    free(g0);
+    free(g1);
     test_model_free(&tm);
 }
 

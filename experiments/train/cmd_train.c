@@ -17,15 +17,14 @@ static const char *const help_head =
     "usage: fp8lab train --act ACT --recipe RECIPE --steps N --seed S --out DIR [options]\n"
     "       fp8lab train --resume DIR [--threads N] [--quiet]\n"
     "       fp8lab train --fork CHECKPOINT --out DIR [options changing the recipe, --act, --wd, ...]\n"
-    "       fp8lab train --device cuda --plan [--preset 124m|350m] [--accum N] [--ranks N] [--zero1]\n"
+    "       fp8lab train --device cuda --plan [--preset 124m|350m] [--ranks N] [--zero1]\n"
     "                    [--device-mem GIB] [options]\n"
     "\n"
     "--preset 124m|350m: the question at GPU scale (12 layers x 768 / 24 x 1024, SwiGLU F 2048 / 2752,\n"
-    "GeLU and ReLU parameter-matched, seq 1024, micro-batches of 16 / 8, lr 6e-4 / 3e-4, wd 0.1, cosine;\n"
-    "any other flag overrides it).  --device cuda --plan: the GPU training step's buffers, bytes, peak\n"
-    "memory and launches, computed on the host; --accum micro-batches per step (the preset's: 524,288\n"
-    "tokens), --ranks and --zero1 for a data-parallel split, --device-mem whether the peak fits (exit 3\n"
-    "when it does not).  --device cuda without --plan: the GPU step (build/fp8lab-cuda, from make cuda;\n"
+    "GeLU and ReLU parameter-matched, seq 1024, micro-batches of 16 / 8, --accum 32 / 64 of them per step\n"
+    "(524,288 tokens), lr 6e-4 / 3e-4, wd 0.1, cosine; any other flag overrides it).  --device cuda --plan:\n"
+    "the GPU training step's buffers, bytes, peak memory and launches, computed on the host; --ranks and\n"
+    "--zero1 for a data-parallel split, --device-mem whether the peak fits (exit 3 when it does not).  --device cuda without --plan: the GPU step (build/fp8lab-cuda, from make cuda;\n"
     "fp32, bf16, fp8-delayed, fp8-current; FP8LAB_GSTEP_PROFILE=1: its time by part); --device twins: the same\n"
     "step's code on the CPU with the kernels' twins.\n"
     "Judge either against the harness with 'fp8lab compare'.\n"
@@ -54,8 +53,8 @@ static void print_help(FILE *f)
 /* The GPU step's flags (gpu_plan.h): only --plan uses them today. */
 typedef struct {
     const char *preset;
-    int plan, cuda, zero1, accum_set;
-    uint32_t accum, ranks;
+    int plan, cuda, zero1;
+    uint32_t ranks;
     double device_gib;
 } gpu_args;
 
@@ -110,13 +109,10 @@ static int parse_flags(fl_train_cfg *cfg, fl_train_opts *opts, gpu_args *g, int 
             i++;
             continue;
         }
-        if (!strcmp(f, "--accum") || !strcmp(f, "--ranks")) {
+        if (!strcmp(f, "--ranks")) {
             if (!v || fl_cli_parse_u64(&x, v) || x < 1 || x > 65536)
                 return fl_cli_usage_error(cmd, "%s needs a count 1..65536", f);
-            if (f[2] == 'a')
-                g->accum = (uint32_t)x, g->accum_set = 1;
-            else
-                g->ranks = (uint32_t)x;
+            g->ranks = (uint32_t)x;
             i++;
             continue;
         }
@@ -137,9 +133,9 @@ static int parse_flags(fl_train_cfg *cfg, fl_train_opts *opts, gpu_args *g, int 
             return fl_cli_usage_error(cmd, "unknown option '%s'", f);
         i += used;
     }
-    if ((g->accum_set || g->ranks > 1 || g->zero1 || g->device_gib > 0) && !g->plan)
-        return fl_cli_usage_error(cmd, "--accum, --ranks, --zero1 and --device-mem apply to --plan (the CPU harness takes one "
-                                  "batch per step)");
+    if ((g->ranks > 1 || g->zero1 || g->device_gib > 0) && !g->plan)
+        return fl_cli_usage_error(cmd, "--ranks, --zero1 and --device-mem apply to --plan (the harness and the GPU step run "
+                                  "on one device)");
     return GO_ON;
 }
 
@@ -189,7 +185,7 @@ int fl_cmd_train(int argc, char **argv)
         opts.resume = 1;
         opts.dir = resume;
     }
-    gpu_args g = { .accum = 1, .ranks = 1 };
+    gpu_args g = { .ranks = 1 };
     int rc = parse_flags(&cfg, &opts, &g, argc, argv, resume != NULL);
     if (rc != GO_ON)
         return rc;
@@ -198,13 +194,10 @@ int fl_cmd_train(int argc, char **argv)
             return fl_cli_usage_error(cmd, "--preset starts a new run (a resume or fork keeps its parent's shapes)");
         const fl_act act = cfg.model.act;
         fl_train_cfg_default(&cfg);
-        if (fl_train_preset(&cfg, g.preset, act, &g.accum))
+        if (fl_train_preset(&cfg, g.preset, act))
             return fl_cli_usage_error(cmd, "unknown --preset '%s' (%s)", g.preset, FL_PRESET_NAMES);
-        const uint32_t accum = g.accum;
         if ((rc = parse_flags(&cfg, &opts, &g, argc, argv, 0)) != GO_ON)
             return rc;
-        if (!g.accum_set)
-            g.accum = accum;
     }
     g.cuda = cfg.device == FL_DEVICE_CUDA;
     if (g.cuda && !g.plan && !fl_gstep_cuda_open)
@@ -219,7 +212,7 @@ int fl_cmd_train(int argc, char **argv)
             return fl_cli_usage_error(cmd, "%s", why);
         fl_gpu_plan plan;
         char err[512];
-        if (fl_gpu_plan_build(&plan, &cfg, g.accum, g.ranks, g.zero1, err, sizeof err))
+        if (fl_gpu_plan_build(&plan, &cfg, cfg.accum, g.ranks, g.zero1, err, sizeof err))
             return fl_cli_usage_error(cmd, "--plan: %s", err);
         const uint64_t dev = (uint64_t)(g.device_gib * 1073741824.0);
         fl_gpu_plan_print(stdout, &plan, &cfg, dev);

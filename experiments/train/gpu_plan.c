@@ -148,7 +148,7 @@ void fl_gpu_plan_print(FILE *f, const fl_gpu_plan *p, const fl_train_cfg *cfg, u
             p->flops_token * (double)p->tokens_step);
 }
 
-int fl_train_preset(fl_train_cfg *cfg, const char *name, fl_act act, uint32_t *accum)
+int fl_train_preset(fl_train_cfg *cfg, const char *name, fl_act act)
 {
     static const struct {
         const char *name;
@@ -173,8 +173,7 @@ int fl_train_preset(fl_train_cfg *cfg, const char *name, fl_act act, uint32_t *a
         cfg->wd = 0.1f;
         cfg->warmup = 700;
         cfg->schedule = FL_SCHED_COSINE;
-        if (accum)
-            *accum = presets[k].accum;
+        cfg->accum = presets[k].accum;
         return 0;
     }
     return -1;

@@ -60,10 +60,10 @@ void fl_gpu_plan_print(FILE *f, const fl_gpu_plan *p, const fl_train_cfg *cfg, u
 
 /* Presets of the question at GPU scale (TRAINING.md, "Presets"): "124m" (12 layers, width 768, 12 heads,
    SwiGLU F 2048, GeLU/ReLU 3072) and "350m" (24 layers, width 1024, 16 heads, SwiGLU F 2752, GeLU/ReLU
-   4128), sequence 1024, micro-batches of 16 / 8 sequences, *accum to a global batch of 524,288
-   tokens; AdamW lr 6e-4 / 3e-4, wd 0.1, 700 warm-up steps, cosine to 10%.  Applied to cfg for the
-   activation act (F parameter-matched).  0, or -1 for an unknown name. */
-int fl_train_preset(fl_train_cfg *cfg, const char *name, fl_act act, uint32_t *accum);
+   4128), sequence 1024, micro-batches of 16 / 8 sequences, accum 32 / 64 of them to a global batch of
+   524,288 tokens; AdamW lr 6e-4 / 3e-4, wd 0.1, 700 warm-up steps, cosine to 10%.  Applied to cfg for
+   the activation act (F parameter-matched).  0, or -1 for an unknown name. */
+int fl_train_preset(fl_train_cfg *cfg, const char *name, fl_act act);
 #define FL_PRESET_NAMES "124m, 350m"
 
 #endif /* FL_GPU_PLAN_H */

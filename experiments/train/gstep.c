@@ -488,13 +488,14 @@ static int backward(fl_gstep *s)
     return 0;
 }
 
-/* train.c's step: the gradient norm, clipping, AdamW (optim.c, fl_adamw_step). */
+/* train.c's step: the gradient norm, clipping and the micro-batches' mean (fl_train_accum_scale), AdamW
+   (optim.c, fl_adamw_step). */
 static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gnorm)
 {
     double gn2 = 0.0;
     OP(FL_GP_NORM, s->ops->sumsq(s->ctx, &gn2, s->grads, s->ntot)); /* (the gaps are zero) */
-    *gnorm = (float)sqrt(gn2);
-    const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
+    float gscale;
+    *gnorm = fl_train_accum_scale(cfg, (float)sqrt(gn2), &gscale);
     const float lr = fl_lr_at(cfg, step);
     const double t = (double)(step + 1);
     const float bc1 = (float)(1.0 - pow(cfg->beta1, t)), bc2 = (float)(1.0 - pow(cfg->beta2, t));
@@ -521,8 +522,20 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
     OP(FL_GP_ZERO, s->ops->zero(s->ctx, s->grads, s->ntot * sizeof(float)));
     if (s->prof)
         s->prof->steps++;
-    TRY(forward(s, tokens, loss));
-    TRY(backward(s));
+    /* train.c's micro-batches: batch a at tokens + a B (T + 1), its stochastic-rounding streams step A + a;
+       the gradients add up, the loss is the mean */
+    const uint32_t A = cfg->accum > 1 ? cfg->accum : 1;
+    const size_t bt = (size_t)s->cfg.B * (s->cfg.T + 1);
+    double lsum = 0.0;
+    for (uint32_t a = 0; a < A; a++) {
+        if (s->rec)
+            s->rec->step = step * A + a;
+        TRY(forward(s, tokens + a * bt, loss));
+        TRY(backward(s));
+        lsum += *loss;
+    }
+    if (A > 1)
+        *loss = s->loss = (float)(lsum / A);
     return update(s, cfg, step, gnorm);
 }
 

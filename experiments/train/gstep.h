@@ -176,9 +176,10 @@ void fl_gstep_free(fl_gstep *s);
    (a site without a device path: fl_recipe_dev_check). */
 int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec);
 
-/* One training step on tokens (B, T + 1), as train.c's: zero the gradients, forward, backward, the global
-   gradient norm (*gnorm), clipping by cfg->clip, AdamW at fl_lr_at(cfg, step).  The loss of the forward
-   into *loss.  0 or -1. */
+/* One training step on cfg->accum micro-batches of tokens (B, T + 1) one after another, as train.c's: zero
+   the gradients, forward and backward of each (their gradients add up), the global gradient norm of their
+   mean (*gnorm), clipping by cfg->clip, AdamW at fl_lr_at(cfg, step) (fl_train_accum_scale).  The loss
+   (the micro-batches' mean) into *loss.  0 or -1. */
 int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, uint64_t step, float *loss,
                   float *gnorm);
 

@@ -345,10 +345,30 @@ void fl_recipe_step_begin(fl_recipe *r, int moments)
     }
 }
 
+/* A forward cast's amax into the site's delayed history(ies): now, or with r->defer as the step's largest,
+   recorded at fl_recipe_step_end. */
+static void delayed_record(const fl_recipe *r, fl_site *site, float amax)
+{
+    if (r->defer) {
+        site->amax_pend = site->pend ? fl_fmax_f32(site->amax_pend, amax) : amax;
+        site->pend = 1;
+        return;
+    }
+    fl_delayed_record(site->dl, amax);
+    if (site->dl_bwd)
+        fl_delayed_record(site->dl_bwd, amax);
+}
+
 void fl_recipe_step_end(fl_recipe *r)
 {
     for (int i = 0; i < r->nsites; i++) {
         fl_site *s = &r->sites[i];
+        if (s->pend) {
+            s->pend = 0;
+            fl_delayed_record(s->dl, s->amax_pend);
+            if (s->dl_bwd)
+                fl_delayed_record(s->dl_bwd, s->amax_pend);
+        }
         s->tot_sat += s->st.sat;
         s->tot_clip += s->st.clip;
         s->tot_nan_out += s->st.nan_out;
@@ -975,11 +995,8 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cast_grid_free(&g);
     cast_record_stats(site, &k, R, C, transposed, rm);
     free(rm);
-    if (site->scaling == FL_SCALING_DELAYED && record) {
-        fl_delayed_record(site->dl, k.amax);
-        if (site->dl_bwd)
-            fl_delayed_record(site->dl_bwd, k.amax);
-    }
+    if (site->scaling == FL_SCALING_DELAYED && record)
+        delayed_record(r, site, k.amax);
 }
 
 /* ---- the GPU step's casts ------------------------------------------------------------------------- */
@@ -1043,7 +1060,7 @@ void fl_recipe_dev_cast_end(fl_recipe *r, int si, const fl_cast_counts *k, float
         amax * s > fl_cast_fmax(cf))
         site->st.clip_mass = NAN; /* it saturated; the harness's pass over x for the mass is not made */
     if (site->scaling == FL_SCALING_DELAYED && record)
-        fl_delayed_record(site->dl, amax);
+        delayed_record(r, site, amax);
 }
 
 /* ---- state ------------------------------------------------------------------------------------ */

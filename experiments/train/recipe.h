@@ -214,6 +214,8 @@ typedef struct {
     float scale;         /* the per-tensor scale used this step (block/mx: 1) */
     float scale_bwd;     /* gaudi2 and delayed: the e5m2 copy's scale this step */
     float amax_from;     /* the amax that scale was computed from (staleness denominator) */
+    float amax_pend;     /* defer: the largest amax of this step's casts so far, for the history at step end */
+    uint32_t pend;       /* defer: amax_pend holds a value */
     uint64_t tot_sat, tot_clip, tot_nan_out, tot_inf_out, tot_ftz; /* over the run */
 } fl_site;
 
@@ -233,6 +235,10 @@ typedef struct {
     int wgrad_halves;   /* wgrad_mean2 was measured (an even batch) */
     uint64_t step;    /* the step being computed (the stochastic-rounding streams are functions of it) */
     uint64_t sr_seed; /* the seed of the stochastic-rounding streams (the run's seed) */
+    int defer;        /* 1 (several micro-batches a step, --accum): a delayed site's history takes one amax per
+                         step, the largest of its casts in the step, at fl_recipe_step_end; its scale stays the
+                         same within the step (the authors' stack: the previous global batch's micro-batch
+                         amaxes).  0: each forward cast records its amax as it happens */
 } fl_recipe;
 
 /* Allocate `nsites` sites named by names[i] with roles roles[i]; `hp_mask[i]` set marks a site
@@ -243,7 +249,7 @@ int fl_recipe_init(fl_recipe *r, const fl_recipe_cfg *cfg, int nsites, const cha
 void fl_recipe_free(fl_recipe *r);
 /* Zero every site's per-step statistics; moments: collect sum2/sum4 this step. */
 void fl_recipe_step_begin(fl_recipe *r, int moments);
-/* Add the step's counts to the run totals. */
+/* Add the step's counts to the run totals (and, with defer, record the step's amaxes). */
 void fl_recipe_step_end(fl_recipe *r);
 
 /* Smoothing of a cast's input (Smooth-SwiGLU); NULL for none. */

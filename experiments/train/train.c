@@ -123,6 +123,8 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
             return "--device twins / cuda: no --fp8-adam, --chan-every or --gemm-kchunk (the harness's; the GPU step "
                    "has none of them yet)";
     }
+    if (c->accum > 1 && (c->chan_every || fl_recipe_is_fp4((fl_recipe_kind)c->recipe.kind)))
+        return "--accum above 1 takes no --chan-every and no FP4 recipe (their per-step records are of one batch)";
     if (c->data_kind == FL_DATA_TRIGGERS && !(c->trigger_rate > 0))
         return "--data triggers needs a --trigger-rate in (0, 1]";
     if (c->data_kind != FL_DATA_TEXT && c->data_len < (uint64_t)c->model.T + 2)
@@ -206,6 +208,14 @@ static double monotonic_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+float fl_train_accum_scale(const fl_train_cfg *cfg, float norm_sum, float *gscale)
+{
+    const float gn = cfg->accum > 1 ? (float)((double)norm_sum / cfg->accum) : norm_sum;
+    const float clip = (cfg->clip > 0 && gn > cfg->clip) ? cfg->clip / gn : 1.0f;
+    *gscale = cfg->accum > 1 ? clip / (float)cfg->accum : clip;
+    return gn;
 }
 
 static void path_join(char *out, size_t n, const char *dir, const char *name)
@@ -583,6 +593,7 @@ static int run_build(train_run *r)
         return FL_EXIT_USAGE;
     r->rec_ready = 1;
     r->rec.sr_seed = cfg->seed;
+    r->rec.defer = cfg->accum > 1; /* one amax per step into the delayed histories: the micro-batches' largest */
     if (fl_model_init(&r->m, &cfg->model, &r->rec, cfg->seed)) {
         fprintf(stderr, "fp8lab train: out of memory for the model\n");
         return FL_EXIT_FAIL;
@@ -590,7 +601,7 @@ static int run_build(train_run *r)
     r->m.gemm_kchunk = cfg->gemm_kchunk;
     r->am = calloc(r->m.nparams, sizeof *r->am);
     r->av = calloc(r->m.nparams, sizeof *r->av);
-    r->batch = malloc((size_t)cfg->model.B * (cfg->model.T + 1) * sizeof *r->batch);
+    r->batch = malloc((size_t)cfg->accum * cfg->model.B * (cfg->model.T + 1) * sizeof *r->batch);
     return r->am && r->av && r->batch ? FL_EXIT_OK : FL_EXIT_FAIL;
 }
 
@@ -833,14 +844,17 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
 {
     const fl_train_cfg *cfg = &r->cfg;
     const uint64_t step = r->st.step;
-    fl_train_batch(r->batch, &r->data, cfg, step);
+    const uint32_t A = cfg->accum; /* micro-batch a of the step is batch step A + a */
+    const size_t bt = (size_t)cfg->model.B * (cfg->model.T + 1);
+    for (uint32_t a = 0; a < A; a++)
+        fl_train_batch(r->batch + a * bt, &r->data, cfg, step * A + a);
     if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's FFN weights follow it every step (the
                           alignment telemetry reads them), all weights and the moments at each checkpoint */
         float loss;
         *lr = fl_lr_at(cfg, step);
         fl_recipe_step_begin(&r->rec, 0); /* the device's casts measure no moments */
         r->rec.hp_phase = step < cfg->recipe.fp8_start;
-        r->rec.step = step;
+        r->rec.step = step * A; /* the micro-batches' stochastic-rounding streams: step A + a (gstep.c) */
         if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
@@ -855,14 +869,24 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
         r->m.chan_on = chan_rows ? 2 : 1;
     fl_recipe_step_begin(&r->rec, tele);
     r->rec.hp_phase = step < cfg->recipe.fp8_start;
-    r->rec.step = step;
     fl_model_zero_grad(&r->m);
-    const float loss = fl_model_forward(&r->m, r->batch);
-    fl_model_backward(&r->m);
+    /* the micro-batches' gradients (of each one's mean loss) add up in the parameters' gradients; the
+       loss is their losses' mean, the gradient norm the sum's over A, the update scales by 1 / A (with
+       the clip, one multiplication: fl_train_accum_scale) */
+    float loss = 0.0f;
+    double lsum = 0.0;
+    for (uint32_t a = 0; a < A; a++) {
+        r->rec.step = step * A + a; /* the stochastic-rounding streams of micro-batch a */
+        loss = fl_model_forward(&r->m, r->batch + a * bt);
+        fl_model_backward(&r->m);
+        lsum += loss;
+    }
+    if (A > 1)
+        loss = (float)(lsum / A);
     if (cfg->chan_every) /* the weights the forward used: before the update */
         fl_chan_rows(r->fc, r->fr, step, &r->m, chan_rows);
-    *gnorm = fl_grad_norm(&r->m);
-    const float gscale = (cfg->clip > 0 && *gnorm > cfg->clip) ? cfg->clip / *gnorm : 1.0f;
+    float gscale;
+    *gnorm = fl_train_accum_scale(cfg, fl_grad_norm(&r->m), &gscale);
     *lr = fl_lr_at(cfg, step);
     fl_adamw_step(cfg, &r->m, r->am, r->av, step, *lr, gscale, &r->st);
     fl_recipe_step_end(&r->rec);

@@ -81,9 +81,17 @@ typedef struct {
     uint32_t gemm_kchunk;  /* 0: each GEMM sum is one fma chain over K; k: chains over blocks of k, added in order
                               (a summation-order perturbation: TRAINING.md, "How far a GPU run may differ") */
     uint32_t device;       /* FL_DEVICE_* */
-    uint32_t pad4_;
+    uint32_t accum;        /* micro-batches per step (gradient accumulation): batches step accum + a, a < accum,
+                              each's gradient of its mean loss summed, then scaled by 1 / accum in the update */
     char fork_from[512];   /* a fork: the parent checkpoint's path as given; "" otherwise */
 } fl_train_cfg;
+
+/* The update's gradient scale after cfg->accum micro-batches whose gradients were summed (norm_sum: the
+   sum's 2-norm): returns the mean gradient's norm, norm_sum / accum (in double, rounded once; norm_sum
+   itself for one micro-batch), and *gscale = the clip's factor for it (clip / norm above cfg->clip, else
+   1) divided by accum, the one multiplication AdamW applies to each gradient.  The harness and the GPU
+   step both use it. */
+float fl_train_accum_scale(const fl_train_cfg *cfg, float norm_sum, float *gscale);
 
 /* The defaults of the option table (train_opts.h); every byte outside the fields zero. */
 void fl_train_cfg_default(fl_train_cfg *c);

@@ -289,6 +289,9 @@ const fl_train_opt fl_train_opt_table[] = {
       .arg = "T", .help = "(%D)" },
     { .flag = "--batch", .key = "batch", U32(1, 4096), AT(model.B), .def = "16", .attr = FL_OPT_FIXED, .group = "model",
       .arg = "B", .help = "(%D)" },
+    { .flag = "--accum", .key = "accum", U32(1, 4096), AT(accum), .def = "1", .attr = FL_OPT_FIXED, .group = "model",
+      .arg = "N", .help = "micro-batches of --batch sequences per step, their gradients averaged (%D; the presets' "
+                          "make 524,288 tokens)" },
     { .flag = "--init-std", .key = "init_std", F32(0, 10), AT(model.init_std), .def = "0.02", .attr = FL_OPT_FIXED | OPEN,
       .group = "model", .arg = "X", .help = "(%D)" },
 
