@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu_train_check.sh BUILD OUTDIR -- make gpu-check's training part: the GPU step (experiments/train/gstep.h)
 # through build/fp8lab-cuda, against the harness (build/fp8lab) on this machine's CPU.
-#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16, fp32 and fp8-delayed) with --device cuda,
+#   1. 50 steps of the demo's model and optimiser (SwiGLU; bf16, fp32, fp8-delayed, paper-gaudi2) on the device,
 #      judged by `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 /
 #      64 / 256 reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
 #   2. the bf16 and fp8-delayed GPU runs resumed from their step-25 checkpoints: metrics.csv and sites.csv
@@ -39,7 +39,7 @@ model="--act swiglu --width 64 --layers 2 --heads 4 --ffn 256 --seq 64 --batch 1
     echo "| recipe | GPU run against the harness (50 steps) | largest ratio to the bound |"
     echo "|---|---|---|"
 } >"$report"
-for rec in bf16 fp32 fp8-delayed; do
+for rec in bf16 fp32 fp8-delayed paper-gaudi2; do
     d=$out/$rec
     rm -rf "$d" && mkdir -p "$d"
     "$cli" train $model --recipe $rec --out "$d/ref" || fail=1

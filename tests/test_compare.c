@@ -17,7 +17,7 @@
  *     a resume is byte-identical (metrics.csv and sites.csv).  With --accum 2 it AGREEs with the harness's
  *     --accum 2 run.
  *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
- *     check and report work without a device (three AGREE rows, the resume line, exit 0).
+ *     check and report work without a device (four AGREE rows, the resume lines, exit 0).
  *  5. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
  *     different steps — exit 1 naming the file; no --envelope, a bad --factor or --bound, an unknown
  *     option — exit 2.
@@ -134,26 +134,30 @@ static void check_compare(void)
            ratio, e);
 }
 
-/* --device twins under fp8-delayed: the casts' statistics come from the step (sites.csv's step 0 rows and
-   metrics.csv's step-0 counters are the harness's, summary.json counts), and a resume from a kept
-   checkpoint (the delayed histories in it) ends with metrics.csv and sites.csv byte-identical. */
+/* --device twins under fp8-delayed and paper-gaudi2 (its e5m2 backward copies counted in): the casts'
+   statistics come from the step (sites.csv's step 0 rows are the harness's); under fp8-delayed summary.json
+   counts, and a resume from a kept checkpoint (the delayed histories in it) ends with metrics.csv and
+   sites.csv byte-identical. */
 static void check_twins_fp8(void)
 {
     char err[512];
     snprintf(err, sizeof err, "%s/err.txt", tmp);
-    const char *h[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--seed", "1", "--out",
-                        P("%s/f8h", tmp), NULL };
-    const char *a[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--device", "twins", "--keep-ckpt", "9",
-                        "--seed", "1", "--out", P("%s/f8t", tmp), NULL };
-    CHECK(run(err, h) == 0 && run(err, a) == 0, "fp8-delayed runs, harness and --device twins");
-    char first[2][4096];
-    for (int k = 0; k < 2; k++) { /* sites.csv up to the first row of step 1 */
-        const char *t = dir_slurp(P("%s/%s", tmp, k ? "f8t" : "f8h"), "sites.csv"), *e = strstr(t, "\n1,");
-        CHECK(e && (size_t)(e - t) < sizeof first[k], "sites.csv has step 0 and step 1 rows");
-        memcpy(first[k], t, (size_t)(e - t));
-        first[k][e - t] = 0;
+    static const char *const recs[2][3] = { { "fp8-delayed", "f8h", "f8t" }, { "paper-gaudi2", "g2h", "g2t" } };
+    for (int r = 0; r < 2; r++) {
+        const char *h[] = { "train", "--steps", "20", TINY, "--recipe", recs[r][0], "--seed", "1", "--out",
+                            P("%s/%s", tmp, recs[r][1]), NULL };
+        const char *a[] = { "train", "--steps", "20", TINY, "--recipe", recs[r][0], "--device", "twins", "--keep-ckpt",
+                            "9", "--seed", "1", "--out", P("%s/%s", tmp, recs[r][2]), NULL };
+        CHECK(run(err, h) == 0 && run(err, a) == 0, "%s runs, harness and --device twins", recs[r][0]);
+        char first[2][4096];
+        for (int k = 0; k < 2; k++) { /* sites.csv up to the first row of step 1 */
+            const char *t = dir_slurp(P("%s/%s", tmp, recs[r][1 + k]), "sites.csv"), *e = strstr(t, "\n1,");
+            CHECK(e && (size_t)(e - t) < sizeof first[k], "sites.csv has step 0 and step 1 rows");
+            memcpy(first[k], t, (size_t)(e - t));
+            first[k][e - t] = 0;
+        }
+        CHECK(!strcmp(first[0], first[1]), "%s: sites.csv's step-0 rows: the twins' are the harness's", recs[r][0]);
     }
-    CHECK(!strcmp(first[0], first[1]), "sites.csv's step-0 rows: the twins' are the harness's");
     json_t *sum = dir_json(P("%s/f8t", tmp), "summary.json");
     CHECK(json_is_integer(json_object_get(sum, "saturated_total")) && json_is_integer(json_object_get(sum, "flushed_total")),
           "summary.json counts the device's casts under fp8-delayed");
@@ -165,8 +169,8 @@ static void check_twins_fp8(void)
     CHECK(run(err, r) == 0, "resume the fp8-delayed twins run from step 9");
     same_file(P("%s/f8t.csv", tmp), P("%s/f8t/metrics.csv", tmp));
     same_file(P("%s/f8t.sites", tmp), P("%s/f8t/sites.csv", tmp));
-    printf("  --device twins, fp8-delayed: sites.csv's step 0 the harness's, counters measured, resumed from step 9 "
-           "byte-identical (metrics.csv, sites.csv)\n");
+    printf("  --device twins, fp8-delayed and paper-gaudi2: sites.csv's step 0 the harness's; fp8-delayed: counters "
+           "measured, resumed from step 9 byte-identical (metrics.csv, sites.csv)\n");
 }
 
 /* --accum 2 (two micro-batches a step): the twins run AGREEs with the harness's within the envelope of
@@ -301,8 +305,9 @@ static void check_gpu_script(void)
     CHECK(system(cmd) == 0, "gpu_train_check.sh in twins mode (log: %s/gtc.log)", tmp);
     const char *r = P("%s/gtc/train-check.md", tmp);
     CHECK(contains(r, "| bf16 | AGREE |") && contains(r, "| fp32 | AGREE |") && contains(r, "| fp8-delayed | AGREE |") &&
+              contains(r, "| paper-gaudi2 | AGREE |") &&
               contains(r, "byte-identical"),
-          "the report: three AGREE rows and the resume line");
+          "the report: four AGREE rows and the resume lines");
     /* a wrong device step (no gradient clipping) must fail the check */
     snprintf(cmd, sizeof cmd,
              "GPU_TRAIN_CHECK_DEVICE=twins GPU_TRAIN_CHECK_FLAGS='--clip 0' sh tests/gpu_train_check.sh '%s' '%s/gtc2' "
@@ -311,8 +316,8 @@ static void check_gpu_script(void)
     const int rc = system(cmd);
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && contains(P("%s/gtc2/train-check.md", tmp), "DISAGREE"),
           "gpu_train_check.sh with a wrong step (--clip 0): exit 1 and DISAGREE in the report (status %d)", rc);
-    printf("  gpu_train_check.sh (twins mode): bf16, fp32 and fp8-delayed AGREE, resume byte-identical; a step without "
-           "clipping fails it\n");
+    printf("  gpu_train_check.sh (twins mode): bf16, fp32, fp8-delayed and paper-gaudi2 AGREE, resume byte-identical; a step "
+           "without clipping fails it\n");
 }
 
 /* A copy of run k0 whose metrics.csv is replaced by text. */

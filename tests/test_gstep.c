@@ -1,8 +1,8 @@
 /* test_gstep.c — the GPU step's orchestration (experiments/train/gstep.h) on the host table against the
  * harness, the way a GPU run will be judged.
  *
- * For SwiGLU, GeLU and PolyNorm (order 3) under fp32, bf16, fp8-delayed and fp8-current (the FP8 casts
- * through the recipe state, fl_gstep_set_recipe), on a small model (C 32, L 2, H 4, T 16, B 4, lr 1e-2,
+ * For SwiGLU, GeLU and PolyNorm (order 3) under fp32, bf16, fp8-delayed, fp8-current and paper-gaudi2
+ * (the FP8 casts through the recipe state, fl_gstep_set_recipe; paper-gaudi2's e5m2 backward copies), on a small model (C 32, L 2, H 4, T 16, B 4, lr 1e-2,
  * 30 steps, synthetic data), from the same initial weights and batches:
  *  1. the step's parameter gradients after step 0 equal the harness's to a relative 2-norm difference
  *     of 1e-5 (fp32) / 1e-4 (the others) per tensor: its attention sums in another order, nothing else;
@@ -42,6 +42,8 @@ static void cfg_of(fl_train_cfg *c, fl_act_kind act, int recipe)
     c->model.act.kind = act;
     c->model.act.order = act == FL_ACT_POLYNORM ? 3 : 0;
     c->recipe.kind = (uint32_t)recipe;
+    if (recipe == FL_RECIPE_PAPER_GAUDI2)
+        fl_recipe_paper_gaudi2(&c->recipe); /* its fixed settings (recipe.h) */
     c->lr = 1e-2f;
     c->warmup = 5;
     c->steps = STEPS;
@@ -131,7 +133,7 @@ static void check_config(fl_act_kind act, int recipe)
     gstep_run(&c, &c, &d, step, gs, NULL);
 
     /* 1. gradients of step 0, tensor by tensor */
-    const int fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT;
+    const int fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT || recipe == FL_RECIPE_PAPER_GAUDI2;
     const double tol = recipe == FL_RECIPE_FP32 ? 1e-5 : 1e-4;
     double worst = 0.0;
     size_t off = 0;
@@ -231,6 +233,7 @@ int main(void)
         check_config(acts[a], FL_RECIPE_BF16);
         check_config(acts[a], FL_RECIPE_FP8_DELAYED);
         check_config(acts[a], FL_RECIPE_FP8_CURRENT);
+        check_config(acts[a], FL_RECIPE_PAPER_GAUDI2);
     }
     /* recipes and sites without a device path are refused with a message */
     fl_gstep s;

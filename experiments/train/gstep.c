@@ -77,14 +77,14 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->ops = ops;
     s->ctx = ctx;
     s->cfg = *mc;
-    if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16 && recipe != FL_RECIPE_FP8_DELAYED &&
-        recipe != FL_RECIPE_FP8_CURRENT) {
-        fprintf(stderr, "fp8lab: the GPU step runs the fp32, bf16, fp8-delayed and fp8-current recipes, not %s (yet)\n",
+    s->fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT || recipe == FL_RECIPE_PAPER_GAUDI2;
+    if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16 && !s->fp8) {
+        fprintf(stderr, "fp8lab: the GPU step runs the fp32, bf16, fp8-delayed, fp8-current and paper-gaudi2 recipes, "
+                        "not %s (yet)\n",
                 fl_recipe_name((fl_recipe_kind)recipe));
         return -1;
     }
     s->bf16 = recipe == FL_RECIPE_BF16;
-    s->fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT;
     if (s->fp8 && fl_act_smooth_axis(mc->act) >= 0) {
         fprintf(stderr, "fp8lab: the GPU step has no smoothed casts (%s under %s) yet\n", fl_act_name(mc->act),
                 fl_recipe_name((fl_recipe_kind)recipe));
@@ -286,9 +286,11 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
     return 0;
 }
 
-/* x cast again into y with the parameters of its forward cast (the same values; nothing recorded). */
-static int recast(fl_gstep *s, float *y, const float *x, size_t n, const fl_cast_fmt *cf, float sc, float sinv, int q,
-                  const float **op)
+/* x cast again into y for the backward GEMMs (site si, whose forward cast gave q): with the parameters of
+   its forward cast (the same values; nothing recorded), or its e5m2 copy (copy: paper-gaudi2; its counts
+   into the site's, fl_recipe_dev_copy_end). */
+static int recast(fl_gstep *s, int si, float *y, const float *x, size_t n, const fl_cast_fmt *cf, float sc, float sinv,
+                  int q, int copy, const float **op)
 {
     *op = x;
     if (!q)
@@ -296,6 +298,8 @@ static int recast(fl_gstep *s, float *y, const float *x, size_t n, const fl_cast
     fl_cast_counts k = { 0 };
     float am = 0.0f;
     OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, sc, sinv, cf, 0, &k, &am));
+    if (copy)
+        fl_recipe_dev_copy_end(s->rec, si, &k, n);
     *op = y;
     return 0;
 }
@@ -312,6 +316,8 @@ static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W
         const float *xo, *wo;
         TRY(cast_site(s, li * 3 + FL_ROLE_IN, s->xf, X, N * K, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
         TRY(cast_site(s, li * 3 + FL_ROLE_W, s->wf, W, M * K, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
+        q->xc = q->xq && !fl_recipe_dev_copy_begin(s->rec, li * 3 + FL_ROLE_IN, &q->xcf, &q->xcs, &q->xcsi);
+        q->wc = q->wq && !fl_recipe_dev_copy_begin(s->rec, li * 3 + FL_ROLE_W, &q->wcf, &q->wcs, &q->wcsi);
         x = xo, w = wo, xf = FL_FMT_FP32;
     } else {
         TRY(operand(s, &x, &xf, s->xq, X, N * K));
@@ -337,8 +343,11 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
         float sc, sinv;
         int gq;
         TRY(cast_site(s, li * 3 + FL_ROLE_GOUT, s->gf, dY, P * N * Mp, &go, &cf, &sc, &sinv, &gq));
-        TRY(recast(s, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, &xo));
-        TRY(recast(s, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, &wo));
+        const int xs = li * 3 + FL_ROLE_IN, ws = li * 3 + FL_ROLE_W;
+        TRY(q->xc ? recast(s, xs, s->xf, X, N * K, &q->xcf, q->xcs, q->xcsi, 1, 1, &xo)
+                  : recast(s, xs, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, 0, &xo));
+        TRY(q->wc ? recast(s, ws, s->wf, W, M * K, &q->wcf, q->wcs, q->wcsi, 1, 1, &wo)
+                  : recast(s, ws, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, 0, &wo));
         g = go, x = xo, w = wo, gf = xf = FL_FMT_FP32;
     } else {
         TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));

@@ -18,7 +18,8 @@
  * run's (verdict.h, fl_loss_envelope; TRAINING.md, "How far a GPU run may differ").
  *
  * Recipes: fp32 (no casts), bf16 (X, W and dY of every Linear rounded to bf16, RNE, overflow to Inf,
- * the harness's bf16 recipe; bf16 GEMMs), and fp8-delayed / fp8-current with per-tensor scales: every
+ * the harness's bf16 recipe; bf16 GEMMs), and fp8-delayed / fp8-current / paper-gaudi2 (its e5m2 backward
+ * copies of X and W) with per-tensor scales: every
  * Linear's X, W and dY fake-quantised on the device (fl_cast_fq) with the scale the harness's recipe
  * state gives (fl_recipe_dev_cast_begin), and the GEMMs in fp32 on those values, as the harness's (FP8
  * products are exact in fp32: the values of an FP8 GEMM with fp32 accumulation, not yet its speed).
@@ -118,11 +119,16 @@ typedef struct {
 void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device);
 
 /* The forward casts of one Linear under an FP8 recipe (format, rounding, scale): the backward casts X
-   and W again with them, giving the values the forward's GEMM read (the harness keeps those values). */
+   and W again with them, giving the values the forward's GEMM read (the harness keeps those values), or,
+   under paper-gaudi2, casts their e5m2 copies with the copies' scales of the forward's step. */
 typedef struct {
     fl_cast_fmt xf, wf;
     float xs, xsi, ws, wsi;
     int xq, wq; /* 0: the site is fp32 (no cast) */
+    /* paper-gaudi2: the backward GEMMs read e5m2 copies of X and W instead (fl_recipe_dev_copy_begin) */
+    fl_cast_fmt xcf, wcf;
+    float xcs, xcsi, wcs, wcsi;
+    int xc, wc; /* 1: the copy, else the forward cast again */
 } fl_gstep_lin;
 
 /* A model on a device: parameters, gradients, AdamW moments, the forward's saved tensors, scratch. */
@@ -160,7 +166,7 @@ typedef struct {
 enum { FL_GSTEP_ALIGN = 64 };
 
 /* Allocate the step's tensors for model configuration mc on the device of ops (zeroed).  recipe:
-   FL_RECIPE_FP32, FL_RECIPE_BF16, or FL_RECIPE_FP8_DELAYED / FL_RECIPE_FP8_CURRENT, whose casts then go
+   FL_RECIPE_FP32, FL_RECIPE_BF16, or FL_RECIPE_FP8_DELAYED / _FP8_CURRENT / _PAPER_GAUDI2, whose casts go
    through the recipe state given by fl_gstep_set_recipe before the first step (not with a smoothed
    activation yet).  0, or -1 after printing why (an unsupported recipe, out of device memory). */
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe);

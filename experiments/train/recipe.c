@@ -1011,8 +1011,8 @@ const char *fl_recipe_dev_check(const fl_recipe *r)
             continue;
         if (s->fmt != FL_FMT_E4M3 && s->fmt != FL_FMT_E5M2)
             return "FP4 sites have no device path yet";
-        if (s->gaudi2)
-            return "paper-gaudi2's casts (Gaudi2's e4m3, the e5m2 backward copies) have no device path yet";
+        if (s->gaudi2 && s->scaling != FL_SCALING_DELAYED)
+            return "paper-gaudi2's casts have a device path with delayed scaling only";
         if (s->scaling != FL_SCALING_DELAYED && s->scaling != FL_SCALING_TENSOR)
             return "block and MX scales have no device path yet (per-tensor delayed and current scaling have)";
     }
@@ -1024,8 +1024,8 @@ int fl_recipe_dev_cast_begin(fl_recipe *r, int si, float amax, fl_cast_fmt *cf, 
     fl_site *site = &r->sites[si];
     const int hp = r->hp_phase && site->fmt != FL_FMT_BF16; /* fl_recipe_cast's bf16 start */
     const fl_scaling scaling = hp ? FL_SCALING_NONE : site->scaling;
-    if (site->fmt == FL_FMT_FP32 || site->gaudi2 || (!hp && scaling != FL_SCALING_NONE && scaling != FL_SCALING_DELAYED &&
-                                                     scaling != FL_SCALING_TENSOR))
+    if (site->fmt == FL_FMT_FP32 || (!hp && scaling != FL_SCALING_NONE && scaling != FL_SCALING_DELAYED &&
+                                      scaling != FL_SCALING_TENSOR))
         return -1;
     *s = *s_inv = 1.0f;
     if (hp) {
@@ -1036,6 +1036,8 @@ int fl_recipe_dev_cast_begin(fl_recipe *r, int si, float amax, fl_cast_fmt *cf, 
         *s_inv = fl_delayed_scale_inv(site->dl);
         site->scale = *s;
         site->amax_from = fl_recipe_delayed_amax_from(site->dl);
+        if (site->dl_bwd) /* paper-gaudi2: the e5m2 copy's scale, read before this cast's amax goes in */
+            site->scale_bwd = fl_delayed_scale(site->dl_bwd);
     } else if (scaling == FL_SCALING_TENSOR) { /* current_scales, one block */
         *s = fl_scale_from_amax(scale_format(site), amax, 1.0f, r->cfg.margin, (int)r->cfg.pow2);
         *s_inv = 1.0f / *s;
@@ -1044,10 +1046,36 @@ int fl_recipe_dev_cast_begin(fl_recipe *r, int si, float amax, fl_cast_fmt *cf, 
     }
     memset(cf, 0, sizeof *cf);
     cf->fmt = hp ? FL_FMT_BF16 : (fl_format)site->fmt;
-    cf->nosat = (int)r->cfg.nosat && cf->fmt != FL_FMT_BF16;
+    cf->gaudi2 = !hp && site->gaudi2;
+    cf->nosat = (int)r->cfg.nosat && cf->fmt != FL_FMT_BF16 && !cf->gaudi2;
     cf->sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf->fmt == FL_FMT_E5M2;
     cf->key = fl_recipe_sr_key(r, si);
     return 0;
+}
+
+int fl_recipe_dev_copy_begin(fl_recipe *r, int si, fl_cast_fmt *cf, float *s, float *s_inv)
+{
+    const fl_site *site = &r->sites[si];
+    if (!fl_recipe_needs_bwd_copy(r, si) || !site->gaudi2 || site->scaling != FL_SCALING_DELAYED)
+        return -1;
+    memset(cf, 0, sizeof *cf);
+    if (r->hp_phase) { /* the bf16 start: the copy is the forward's bf16 cast */
+        cf->fmt = FL_FMT_BF16;
+        *s = *s_inv = 1.0f;
+        return 0;
+    }
+    cf->fmt = FL_FMT_E5M2; /* cast_scales' bwd: round to nearest, saturating as the recipe's casts are */
+    cf->nosat = (int)r->cfg.nosat;
+    cf->key = fl_recipe_sr_key(r, si);
+    *s = site->scale_bwd;
+    *s_inv = 1.0f / site->scale_bwd;
+    return 0;
+}
+
+void fl_recipe_dev_copy_end(fl_recipe *r, int si, const fl_cast_counts *k, size_t n)
+{
+    const cast_counts kk = { *k, 0.0f };
+    cast_record_stats(&r->sites[si], &kk, n, 1, 1, NULL); /* counts only: amax and mass are the forward cast's */
 }
 
 void fl_recipe_dev_cast_end(fl_recipe *r, int si, const fl_cast_counts *k, float amax, size_t n, float s,

@@ -283,15 +283,21 @@ int fl_recipe_needs_bwd_copy(const fl_recipe *r, int site);
 /* The GPU step's casts (experiments/train/gstep.c), whose pass over the data runs on the device
    (kernels/train_step.h, fl_cast_fq): the recipe's part of fl_recipe_cast, for per-tensor sites.
    fl_recipe_dev_check: NULL when every site has such a path (fp32, bf16, FP8 with delayed or current
-   per-tensor scaling, not Gaudi2's, no fast accumulation), else why not.
+   per-tensor scaling, paper-gaudi2's delayed casts, no fast accumulation), else why not.
    fl_recipe_dev_cast_begin: the format, rounding and stream (*cf) and the scale and its inverse of
    site's forward cast this step, as fl_recipe_cast takes them (the bf16 start included); amax is the
    tensor's max |x| over its non-NaN elements, read for current scaling only.  0, or -1 for a site
-   without such a cast (fp32, Gaudi2's, block / MX scales).
+   without such a cast (fp32, block / MX scales).
    fl_recipe_dev_cast_end: that cast's counts and amax (n elements, cast with scale s and *cf) into the
    site's statistics as fl_recipe_cast records them, and into the delayed history when record (once a
    step).  The clip mass of a cast that saturated is NaN: the device makes no pass for it.  No moments. */
 const char *fl_recipe_dev_check(const fl_recipe *r);
+/* paper-gaudi2's backward copies on the device: fl_recipe_dev_copy_begin gives the e5m2 copy's format and
+   scale (the one the site's forward cast read this step; bf16 unscaled in the bf16 start), -1 for a site
+   without one; fl_recipe_dev_copy_end adds the copy's counts to the site's, as fl_recipe_cast does for
+   transposed = 1. */
+int fl_recipe_dev_copy_begin(fl_recipe *r, int site, fl_cast_fmt *cf, float *s, float *s_inv);
+void fl_recipe_dev_copy_end(fl_recipe *r, int site, const fl_cast_counts *k, size_t n);
 int fl_recipe_dev_cast_begin(fl_recipe *r, int site, float amax, fl_cast_fmt *cf, float *s, float *s_inv);
 void fl_recipe_dev_cast_end(fl_recipe *r, int site, const fl_cast_counts *k, float amax, size_t n, float s,
                             const fl_cast_fmt *cf, int record);

@@ -112,10 +112,11 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--rht mixes 16 tokens, and a per-token smoothing scale (smooth_swiglu_token) cannot be undone after it: "
                "use smooth_swiglu (per channel) or no --rht";
     if (c->device != FL_DEVICE_CPU) {
-        const int fp8 = c->recipe.kind == FL_RECIPE_FP8_DELAYED || c->recipe.kind == FL_RECIPE_FP8_CURRENT;
+        const int fp8 = c->recipe.kind == FL_RECIPE_FP8_DELAYED || c->recipe.kind == FL_RECIPE_FP8_CURRENT ||
+                        c->recipe.kind == FL_RECIPE_PAPER_GAUDI2;
         if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16 && !fp8)
-            return "--device twins / cuda: the GPU step runs the fp32, bf16, fp8-delayed and fp8-current recipes (block, "
-                   "MX, FP4 and paper-gaudi2 casts on the device are not built yet)";
+            return "--device twins / cuda: the GPU step runs the fp32, bf16, fp8-delayed, fp8-current and paper-gaudi2 "
+                   "recipes (block, MX and FP4 casts on the device are not built yet)";
         if (fp8 && (c->recipe.fast_accum || fl_act_smooth_axis(c->model.act) >= 0))
             return "--device twins / cuda: no --fast-accum and no smooth_swiglu under the FP8 recipes (the GPU step has "
                    "neither yet)";
@@ -279,7 +280,7 @@ static int summary_fill(FILE *f, void *a_)
                                                   "nan_produced_total", "flushed_total", "down_in_saturated_total",
                                                   "first_saturation_step", "first_down_in_saturation_step" };
         const uint32_t k = a->cfg->recipe.kind; /* the GPU step counts casts under the FP8 recipes only (metrics.csv: nan) */
-        for (size_t i = 0; k != FL_RECIPE_FP8_DELAYED && k != FL_RECIPE_FP8_CURRENT && i < FL_ARRAY_LEN(unmeasured); i++)
+        for (size_t i = 0; (k == FL_RECIPE_FP32 || k == FL_RECIPE_BF16) && i < FL_ARRAY_LEN(unmeasured); i++)
             json_object_set_new(o, unmeasured[i], json_null());
         json_object_set_new(o, "device", json_string(a->cfg->device == FL_DEVICE_TWINS ? "twins" : "cuda"));
         json_object_set_new(o, "device_tensor_bytes", json_integer((json_int_t)a->device_bytes));
