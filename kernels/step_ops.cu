@@ -4,6 +4,7 @@
 #include "train_step.h"
 #include "cuda_check.h"
 #include "lt_call.h"
+#include "row_tile.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(256) amax_kernel(unsigned *__restrict__ mb, co
 }
 
 // rms as fl_amax_rms: each row's sum over c in order, then the rows' sums in row order.  A warp takes 32
-// rows: tiles of 32 x 32 read coalesced into shared memory, lane j adding row j's 32 values in order
-// (rms_bwd_kernel's pattern in train_step.cu).
+// rows: tiles of 32 x 32 read coalesced into shared memory, lane j adding row j's values in order
+// (row_tile.h, as RMSNorm's forward in train_step.cu).
 enum { SQ_WARPS = 8 };
 __global__ void __launch_bounds__(SQ_WARPS * 32) row_sq_kernel(double *__restrict__ rs, const float *__restrict__ x,
                                                               size_t R, size_t C)
@@ -122,17 +123,10 @@ __global__ void __launch_bounds__(SQ_WARPS * 32) row_sq_kernel(double *__restric
     const size_t r0 = ((size_t)blockIdx.x * SQ_WARPS + w) * 32;
     if (r0 >= R)
         return;
-    double s = 0.0;
-    for (size_t c0 = 0; c0 < C; c0 += 32) {
-        for (int j = 0; j < 32; j++)
-            tile[w][j][lane] = r0 + j < R && c0 + lane < C ? x[(r0 + j) * C + c0 + lane] : 0.0f;
-        __syncwarp();
-        for (int c = 0; c < 32 && c0 + c < C; c++) {
-            const double a = (double)fabsf(tile[w][lane][c]);
-            s = __dadd_rn(s, __dmul_rn(a, a));
-        }
-        __syncwarp();
-    }
+    const double s = fl_row_sum_tiled(tile[w], x, r0, R, C, lane, 0.0, [](double acc, float v) {
+        const double a = (double)fabsf(v);
+        return __dadd_rn(acc, __dmul_rn(a, a));
+    });
     if (r0 + lane < R)
         rs[r0 + lane] = s;
 }

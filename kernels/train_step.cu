@@ -9,6 +9,7 @@
 // functions as the twin; 16 bytes read and 12 written per element (p, g, m, v in; p, m, v out).
 #include "train_step.h"
 #include "cuda_check.h"
+#include "row_tile.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -45,15 +46,7 @@ __global__ void __launch_bounds__(RMS_WARPS * 32) rms_fwd_kernel(float *__restri
     const size_t r0 = ((size_t)blockIdx.x * RMS_WARPS + w) * 32;
     if (r0 >= N)
         return;
-    float ss = 0.0f;
-    for (size_t c0 = 0; c0 < C; c0 += 32) {
-        for (int j = 0; j < 32; j++)
-            tile[w][j][lane] = r0 + j < N && c0 + lane < C ? x[(r0 + j) * C + c0 + lane] : 0.0f;
-        __syncwarp();
-        for (int c = 0; c < 32 && c0 + c < C; c++)
-            ss += tile[w][lane][c] * tile[w][lane][c];
-        __syncwarp();
-    }
+    const float ss = fl_row_sum_tiled(tile[w], x, r0, N, C, lane, 0.0f, [](float s, float v) { return s + v * v; });
     const float r = fl_rms_r(ss, (float)C, eps);
     if (r0 + lane < N)
         rstd[r0 + lane] = r;
@@ -406,38 +399,38 @@ extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, con
     return 0;
 }
 
-extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n,
-                                float s, const fl_cast_fmt *f, uint64_t off, void *stream)
+// fl_cuda_cast_fp8 (codes) and fl_cuda_cast_fq (y): one launch of cast_fp8_kernel.
+static int launch_cast(const char *who, uint8_t *codes, float *y, float *amax, unsigned long long *counts,
+                       const float *x, size_t n, float s, float si, const fl_cast_fmt *f, uint64_t off, void *stream)
 {
-    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2) {
-        fprintf(stderr, "fl_cuda_cast_fp8: not an FP8 format\n");
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2 && (codes || f->fmt != FL_FMT_BF16)) {
+        fprintf(stderr, "%s: not %s\n", who, codes ? "an FP8 format" : "e4m3, e5m2 or bf16");
         return -1;
     }
     if (!n)
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
-    cast_fp8_kernel<false><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
-        codes, nullptr, (unsigned *)amax, counts, x, n, s, 1.0f, l, f->sr, f->key, off);
+    if (codes)
+        cast_fp8_kernel<false><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
+            codes, nullptr, (unsigned *)amax, counts, x, n, s, 1.0f, l, f->sr, f->key, off);
+    else
+        cast_fp8_kernel<true><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
+            nullptr, y, (unsigned *)amax, counts, x, n, s, si, l, f->sr, f->key, off);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
+}
+
+extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n,
+                                float s, const fl_cast_fmt *f, uint64_t off, void *stream)
+{
+    return launch_cast("fl_cuda_cast_fp8", codes, nullptr, amax, counts, x, n, s, 1.0f, f, off, stream);
 }
 
 extern "C" int fl_cuda_cast_fq(float *y, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
                                float si, const fl_cast_fmt *f, uint64_t off, void *stream)
 {
-    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2 && f->fmt != FL_FMT_BF16) {
-        fprintf(stderr, "fl_cuda_cast_fq: not e4m3, e5m2 or bf16\n");
-        return -1;
-    }
-    if (!n)
-        return 0;
-    fl_cast_limits l;
-    fl_cast_limits_of(&l, f);
-    cast_fp8_kernel<true><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
-        nullptr, y, (unsigned *)amax, counts, x, n, s, si, l, f->sr, f->key, off);
-    FL_CUDA_CHECK(cudaGetLastError());
-    return 0;
+    return launch_cast("fl_cuda_cast_fq", nullptr, y, amax, counts, x, n, s, si, f, off, stream);
 }
 
 extern "C" int fl_cuda_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
