@@ -15,7 +15,8 @@
  *     fp8-delayed, --chan-every and --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a
  *     folder is made.  Under fp8-delayed its sites.csv at step 0 is the harness's, it counts its casts, and
  *     a resume is byte-identical (metrics.csv and sites.csv).  With --accum 2 it AGREEs with the harness's
- *     --accum 2 run.
+ *     --accum 2 run, both resume byte-identical, and a delayed scale comes from the previous step's largest
+ *     micro-batch amax.
  *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
  *     check and report work without a device (four AGREE rows, the resume lines, exit 0).
  *  5. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
@@ -184,8 +185,16 @@ static void check_accum(void)
                                              { "--device", "twins" } };
     for (int k = 0; k < 4; k++) {
         const char *a[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-current", "--accum", "2", extra[k][0],
-                            extra[k][1], "--seed", "1", "--out", P("%s/%s", tmp, names[k]), NULL };
+                            extra[k][1], "--keep-ckpt", "9", "--seed", "1", "--out", P("%s/%s", tmp, names[k]), NULL };
         CHECK(run(err, a) == 0, "--accum 2 run %s", names[k]);
+    }
+    for (int k = 0; k < 4; k += 3) { /* resumed from step 9, harness and twins: byte-identical */
+        CHECK(!system(P("cp '%s/%s/metrics.csv' '%s/%s.csv' && cp '%s/%s/checkpoint-9.bin' '%s/%s/checkpoint.bin'", tmp,
+                        names[k], tmp, names[k], tmp, names[k], tmp, names[k])),
+              "cp");
+        const char *r[] = { "train", "--resume", P("%s/%s", tmp, names[k]), "--quiet", NULL };
+        CHECK(run(err, r) == 0, "resume %s from step 9", names[k]);
+        same_file(P("%s/%s.csv", tmp, names[k]), P("%s/%s/metrics.csv", tmp, names[k]));
     }
     CHECK(contains(P("%s/a2t/config.json", tmp), "\"accum\": 2"), "config.json records --accum 2");
     const char *c[] = { "compare", P("%s/a2h", tmp), P("%s/a2t", tmp), "--envelope", P("%s/a2k4", tmp), "--envelope",
@@ -225,7 +234,8 @@ static void check_accum(void)
         fclose(f);
         CHECK(rows >= 19 * 6, "%s: %d rows checked", name, rows);
     }
-    printf("  --accum 2 under fp8-current: --device twins AGREEs with the harness; config.json records it; under "
+    printf("  --accum 2 under fp8-current: --device twins AGREEs with the harness, both resume byte-identical; "
+           "config.json records it; under "
            "fp8-delayed a scale comes from the previous step's largest micro-batch amax (harness and twins)\n");
 }
 
