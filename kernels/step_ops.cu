@@ -191,11 +191,12 @@ uint32_t align_of(const void *p, size_t ld_bytes, size_t stride_bytes, size_t ba
 // and its B is our A.  A row-major matrix stored (r, c) with ld is the column-major (c, r) with ld.
 
 // What picks a plan: everything the descriptors and the heuristic see.  Built zeroed (memcmp compares it).
-struct rm_key {
-    int ta, tb, fmt;
+struct rm_key { // no padding bytes (memcmp compares every byte): size_t fields, then 4 uint32
+    size_t ta, tb, fmt;
     size_t M, N, K, lda, ldb, ldc, sa, sb, sc, batch, wsb;
     uint32_t al[4];
 };
+static_assert(sizeof(rm_key) == 14 * sizeof(size_t) + 4 * sizeof(uint32_t), "rm_key has padding");
 
 // One problem's descriptors and the heuristic's algorithm for them.
 struct rm_plan {
@@ -218,7 +219,7 @@ namespace {
 int rm_plan_make(rm_plan *pl, const rm_key &k, cublasLtHandle_t handle)
 {
     cudaDataType_t t;
-    rm_type(&t, (fl_format)k.fmt);
+    rm_type(&t, (fl_format)(int)k.fmt);
     fl::lt_call lt;
     lt.handle = handle;
     FL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -268,7 +269,7 @@ extern "C" int fl_cuda_gemm_rm_cached(const fl_gemm_rm *g, void *plans, void *lt
     memset(&k, 0, sizeof k);
     k.ta = g->ta != 0;
     k.tb = g->tb != 0;
-    k.fmt = (int)g->afmt;
+    k.fmt = (size_t)g->afmt;
     k.M = g->M, k.N = g->N, k.K = g->K, k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
     k.sa = g->sa, k.sb = g->sb, k.sc = g->sc, k.batch = g->batch;
     k.wsb = ws ? ws_bytes : 0;
@@ -311,6 +312,8 @@ extern "C" int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt_handle, void *ws, s
 }
 
 extern "C" void *fl_cuda_gemm_plans_new(void) { return calloc(1, sizeof(fl_gemm_plans)); }
+
+extern "C" int fl_cuda_gemm_plans_count(const void *plans) { return plans ? ((const fl_gemm_plans *)plans)->n : 0; }
 
 extern "C" void fl_cuda_gemm_plans_free(void *plans)
 {

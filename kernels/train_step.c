@@ -2,6 +2,7 @@
 #include "train_step.h"
 
 #include "fl_format.h"
+#include "scaling.h" /* fl_fmax_f32 */
 
 #include <math.h>
 #include <mpfr.h>
@@ -94,9 +95,11 @@ int fl_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, con
     return 0;
 }
 
-/* fl_cast_fp8 (codes) and fl_cast_fq (y: the fake-quantised values) share this loop. */
+/* fl_cast_fp8 (codes) and fl_cast_fq / fl_cast_fq_smooth (y: the fake-quantised values) share this loop;
+   sm (NULL: none) smooths element i of the (n / C, C) tensor by its row's or column's scale, as cast.c's
+   reference loop does. */
 static void cast_loop(uint8_t *codes, float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s,
-                      float si, const fl_cast_fmt *f, uint64_t off)
+                      float si, const fl_cast_fmt *f, uint64_t off, const fl_cast_smooth *sm)
 {
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
@@ -105,13 +108,13 @@ static void cast_loop(uint8_t *codes, float *y, float *amax, fl_cast_counts *k, 
 #pragma omp parallel for schedule(static) reduction(fl_cnt_add : kk) reduction(max : am) if (n >= 65536)
     for (size_t i = 0; i < n; i++) {
         uint32_t fl;
-        const float xi = x[i];
+        const float xi = sm ? fl_smooth_in(sm, x[i], i) : x[i];
         const uint32_t code = fl_cast_elem(&l.d, xi, xi * s, f->sr, f->sr ? fl_sr_bits(f->key, off + i) : 0u, l.ovf,
                                            l.fmax, l.bound, l.ties_ovf, &fl);
         if (codes)
             codes[i] = (uint8_t)code;
         else
-            y[i] = fl_decode_f32(&l.d, code) * si;
+            y[i] = sm ? fl_smooth_out(sm, fl_decode_f32(&l.d, code) * si, i) : fl_decode_f32(&l.d, code) * si;
         fl_cast_counts_flags(&kk, fl);
         const uint32_t a = fl_f32_bits(xi) & 0x7FFFFFFFu; /* non-negative floats order as their bits */
         if (!(fl & FL_CE_NAN_IN) && a > am)
@@ -128,7 +131,7 @@ int fl_cast_fp8(uint8_t *codes, float *amax, fl_cast_counts *k, const float *x, 
         fprintf(stderr, "fl_cast_fp8: %s is not an FP8 format\n", fl_format_name(f->fmt));
         return -1;
     }
-    cast_loop(codes, NULL, amax, k, x, n, s, 1.0f, f, off);
+    cast_loop(codes, NULL, amax, k, x, n, s, 1.0f, f, off, NULL);
     return 0;
 }
 
@@ -139,8 +142,39 @@ int fl_cast_fq(float *y, float *amax, fl_cast_counts *k, const float *x, size_t 
         fprintf(stderr, "fl_cast_fq: %s is not e4m3, e5m2 or bf16\n", fl_format_name(f->fmt));
         return -1;
     }
-    cast_loop(NULL, y, amax, k, x, n, s, si, f, off);
+    cast_loop(NULL, y, amax, k, x, n, s, si, f, off, NULL);
     return 0;
+}
+
+int fl_cast_fq_smooth(float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, float si,
+                      const fl_cast_fmt *f, uint64_t off, const fl_cast_smooth *sm)
+{
+    if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2 && f->fmt != FL_FMT_BF16) {
+        fprintf(stderr, "fl_cast_fq_smooth: %s is not e4m3, e5m2 or bf16\n", fl_format_name(f->fmt));
+        return -1;
+    }
+    cast_loop(NULL, y, amax, k, x, n, s, si, f, off, sm);
+    return 0;
+}
+
+float fl_smooth_scales(float *sc, float *sc_inv, const float *x, size_t R, size_t C, int axis)
+{
+    const size_t m = axis ? R : C;
+    for (size_t j = 0; j < m; j++)
+        sc[j] = 0.0f;
+    for (size_t i = 0; i < R; i++) /* max is order-independent */
+        for (size_t c = 0; c < C; c++) {
+            float *a = &sc[axis ? i : c];
+            *a = fl_fmax_f32(*a, fabsf(x[i * C + c]));
+        }
+    float am = 0.0f; /* the largest |x s| over the non-NaN x: each line's amax times its scale (monotone) */
+    for (size_t j = 0; j < m; j++) {
+        const float a = sc[j];
+        sc[j] = fl_smooth_scale_f32(a);
+        sc_inv[j] = 1.0f / sc[j];
+        am = fl_fmax_f32(am, a * sc[j]);
+    }
+    return am;
 }
 
 int fl_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T, size_t C)

@@ -132,16 +132,17 @@ __global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ cod
                                                        unsigned *__restrict__ amax_bits,
                                                        unsigned long long *__restrict__ counts,
                                                        const float *__restrict__ x, size_t n, float s, float si,
-                                                       fl_cast_limits l, int sr, uint64_t key, uint64_t off)
+                                                       fl_cast_limits l, int sr, uint64_t key, uint64_t off,
+                                                       fl_cast_smooth sm, int smooth)
 {
     unsigned c[6] = { 0, 0, 0, 0, 0, 0 }, am = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t fl;
-        const float xi = x[i];
+        const float xi = smooth ? fl_smooth_in(&sm, x[i], i) : x[i];
         const uint32_t code = fl_cast_elem(&l.d, xi, xi * s, sr, sr ? fl_sr_bits(key, off + i) : 0u, l.ovf, l.fmax,
                                            l.bound, l.ties_ovf, &fl);
         if (FQ)
-            y[i] = fl_decode_f32(&l.d, code) * si;
+            y[i] = smooth ? fl_smooth_out(&sm, fl_decode_f32(&l.d, code) * si, i) : fl_decode_f32(&l.d, code) * si;
         else
             codes[i] = (uint8_t)code;
         c[0] += (fl & FL_CE_SAT) != 0;
@@ -179,6 +180,63 @@ __global__ void __launch_bounds__(256) cast_fp8_kernel(uint8_t *__restrict__ cod
             atomicAdd(&counts[k], t);
         if (k == 6 && mx)
             atomicMax(amax_bits, mx);
+    }
+}
+
+// Smooth-SwiGLU's scales (fl_smooth_scales): the lines' max |x| as bits (non-NaN: ordered as floats),
+// gathered with atomicMax (no order to keep).  Columns: a block takes 32 columns and COLMAX_ROWS rows, its
+// 8 warps striding the rows, lane j column j; rows: a warp per row.
+enum { COLMAX_ROWS = 256 };
+__global__ void __launch_bounds__(256) col_max_kernel(unsigned *__restrict__ mb, const float *__restrict__ x, size_t R,
+                                                      size_t C)
+{
+    __shared__ unsigned wm[8][32];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t c = blockIdx.x * (size_t)32 + lane, r0 = blockIdx.y * (size_t)COLMAX_ROWS;
+    unsigned m = 0;
+    for (size_t r = r0 + w; c < C && r < R && r < r0 + COLMAX_ROWS; r += 8) {
+        const unsigned b = __float_as_uint(x[r * C + c]) & 0x7FFFFFFFu;
+        m = b <= 0x7F800000u && b > m ? b : m;
+    }
+    wm[w][lane] = m;
+    __syncthreads();
+    if (w == 0 && c < C) {
+        for (int j = 1; j < 8; j++)
+            m = wm[j][lane] > m ? wm[j][lane] : m;
+        if (m)
+            atomicMax(&mb[c], m);
+    }
+}
+
+__global__ void __launch_bounds__(256) row_max_kernel(unsigned *__restrict__ mb, const float *__restrict__ x, size_t R,
+                                                      size_t C)
+{
+    const size_t r = blockIdx.x * (size_t)8 + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= R)
+        return;
+    unsigned m = 0;
+    for (size_t c = lane; c < C; c += 32) {
+        const unsigned b = __float_as_uint(x[r * C + c]) & 0x7FFFFFFFu;
+        m = b <= 0x7F800000u && b > m ? b : m;
+    }
+    m = __reduce_max_sync(0xFFFFFFFFu, m);
+    if (lane == 0)
+        mb[r] = m;
+}
+
+// From the lines' amax bits: the scales and inverses, and the smoothed tensor's amax into mb[m] (each line's
+// amax times its scale, the largest of them: the largest |x s|, as multiplying by s > 0 keeps the order).
+__global__ void __launch_bounds__(256) smooth_finish_kernel(float *__restrict__ sc, float *__restrict__ sc_inv,
+                                                            unsigned *__restrict__ mb, size_t m)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < m; j += (size_t)gridDim.x * blockDim.x) {
+        const float a = __uint_as_float(mb[j]), s = fl_smooth_scale_f32(a);
+        sc[j] = s;
+        sc_inv[j] = 1.0f / s;
+        const unsigned p = __float_as_uint(a * s);
+        if (p)
+            atomicMax(&mb[m], p);
     }
 }
 
@@ -399,9 +457,10 @@ extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, con
     return 0;
 }
 
-// fl_cuda_cast_fp8 (codes) and fl_cuda_cast_fq (y): one launch of cast_fp8_kernel.
+// fl_cuda_cast_fp8 (codes) and fl_cuda_cast_fq / _smooth (y): one launch of cast_fp8_kernel.
 static int launch_cast(const char *who, uint8_t *codes, float *y, float *amax, unsigned long long *counts,
-                       const float *x, size_t n, float s, float si, const fl_cast_fmt *f, uint64_t off, void *stream)
+                       const float *x, size_t n, float s, float si, const fl_cast_fmt *f, uint64_t off,
+                       const fl_cast_smooth *sm, void *stream)
 {
     if (f->fmt != FL_FMT_E4M3 && f->fmt != FL_FMT_E5M2 && (codes || f->fmt != FL_FMT_BF16)) {
         fprintf(stderr, "%s: not %s\n", who, codes ? "an FP8 format" : "e4m3, e5m2 or bf16");
@@ -411,12 +470,13 @@ static int launch_cast(const char *who, uint8_t *codes, float *y, float *amax, u
         return 0;
     fl_cast_limits l;
     fl_cast_limits_of(&l, f);
+    const fl_cast_smooth none = { nullptr, nullptr, nullptr, nullptr, 1 };
     if (codes)
         cast_fp8_kernel<false><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
-            codes, nullptr, (unsigned *)amax, counts, x, n, s, 1.0f, l, f->sr, f->key, off);
+            codes, nullptr, (unsigned *)amax, counts, x, n, s, 1.0f, l, f->sr, f->key, off, none, 0);
     else
         cast_fp8_kernel<true><<<cast_blocks(n), 256, 0, (cudaStream_t)stream>>>(
-            nullptr, y, (unsigned *)amax, counts, x, n, s, si, l, f->sr, f->key, off);
+            nullptr, y, (unsigned *)amax, counts, x, n, s, si, l, f->sr, f->key, off, sm ? *sm : none, sm != nullptr);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -424,13 +484,49 @@ static int launch_cast(const char *who, uint8_t *codes, float *y, float *amax, u
 extern "C" int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, const float *x, size_t n,
                                 float s, const fl_cast_fmt *f, uint64_t off, void *stream)
 {
-    return launch_cast("fl_cuda_cast_fp8", codes, nullptr, amax, counts, x, n, s, 1.0f, f, off, stream);
+    return launch_cast("fl_cuda_cast_fp8", codes, nullptr, amax, counts, x, n, s, 1.0f, f, off, nullptr, stream);
 }
 
 extern "C" int fl_cuda_cast_fq(float *y, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
                                float si, const fl_cast_fmt *f, uint64_t off, void *stream)
 {
-    return launch_cast("fl_cuda_cast_fq", nullptr, y, amax, counts, x, n, s, si, f, off, stream);
+    return launch_cast("fl_cuda_cast_fq", nullptr, y, amax, counts, x, n, s, si, f, off, nullptr, stream);
+}
+
+extern "C" int fl_cuda_cast_fq_smooth(float *y, float *amax, unsigned long long *counts, const float *x, size_t n,
+                                      float s, float si, const fl_cast_fmt *f, uint64_t off, const fl_cast_smooth *sm,
+                                      void *stream)
+{
+    if (!sm || !sm->C) {
+        fprintf(stderr, "fl_cuda_cast_fq_smooth: no smoothing given\n");
+        return -1;
+    }
+    return launch_cast("fl_cuda_cast_fq_smooth", nullptr, y, amax, counts, x, n, s, si, f, off, sm, stream);
+}
+
+extern "C" int fl_cuda_smooth_scales(float *sc, float *sc_inv, float *amax, const float *x, size_t R, size_t C, int axis,
+                                     unsigned *ws, void *stream)
+{
+    const cudaStream_t st = (cudaStream_t)stream;
+    const size_t m = axis ? R : C;
+    FL_CUDA_CHECK(cudaMemsetAsync(ws, 0, (m + 1) * sizeof *ws, st));
+    if (R && C) {
+        if (axis)
+            row_max_kernel<<<(unsigned)((R + 7) / 8), 256, 0, st>>>(ws, x, R, C);
+        else
+            col_max_kernel<<<dim3((unsigned)((C + 31) / 32), (unsigned)((R + COLMAX_ROWS - 1) / COLMAX_ROWS)), 256, 0,
+                             st>>>(ws, x, R, C);
+        FL_CUDA_CHECK(cudaGetLastError());
+    }
+    if (m) {
+        smooth_finish_kernel<<<fl_step_grid(m), 256, 0, st>>>(sc, sc_inv, ws, m);
+        FL_CUDA_CHECK(cudaGetLastError());
+    }
+    unsigned back;
+    FL_CUDA_CHECK(cudaMemcpyAsync(&back, ws + m, sizeof back, cudaMemcpyDeviceToHost, st));
+    FL_CUDA_CHECK(cudaStreamSynchronize(st));
+    *amax = fl_f32_from_bits(back);
+    return 0;
 }
 
 extern "C" int fl_cuda_embed_fwd(float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,

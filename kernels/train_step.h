@@ -99,11 +99,47 @@ int fl_cuda_cast_fp8(uint8_t *codes, float *amax, unsigned long long *counts, co
    recipes): y[i] = decode(code) * si, the value cast.c's reference loop gives for one span with scale s
    and inverse si and no smoothing (fl_cast_fq_span's).  Formats e4m3, e5m2 (Gaudi2's e4m3 included) and
    bf16 (an FP8 recipe's bf16 sites and its bf16 start, scale 1).  amax and counts as fl_cast_fp8's; y may
-   be x. */
+   be x in the twin, not in the launcher (its kernel reads x and writes y as restricted pointers). */
 int fl_cast_fq(float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, float si,
                const fl_cast_fmt *f, uint64_t off);
 int fl_cuda_cast_fq(float *y, float *amax, unsigned long long *counts, const float *x, size_t n, float s, float si,
                     const fl_cast_fmt *f, uint64_t off, void *stream);
+
+/* Smooth-SwiGLU's smoothing of a cast (recipe.c's fl_smooth): element i of the (R, C) tensor, row i / C and
+   column i % C, enters the cast as xv = x * rs[row] (rs NULL: x * 1), then xv * cs[col] (cs NULL: as is), and
+   leaves it as decode(code) * si * rsi[row] (rsi NULL: * 1), then * csi[col] -- cast.c's reference loop,
+   operation for operation.  The amax and the counts are of xv. */
+typedef struct {
+    const float *rs, *rsi, *cs, *csi;
+    size_t C;
+} fl_cast_smooth;
+FL_HD float fl_smooth_in(const fl_cast_smooth *m, float x, size_t i)
+{
+    float xv = x * (m->rs ? m->rs[i / m->C] : 1.0f);
+    if (m->cs)
+        xv = xv * m->cs[i % m->C];
+    return xv;
+}
+FL_HD float fl_smooth_out(const fl_cast_smooth *m, float q, size_t i)
+{
+    float out = q * (m->rsi ? m->rsi[i / m->C] : 1.0f);
+    if (m->csi)
+        out = out * m->csi[i % m->C];
+    return out;
+}
+/* fl_cast_fq of the smoothed tensor (twin and launcher; the launcher's sm holds device pointers). */
+int fl_cast_fq_smooth(float *y, float *amax, fl_cast_counts *k, const float *x, size_t n, float s, float si,
+                      const fl_cast_fmt *f, uint64_t off, const fl_cast_smooth *sm);
+int fl_cuda_cast_fq_smooth(float *y, float *amax, unsigned long long *counts, const float *x, size_t n, float s,
+                           float si, const fl_cast_fmt *f, uint64_t off, const fl_cast_smooth *sm, void *stream);
+/* The smoothing scales of the (R, C) tensor x per column (axis 0: sc, sc_inv of C) or per row (axis 1: of
+   R), as recipe.c's smooth_scales: fl_smooth_scale_f32 of the line's max |x| (fl_fmax_f32: NaN loses) and
+   1 / it.  Returns the amax of the smoothed tensor, max |x s| over the non-NaN x (what a current scale is
+   computed from).  The launcher: device sc, sc_inv, ws (a scratch of R + C + 1 unsigned); the amax to the
+   host (it waits). */
+float fl_smooth_scales(float *sc, float *sc_inv, const float *x, size_t R, size_t C, int axis);
+int fl_cuda_smooth_scales(float *sc, float *sc_inv, float *amax, const float *x, size_t R, size_t C, int axis,
+                          unsigned *ws, void *stream);
 
 /* Token and position embeddings, N = B T rows of C channels, token i at position i % T:
      forward   x[i][k] = wte[tok[i]][k] + wpe[i % T][k]
@@ -231,6 +267,7 @@ int fl_cuda_gemm_rm(const fl_gemm_rm *g, void *lt, void *ws, size_t ws_bytes, vo
    further one is planned at each call. */
 int fl_cuda_gemm_rm_cached(const fl_gemm_rm *g, void *plans, void *lt, void *ws, size_t ws_bytes, void *stream);
 void *fl_cuda_gemm_plans_new(void); /* NULL when out of memory */
+int fl_cuda_gemm_plans_count(const void *plans); /* the problems kept */
 void fl_cuda_gemm_plans_free(void *plans);
 void *fl_cuda_lt_new(void);
 void fl_cuda_lt_free(void *lt);

@@ -11,8 +11,8 @@
  *  3. --device twins (the GPU step's code on the CPU, gstep.h): its run AGREEs with the harness's within
  *     the K 4 / K 16 envelope; resumed from a kept checkpoint it ends byte-identical; metrics.csv writes
  *     nan for the columns it does not measure (the cast counters) and summary.json null, and its FFN
- *     statistics at step 0 are within 1e-4 of the harness's; mxfp8, smooth_swiglu or --fast-accum under
- *     fp8-delayed, --chan-every and --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a
+ *     statistics at step 0 are within 1e-4 of the harness's; mxfp8, nvfp4, --fast-accum under fp8-delayed,
+ *     --chan-every and --gemm-kchunk with it, and --device cuda without --plan, exit 2 before a
  *     folder is made.  Under fp8-delayed its sites.csv at step 0 is the harness's, it counts its casts, and
  *     a resume is byte-identical (metrics.csv and sites.csv).  With --accum 2 it AGREEs with the harness's
  *     --accum 2 run, both resume byte-identical, and a delayed scale comes from the previous step's largest
@@ -286,8 +286,8 @@ static void check_twins(void)
                                P("%s/nb3", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "cuda", "--out", P("%s/nb4", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "tpu", "--out", P("%s/nb5", tmp), NULL },
-        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed", "--act",
-                               "smooth_swiglu", "--out", P("%s/nb6", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "nvfp4", "--out",
+                               P("%s/nb6", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed",
                                "--fast-accum", "--out", P("%s/nb7", tmp), NULL },
     };

@@ -541,6 +541,59 @@ static void case_cast_fp8(fl_format fmt, int gaudi2, int nosat, int sr)
     cases++;
 }
 
+// Smooth-SwiGLU's smoothing on the device (the GPU step's FP8 recipes): the scales, the smoothed amax and
+// the smoothed cast's values, counts and amax as the twins' (fl_smooth_scales, fl_cast_fq_smooth), per
+// column and per row, on a tensor with NaN and Inf in it.
+static void case_smooth(size_t R, size_t C, int axis)
+{
+    std::vector<float> x(R * C), y(R * C), s(axis ? R : C), si(axis ? R : C);
+    for (size_t i = 0; i < x.size(); i++)
+        x[i] = fl_f32_from_bits((uint32_t)(i * 2654435761u)) * 0x1p-100f;
+    x[3] = NAN;
+    x[x.size() / 2] = -INFINITY;
+    const float am = fl_smooth_scales(s.data(), si.data(), x.data(), R, C, axis);
+    const fl_cast_smooth hs = { axis ? s.data() : nullptr, axis ? si.data() : nullptr, axis ? nullptr : s.data(),
+                                axis ? nullptr : si.data(), C };
+    const fl_cast_fmt f = { FL_FMT_E4M3, 0, 0, 0, 0, 0 };
+    fl_cast_counts k = { 0, 0, 0, 0, 0, 0 };
+    float amax = 0.0f;
+    if (fl_cast_fq_smooth(y.data(), &amax, &k, x.data(), x.size(), 0.5f, 2.0f, &f, 0, &hs)) {
+        fprintf(stderr, "FAIL smooth: the twin returned an error\n");
+        exit(1);
+    }
+    float *dx = dev_copy(x), *ds, *dsi, *dy, *dam = dev_scalar(0.0f);
+    unsigned *ws;
+    unsigned long long *dk, hk[6];
+    CK(cudaMalloc(&ds, s.size() * sizeof(float)));
+    CK(cudaMalloc(&dsi, s.size() * sizeof(float)));
+    CK(cudaMalloc(&dy, y.size() * sizeof(float)));
+    CK(cudaMalloc(&ws, (R + C + 1) * sizeof(unsigned)));
+    CK(cudaMalloc(&dk, sizeof hk));
+    CK(cudaMemset(dk, 0, sizeof hk));
+    float gam = -1.0f;
+    const fl_cast_smooth dsm = { axis ? ds : nullptr, axis ? dsi : nullptr, axis ? nullptr : ds, axis ? nullptr : dsi, C };
+    if (fl_cuda_smooth_scales(ds, dsi, &gam, dx, R, C, axis, ws, nullptr) ||
+        fl_cuda_cast_fq_smooth(dy, dam, dk, dx, x.size(), 0.5f, 2.0f, &f, 0, &dsm, nullptr)) {
+        fprintf(stderr, "FAIL smooth: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("smooth scales", s, ds);
+    expect_same("smooth inverses", si, dsi);
+    expect_same("smoothed cast y", y, dy);
+    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
+    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
+    if (fl_f32_bits(gam) != fl_f32_bits(am) || memcmp(want, hk, sizeof hk) ||
+        fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
+        fprintf(stderr, "FAIL smooth R=%zu C=%zu axis %d: smoothed amax %a / %a, or the cast's counts or amax differ\n", R,
+                C, axis, gam, am);
+        exit(1);
+    }
+    for (void *p : { (void *)dx, (void *)ds, (void *)dsi, (void *)dy, (void *)dam, (void *)ws, (void *)dk })
+        cudaFree(p);
+    cases++;
+}
+
 // The fake-quantising cast (the GPU step's FP8 recipes): values, counts and amax as the twin's; bf16 too.
 static void case_cast_fq(fl_format fmt, int gaudi2, int nosat, int sr, float s)
 {
@@ -840,6 +893,11 @@ static void case_gemm_rm(int ta, int tb, fl_format f, size_t M, size_t N, size_t
             exit(1);
         }
         CK(cudaMemcpy(again.data(), dc, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        if (fl_cuda_gemm_plans_count(plans) != 1) {
+            fprintf(stderr, "FAIL gemm_rm: %d plans kept after call %d of one problem (the second must find the first)\n",
+                    fl_cuda_gemm_plans_count(plans), rep);
+            exit(1);
+        }
         if (memcmp(again.data(), back.data(), back.size() * sizeof(float))) {
             fprintf(stderr, "FAIL gemm_rm ta=%d tb=%d fmt=%d (%zu, %zu, %zu) x%zu: call %d through the plan cache "
                             "differs from the uncached call\n", ta, tb, (int)f, M, N, K, batch, rep);
@@ -916,8 +974,13 @@ int main()
         case_cast_fq(FL_FMT_E5M2, 0, 1, sr, 0x1p-3f);
     }
     case_cast_fq(FL_FMT_BF16, 0, 0, 0, 1.0f);
-    printf("  fp8 cast (codes, counts, amax; e4m3, e5m2, Gaudi2 e4m3; RNE and SR), and as fake-quantised values (bf16 "
-           "too): ok\n");
+    case_cast_fq(FL_FMT_E4M3, 1, 0, 0, 0x1p-4f); // Gaudi2's e4m3 (paper-gaudi2's forward casts)
+    for (int axis = 0; axis <= 1; axis++) {
+        case_smooth(1000, 2048, axis);
+        case_smooth(333, 77, axis);
+    }
+    printf("  fp8 cast (codes, counts, amax; e4m3, e5m2, Gaudi2 e4m3; RNE and SR), and as fake-quantised values (bf16, "
+           "Gaudi2 too), smoothed per channel and per token with the smoothing scales: ok\n");
     case_embed(4, 1024, 768, 5003);
     case_embed(3, 7, 20, 50);
     printf("  embeddings forward and backward (repeated and absent tokens): ok\n");

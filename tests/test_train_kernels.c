@@ -178,6 +178,54 @@ static void check_rmsnorm(void)
     free(x), free(dy), free(g), free(y1), free(y2), free(dx1), free(dx2);
 }
 
+/* The smoothed fake-quantising cast (fl_cast_fq_smooth, Smooth-SwiGLU's down-projection input under the
+   GPU step's FP8 recipes) against the cast engine run row by row with the same scales (cast.c: rs, cs),
+   and fl_smooth_scales against the powers of two of the lines' amaxes. */
+static void check_cast_smooth(void)
+{
+    enum { R = 37, C = 53 };
+    float x[R * C], y[R * C], ye[R * C], s[R > C ? R : C], si[R > C ? R : C];
+    for (size_t i = 0; i < (size_t)R * C; i++)
+        x[i] = fl_f32_from_bits((uint32_t)(i * 2654435761u)) * 0x1p-100f; /* mixed magnitudes, NaN and Inf among them */
+    x[5] = NAN;
+    x[C + 7] = INFINITY;
+    int cases = 0;
+    for (int axis = 0; axis <= 1; axis++)
+        for (int fmt = 0; fmt < 3; fmt++) {
+            const float am = fl_smooth_scales(s, si, x, R, C, axis);
+            float want = 0.0f;
+            for (size_t i = 0; i < (size_t)R * C; i++) { /* the smoothed tensor's amax, element by element */
+                const float v = fabsf(x[i] * s[axis ? i / C : i % C]);
+                want = fl_fmax_f32(want, v);
+            }
+            CHECK(fl_f32_bits(am) == fl_f32_bits(want), "axis %d: smoothed amax %a, element by element %a", axis, am, want);
+            for (int j = 0; j < (axis ? R : C); j++)
+                CHECK(s[j] * si[j] == 1.0f && (fl_f32_bits(s[j]) & 0x7FFFFFu) == 0, "axis %d line %d: scale %a, inverse %a",
+                      axis, j, s[j], si[j]);
+            const fl_cast_fmt f = { .fmt = fmt == 2 ? FL_FMT_BF16 : fmt ? FL_FMT_E5M2 : FL_FMT_E4M3 };
+            const float sc = fmt == 2 ? 1.0f : 0.5f, sci = 1.0f / sc;
+            const fl_cast_smooth sm = { axis ? s : NULL, axis ? si : NULL, axis ? NULL : s, axis ? NULL : si, C };
+            fl_cast_counts k = { 0 }, ke = { 0 };
+            float amax = 0.0f, ame = 0.0f;
+            CHECK(!fl_cast_fq_smooth(y, &amax, &k, x, (size_t)R * C, sc, sci, &f, 0, &sm), "fl_cast_fq_smooth");
+            for (size_t r = 0; r < R; r++) {
+                const fl_cast_scales scs = { axis ? s[r] : 1.0f, axis ? si[r] : 1.0f, sc, sci, axis ? NULL : s,
+                                             axis ? NULL : si, r * C };
+                ame = fl_fmax_f32(ame, fl_cast_fq_span(ye + r * C, x + r * C, C, &f, &scs, &ke, NULL, NULL));
+            }
+            for (size_t i = 0; i < (size_t)R * C; i++)
+                if (!same_bits(y[i], ye[i])) {
+                    CHECK(0, "axis %d fmt %d: element %zu x %a -> %a, the engine %a", axis, fmt, i, x[i], y[i], ye[i]);
+                    break;
+                }
+            CHECK(!memcmp(&k, &ke, sizeof k) && fl_f32_bits(amax) == fl_f32_bits(ame),
+                  "axis %d fmt %d: counts or amax (%a / %a) differ from the engine's", axis, fmt, amax, ame);
+            cases++;
+        }
+    printf("  fl_cast_fq_smooth: the engine's values, counts and amax under row and column smoothing (%d casts); "
+           "fl_smooth_scales: powers of two and exact inverses, the smoothed amax element by element\n", cases);
+}
+
 static void check_cast(void)
 {
     const size_t n = (size_t)(0x100000000ull / 4099) + 16;
@@ -453,6 +501,7 @@ int main(void)
     check_against_double();
     check_rmsnorm();
     check_cast();
+    check_cast_smooth();
     check_embed();
     check_xent();
     check_attn_softmax();

@@ -17,11 +17,12 @@
             return -1;                                                                                     \
     } while (0)
 
-/* The profile's clock (gstep.h, fl_gstep_prof): 0 when off, else the time after draining the device. */
+/* The profile's clock (gstep.h, fl_gstep_prof): NaN when off (or the drain failed), else the time after
+   draining the device. */
 static double prof_begin(const fl_gstep *s)
 {
     if (!s->prof || s->ops->sync(s->ctx))
-        return 0.0;
+        return NAN; /* (a failed drain: nothing is added) */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -29,9 +30,12 @@ static double prof_begin(const fl_gstep *s)
 
 static void prof_end(const fl_gstep *s, fl_gstep_part k, double t0)
 {
-    if (!s->prof || s->ops->sync(s->ctx))
+    if (!s->prof || isnan(t0))
         return;
-    s->prof->secs[k] += prof_begin(s) - t0;
+    const double t1 = prof_begin(s);
+    if (isnan(t1))
+        return;
+    s->prof->secs[k] += t1 - t0;
     s->prof->calls[k]++;
 }
 
@@ -85,11 +89,7 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
         return -1;
     }
     s->bf16 = recipe == FL_RECIPE_BF16;
-    if (s->fp8 && fl_act_smooth_axis(mc->act) >= 0) {
-        fprintf(stderr, "fp8lab: the GPU step has no smoothed casts (%s under %s) yet\n", fl_act_name(mc->act),
-                fl_recipe_name((fl_recipe_kind)recipe));
-        return -1;
-    }
+
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
     s->nparams = fl_model_param_sizes(c, s->sizes);
@@ -103,7 +103,8 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->grads = dalloc(s, P4, &fail);
     s->am = dalloc(s, P4, &fail);
     s->av = dalloc(s, P4, &fail);
-    s->wq = dalloc(s, s->ntot * sizeof(uint16_t), &fail);
+    if (s->bf16) /* the bf16 recipe's copies: the weights, a GEMM input, an output gradient */
+        s->wq = dalloc(s, s->ntot * sizeof(uint16_t), &fail);
     s->tok = dalloc(s, N * sizeof(int), &fail);
     s->tgt = dalloc(s, N * sizeof(int), &fail);
     s->etoks = dalloc(s, N * sizeof(int), &fail);
@@ -136,14 +137,20 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     const size_t kmax = C > F ? C : F;
     size_t gmax = 3 * C > G * F ? 3 * C : G * F;
     gmax = gmax > V ? gmax : V;
-    s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
-    s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
+    if (s->bf16) {
+        s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
+        s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
+    }
     if (s->fp8) {
         size_t wmax = 3 * C * C > G * F * C ? 3 * C * C : G * F * C;
         wmax = wmax > V * C ? wmax : V * C;
         s->xf = dalloc(s, N * kmax * f4, &fail);
         s->wf = dalloc(s, wmax * f4, &fail);
         s->gf = dalloc(s, N * gmax * f4, &fail);
+        if (fl_act_smooth_axis(mc->act) >= 0) { /* per channel (F) or per token (N) */
+            s->sm_s = dalloc(s, (N > F ? N : F) * f4, &fail);
+            s->sm_si = dalloc(s, (N > F ? N : F) * f4, &fail);
+        }
     }
     s->htok = calloc(N, sizeof(int));
     s->htgt = calloc(N, sizeof(int));
@@ -192,7 +199,7 @@ void fl_gstep_free(fl_gstep *s)
     void *dev[] = { s->params, s->grads, s->am, s->av, s->wq, s->tok, s->tgt, s->etoks, s->estarts, s->erows,
                     s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
                     s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
-                    s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf };
+                    s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf, s->sm_s, s->sm_si };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             s->ops->release(s->ctx, dev[i]);
@@ -262,8 +269,8 @@ int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec)
    current scale from x's amax where the site needs it, the counts and amax into the site's statistics
    and its delayed history.  *op: y, or x itself where the site is fp32; the cast's parameters into
    *cf, *sc, *si_out, *q for a later recast. */
-static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, const float **op, fl_cast_fmt *cf,
-                     float *sc, float *sinv, int *q)
+static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, const fl_cast_smooth *sm, float sm_amax,
+                     const float **op, fl_cast_fmt *cf, float *sc, float *sinv, int *q)
 {
     fl_recipe *r = s->rec;
     const fl_site *st = &r->sites[si];
@@ -271,8 +278,8 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
     *q = st->fmt != FL_FMT_FP32;
     if (!*q)
         return 0;
-    float amax = 0.0f;
-    if (st->scaling == FL_SCALING_TENSOR && !(r->hp_phase && st->fmt != FL_FMT_BF16))
+    float amax = sm_amax; /* smoothed: the smoothed tensor's, from its scales */
+    if (!sm && st->scaling == FL_SCALING_TENSOR && !(r->hp_phase && st->fmt != FL_FMT_BF16))
         OP(FL_GP_CAST, s->ops->amax_rms(s->ctx, &amax, NULL, x, 1, n));
     if (fl_recipe_dev_cast_begin(r, si, amax, cf, sc, sinv)) {
         fprintf(stderr, "fp8lab: the GPU step: site %s has no device cast\n", st->name);
@@ -280,7 +287,7 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
     }
     fl_cast_counts k = { 0 };
     float am = 0.0f;
-    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, *sc, *sinv, cf, 0, &k, &am));
+    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, *sc, *sinv, cf, 0, sm, &k, &am));
     fl_recipe_dev_cast_end(r, si, &k, am, n, *sc, cf, 1);
     *op = y;
     return 0;
@@ -290,18 +297,41 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
    its forward cast (the same values; nothing recorded), or its e5m2 copy (copy: paper-gaudi2; its counts
    into the site's, fl_recipe_dev_copy_end). */
 static int recast(fl_gstep *s, int si, float *y, const float *x, size_t n, const fl_cast_fmt *cf, float sc, float sinv,
-                  int q, int copy, const float **op)
+                  int q, int copy, const fl_cast_smooth *sm, const float **op)
 {
     *op = x;
     if (!q)
         return 0;
     fl_cast_counts k = { 0 };
     float am = 0.0f;
-    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, sc, sinv, cf, 0, &k, &am));
+    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, sc, sinv, cf, 0, sm, &k, &am));
     if (copy)
         fl_recipe_dev_copy_end(s->rec, si, &k, n);
     *op = y;
     return 0;
+}
+
+/* Smooth-SwiGLU under an FP8 recipe (model.c passes its fl_smooth to the down projection's input cast):
+   the smoothing of X (N, K) at Linear li into *sm and the smoothed tensor's amax into *amax; NULL where
+   the Linear's input is not smoothed.  The backward computes it again from the same X: the same scales. */
+static const fl_cast_smooth *smoothing(fl_gstep *s, int li, const float *X, size_t K, fl_cast_smooth *sm, float *amax,
+                                       int *fail)
+{
+    const int axis = fl_act_smooth_axis(s->cfg.act);
+    *fail = 0;
+    if (!s->fp8 || axis < 0 || li % FL_LIN_COUNT != FL_LIN_DOWN || li == (int)(s->cfg.L * FL_LIN_COUNT))
+        return NULL;
+    const size_t N = ntok(s);
+    const double t0 = prof_begin(s);
+    if (s->ops->smooth(s->ctx, s->sm_s, s->sm_si, X, N, K, axis, amax)) {
+        *fail = 1;
+        return NULL;
+    }
+    prof_end(s, FL_GP_CAST, t0);
+    const fl_cast_smooth m = { axis ? s->sm_s : NULL, axis ? s->sm_si : NULL, axis ? NULL : s->sm_s,
+                               axis ? NULL : s->sm_si, K };
+    *sm = m;
+    return sm;
 }
 
 /* Y (P, N, M/P) = X (N, K) . W (M, K)^T in P planes (model.c, lin_forward); li: the Linear's index
@@ -314,8 +344,14 @@ static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W
     if (s->fp8) {
         fl_gstep_lin *q = &s->lin[li];
         const float *xo, *wo;
-        TRY(cast_site(s, li * 3 + FL_ROLE_IN, s->xf, X, N * K, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
-        TRY(cast_site(s, li * 3 + FL_ROLE_W, s->wf, W, M * K, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
+        fl_cast_smooth smb;
+        float sam = 0.0f;
+        int fail;
+        const fl_cast_smooth *sm = smoothing(s, li, X, K, &smb, &sam, &fail);
+        if (fail)
+            return -1;
+        TRY(cast_site(s, li * 3 + FL_ROLE_IN, s->xf, X, N * K, sm, sam, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
+        TRY(cast_site(s, li * 3 + FL_ROLE_W, s->wf, W, M * K, NULL, 0.0f, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
         q->xc = q->xq && !fl_recipe_dev_copy_begin(s->rec, li * 3 + FL_ROLE_IN, &q->xcf, &q->xcs, &q->xcsi);
         q->wc = q->wq && !fl_recipe_dev_copy_begin(s->rec, li * 3 + FL_ROLE_W, &q->wcf, &q->wcs, &q->wcsi);
         x = xo, w = wo, xf = FL_FMT_FP32;
@@ -342,12 +378,18 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
         fl_cast_fmt cf;
         float sc, sinv;
         int gq;
-        TRY(cast_site(s, li * 3 + FL_ROLE_GOUT, s->gf, dY, P * N * Mp, &go, &cf, &sc, &sinv, &gq));
+        TRY(cast_site(s, li * 3 + FL_ROLE_GOUT, s->gf, dY, P * N * Mp, NULL, 0.0f, &go, &cf, &sc, &sinv, &gq));
+        fl_cast_smooth smb;
+        float sam;
+        int fail;
+        const fl_cast_smooth *sm = q->xq ? smoothing(s, li, X, K, &smb, &sam, &fail) : NULL;
+        if (q->xq && fail)
+            return -1;
         const int xs = li * 3 + FL_ROLE_IN, ws = li * 3 + FL_ROLE_W;
-        TRY(q->xc ? recast(s, xs, s->xf, X, N * K, &q->xcf, q->xcs, q->xcsi, 1, 1, &xo)
-                  : recast(s, xs, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, 0, &xo));
-        TRY(q->wc ? recast(s, ws, s->wf, W, M * K, &q->wcf, q->wcs, q->wcsi, 1, 1, &wo)
-                  : recast(s, ws, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, 0, &wo));
+        TRY(q->xc ? recast(s, xs, s->xf, X, N * K, &q->xcf, q->xcs, q->xcsi, 1, 1, sm, &xo)
+                  : recast(s, xs, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, 0, sm, &xo));
+        TRY(q->wc ? recast(s, ws, s->wf, W, M * K, &q->wcf, q->wcs, q->wcsi, 1, 1, NULL, &wo)
+                  : recast(s, ws, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, 0, NULL, &wo));
         g = go, x = xo, w = wo, gf = xf = FL_FMT_FP32;
     } else {
         TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));
@@ -423,8 +465,6 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
     prof_end(s, FL_GP_HOST, th);
     OP(FL_GP_COPY, o->put(cx, s->tok, s->htok, N * sizeof(int)));
     OP(FL_GP_COPY, o->put(cx, s->tgt, s->htgt, N * sizeof(int)));
-    if (s->bf16) /* the weights' bf16 copies, once per step (the harness casts each W at its Linear: the same values) */
-        OP(FL_GP_CAST, o->to_bf16(cx, s->wq, s->params, s->ntot));
     OP(FL_GP_EMBED, o->embed_fwd(cx, s->resid, s->tok, s->p[FL_P_WTE], s->p[FL_P_WPE], N, T, C));
     for (size_t l = 0; l < L; l++) {
         const float *x = s->resid + l * N * C;
@@ -533,6 +573,8 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
         s->prof->steps++;
     /* train.c's micro-batches: batch a at tokens + a B (T + 1), its stochastic-rounding streams step A + a;
        the gradients add up, the loss is the mean */
+    if (s->bf16) /* the weights' bf16 copies, once per step (the harness casts each W at its Linear: the same values) */
+        OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->wq, s->params, s->ntot));
     const uint32_t A = cfg->accum > 1 ? cfg->accum : 1;
     const size_t bt = (size_t)s->cfg.B * (s->cfg.T + 1);
     double lsum = 0.0;
@@ -552,7 +594,7 @@ void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device)
 {
     static const char *const name[FL_GP_COUNT] = {
         [FL_GP_ZERO] = "gradients zeroed", [FL_GP_COPY] = "host <-> device copies", [FL_GP_HOST] = "host arithmetic",
-        [FL_GP_CAST] = "bf16 casts", [FL_GP_LIN_GEMM] = "Linear GEMMs", [FL_GP_ATT_GEMM] = "attention GEMMs",
+        [FL_GP_CAST] = "casts (bf16, FP8)", [FL_GP_LIN_GEMM] = "Linear GEMMs", [FL_GP_ATT_GEMM] = "attention GEMMs",
         [FL_GP_SOFTMAX] = "attention softmax", [FL_GP_EMBED] = "embeddings", [FL_GP_RMS] = "RMSNorm",
         [FL_GP_ACT] = "FFN activation", [FL_GP_STATS] = "FFN amax / rms", [FL_GP_ADD] = "residual adds",
         [FL_GP_XENT] = "cross-entropy", [FL_GP_NORM] = "gradient norm", [FL_GP_ADAMW] = "AdamW",

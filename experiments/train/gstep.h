@@ -57,7 +57,10 @@ typedef struct {
     /* y = the fake-quantised x (fl_cast_fq: scale s, inverse si, format, rounding and stream f, element i
        drawing at off + i); its counts into *k and its amax into *amax (host results: the call waits) */
     int (*cast_fq)(void *ctx, float *y, const float *x, size_t n, float s, float si, const fl_cast_fmt *f,
-                   uint64_t off, fl_cast_counts *k, float *amax);
+                   uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax);
+    /* Smooth-SwiGLU's scales of the (R, C) x per column (axis 0) or row (axis 1) into sc, sc_inv, and the
+       smoothed tensor's amax (fl_smooth_scales; the amax a host result) */
+    int (*smooth)(void *ctx, float *sc, float *sc_inv, const float *x, size_t R, size_t C, int axis, float *amax);
     int (*add)(void *ctx, float *y, const float *x, size_t n);            /* y += x */
     int (*sumsq)(void *ctx, double *out, const float *x, size_t n);      /* fl_sumsq's order */
     int (*amax_rms)(void *ctx, float *amax, float *rms, const float *x, size_t R, size_t C); /* host results */
@@ -93,7 +96,8 @@ typedef enum {
     FL_GP_ZERO,     /* the gradients zeroed */
     FL_GP_COPY,     /* tokens, targets and the embedding index to the device, the losses back */
     FL_GP_HOST,     /* the step's host arithmetic: tokens unpacked, the embedding index, the loss's sum */
-    FL_GP_CAST,     /* bf16 copies of the weights (once a step) and of GEMM inputs and output gradients */
+    FL_GP_CAST,     /* bf16 copies of the weights (once a step), of GEMM inputs and output gradients; under FP8
+                       the fake-quantising casts, the current scales' amaxes and the smoothing scales */
     FL_GP_LIN_GEMM, /* the Linears' GEMMs */
     FL_GP_ATT_GEMM, /* the attention's GEMMs */
     FL_GP_SOFTMAX,  /* the attention's causal softmax, forward and backward */
@@ -137,9 +141,10 @@ typedef struct {
     void *ctx;
     fl_model_cfg cfg;
     int bf16; /* the bf16 recipe: X, W, dY of every Linear cast to bf16 */
-    int fp8;  /* fp8-delayed / fp8-current: every Linear's casts through rec's sites (fl_gstep_set_recipe) */
+    int fp8;  /* fp8-delayed, fp8-current, paper-gaudi2: every Linear's casts through rec's sites (fl_gstep_set_recipe) */
     fl_recipe *rec;                            /* the host's recipe state (scales, histories, statistics) */
     float *xf, *wf, *gf;                       /* fp8: the fake-quantised X, W and dY of the Linear at hand */
+    float *sm_s, *sm_si;                       /* fp8, smooth_swiglu: the down projection's smoothing scales */
     fl_gstep_lin lin[FL_MODEL_MAX_L * FL_LIN_COUNT + 1];
     size_t sizes[FL_P_COUNT], nparams;
     /* device: the tensors in model.h's order, each starting at a multiple of FL_GSTEP_ALIGN elements
@@ -167,8 +172,8 @@ enum { FL_GSTEP_ALIGN = 64 };
 
 /* Allocate the step's tensors for model configuration mc on the device of ops (zeroed).  recipe:
    FL_RECIPE_FP32, FL_RECIPE_BF16, or FL_RECIPE_FP8_DELAYED / _FP8_CURRENT / _PAPER_GAUDI2, whose casts go
-   through the recipe state given by fl_gstep_set_recipe before the first step (not with a smoothed
-   activation yet).  0, or -1 after printing why (an unsupported recipe, out of device memory). */
+   through the recipe state given by fl_gstep_set_recipe before the first step (smooth_swiglu's smoothed
+   casts of the down projection's input included).  0, or -1 after printing why (an unsupported recipe, out of device memory). */
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe);
 /* The parameters (nparams floats, model.h's order: a harness model's, so both start from the same
    weights, or a checkpoint's) and AdamW's moments (the same layout; NULL: zero) to the device. */

@@ -72,12 +72,14 @@ static int c_to_bf16(void *ctx, uint16_t *dst, const float *src, size_t n)
 /* The cast's counts (6 unsigned long long) and amax (its bits) in the context's device scratch, zeroed
    before the launch and read back after it. */
 static int c_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
-                     uint64_t off, fl_cast_counts *k, float *amax)
+                     uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax)
 {
     cuda_ctx *c = ctx;
     unsigned long long h[7];
+    float *am = (float *)(c->cast + 6);
     if (fl_cuda_dev_zero(c->cast, sizeof h) ||
-        fl_cuda_cast_fq(y, (float *)(c->cast + 6), c->cast, x, n, sc, si, f, off, NULL) ||
+        (sm ? fl_cuda_cast_fq_smooth(y, am, c->cast, x, n, sc, si, f, off, sm, NULL)
+            : fl_cuda_cast_fq(y, am, c->cast, x, n, sc, si, f, off, NULL)) ||
         fl_cuda_dev_get(h, c->cast, sizeof h))
         return -1;
     const fl_cast_counts kk = { h[0], h[1], h[2], h[3], h[4], h[5] };
@@ -111,6 +113,11 @@ static int c_amax_rms(void *ctx, float *amax, float *rms, const float *x, size_t
 {
     cuda_ctx *c = ctx;
     return scratch(c, R + 1) ? -1 : fl_cuda_amax_rms(amax, rms, x, R, C, c->sq, NULL);
+}
+static int c_smooth(void *ctx, float *sc, float *sc_inv, const float *x, size_t R, size_t C, int axis, float *amax)
+{
+    cuda_ctx *c = ctx; /* the unsigned scratch (R + C + 1 of them) in the double one */
+    return scratch(c, (R + C + 1) / 2 + 1) ? -1 : fl_cuda_smooth_scales(sc, sc_inv, amax, x, R, C, axis, (unsigned *)c->sq, NULL);
 }
 static int c_embed_fwd(void *ctx, float *x, const int *tok, const float *wte, const float *wpe, size_t N, size_t T,
                        size_t C)
@@ -203,6 +210,7 @@ static const fl_gstep_ops cuda_ops = {
     .gemm = c_gemm,
     .to_bf16 = c_to_bf16,
     .cast_fq = c_cast_fq,
+    .smooth = c_smooth,
     .add = c_add,
     .sumsq = c_sumsq,
     .amax_rms = c_amax_rms,

@@ -188,12 +188,19 @@ static int h_adamw(void *ctx, float *p, const float *g, float *m, float *v, size
 }
 
 static int h_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
-                     uint64_t off, fl_cast_counts *k, float *amax)
+                     uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax)
 {
     (void)ctx;
     memset(k, 0, sizeof *k);
     *amax = 0.0f;
-    return fl_cast_fq(y, amax, k, x, n, sc, si, f, off);
+    return sm ? fl_cast_fq_smooth(y, amax, k, x, n, sc, si, f, off, sm) : fl_cast_fq(y, amax, k, x, n, sc, si, f, off);
+}
+
+static int h_smooth(void *ctx, float *sc, float *sc_inv, const float *x, size_t R, size_t C, int axis, float *amax)
+{
+    (void)ctx;
+    *amax = fl_smooth_scales(sc, sc_inv, x, R, C, axis);
+    return 0;
 }
 
 static int h_sync(void *ctx)
@@ -213,6 +220,7 @@ const fl_gstep_ops fl_gstep_host = {
     .gemm = h_gemm,
     .to_bf16 = h_to_bf16,
     .cast_fq = h_cast_fq,
+    .smooth = h_smooth,
     .add = h_add,
     .sumsq = h_sumsq,
     .amax_rms = h_amax_rms,

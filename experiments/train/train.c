@@ -117,9 +117,8 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16 && !fp8)
             return "--device twins / cuda: the GPU step runs the fp32, bf16, fp8-delayed, fp8-current and paper-gaudi2 "
                    "recipes (block, MX and FP4 casts on the device are not built yet)";
-        if (fp8 && (c->recipe.fast_accum || fl_act_smooth_axis(c->model.act) >= 0))
-            return "--device twins / cuda: no --fast-accum and no smooth_swiglu under the FP8 recipes (the GPU step has "
-                   "neither yet)";
+        if (fp8 && c->recipe.fast_accum)
+            return "--device twins / cuda: no --fast-accum (the GPU step has no FP8 GEMM emulation)";
         if (c->recipe.fp8_adam || c->chan_every || c->gemm_kchunk)
             return "--device twins / cuda: no --fp8-adam, --chan-every or --gemm-kchunk (the harness's; the GPU step "
                    "has none of them yet)";
@@ -786,8 +785,10 @@ static int run_setup(train_run *r)
             rc = FL_EXIT_FAIL;
         if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
             rc = FL_EXIT_FAIL;
-        else if (rc == FL_EXIT_OK && r->gs.fp8 && fl_gstep_set_recipe(&r->gs, &r->rec)) /* the FP8 recipes' state */
+        else if (rc == FL_EXIT_OK && r->gs.fp8 && fl_gstep_set_recipe(&r->gs, &r->rec)) { /* the FP8 recipes' state */
+            fl_gstep_free(&r->gs);
             rc = FL_EXIT_FAIL;
+        }
         r->gs_ready = rc == FL_EXIT_OK;
         const char *pe = getenv("FP8LAB_GSTEP_PROFILE");
         if (r->gs_ready && pe && !strcmp(pe, "1"))
