@@ -496,6 +496,21 @@ static void case_rmsnorm(size_t N, size_t C, int accumulate)
     cases++;
 }
 
+// A cast's counts (dk: 6 on the device, fl_cast_counts' order) and amax (dam) equal to the twin's k and amax.
+static bool same_cast_stats(const fl_cast_counts &k, float amax, const unsigned long long *dk, const float *dam)
+{
+    unsigned long long hk[6];
+    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
+    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
+    if (memcmp(want, hk, sizeof hk) || fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
+        fprintf(stderr, "  counts sat %llu/%llu clip %llu/%llu nan %llu/%llu inf %llu/%llu nan_in %llu/%llu ftz %llu/%llu, "
+                        "amax %a/%a (twin/device)\n", want[0], hk[0], want[1], hk[1], want[2], hk[2], want[3], hk[3],
+                want[4], hk[4], want[5], hk[5], amax, get_scalar(dam));
+        return false;
+    }
+    return true;
+}
+
 static void case_cast_fp8(fl_format fmt, int gaudi2, int nosat, int sr)
 {
     const size_t n = (size_t)(0x100000000ull / 65521) + 5;
@@ -521,17 +536,14 @@ static void case_cast_fp8(fl_format fmt, int gaudi2, int nosat, int sr)
     }
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(back.data(), dcodes, n, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++)
         if (codes[i] != back[i]) {
             fprintf(stderr, "FAIL cast_fp8 %s%s nosat %d sr %d i=%zu x=%a cpu=%#x gpu=%#x\n", fl_format_name(fmt),
                     gaudi2 ? " (Gaudi2)" : "", nosat, sr, i, x[i], codes[i], back[i]);
             exit(1);
         }
-    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
-    if (memcmp(want, hk, sizeof hk) || fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
-        fprintf(stderr, "FAIL cast_fp8 %s nosat %d sr %d: counts or amax differ (sat %llu/%llu ftz %llu/%llu amax %a/%a)\n",
-                fl_format_name(fmt), nosat, sr, want[0], hk[0], want[5], hk[5], amax, get_scalar(dam));
+    if (!same_cast_stats(k, amax, dk, dam)) {
+        fprintf(stderr, "FAIL cast_fp8 %s nosat %d sr %d: counts or amax differ\n", fl_format_name(fmt), nosat, sr);
         exit(1);
     }
     cudaFree(dx);
@@ -581,10 +593,7 @@ static void case_smooth(size_t R, size_t C, int axis)
     expect_same("smooth scales", s, ds);
     expect_same("smooth inverses", si, dsi);
     expect_same("smoothed cast y", y, dy);
-    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
-    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
-    if (fl_f32_bits(gam) != fl_f32_bits(am) || memcmp(want, hk, sizeof hk) ||
-        fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
+    if (fl_f32_bits(gam) != fl_f32_bits(am) || !same_cast_stats(k, amax, dk, dam)) {
         fprintf(stderr, "FAIL smooth R=%zu C=%zu axis %d: smoothed amax %a / %a, or the cast's counts or amax differ\n", R,
                 C, axis, gam, am);
         exit(1);
@@ -617,10 +626,8 @@ static void case_cast_fq(fl_format fmt, int gaudi2, int nosat, int sr, float s)
         exit(1);
     }
     CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(hk, dk, sizeof hk, cudaMemcpyDeviceToHost));
     expect_same("cast_fq y", y, dy); // (any NaN matches any NaN: the device's multiply gives the canonical one)
-    const unsigned long long want[6] = { k.sat, k.clip, k.nan_out, k.inf_out, k.nan_in, k.ftz };
-    if (memcmp(want, hk, sizeof hk) || fl_f32_bits(get_scalar(dam)) != fl_f32_bits(amax)) {
+    if (!same_cast_stats(k, amax, dk, dam)) {
         fprintf(stderr, "FAIL cast_fq %s nosat %d sr %d: counts or amax differ\n", fl_format_name(fmt), nosat, sr);
         exit(1);
     }
