@@ -180,6 +180,10 @@ $(CLI_CUDA): $(BUILD)/experiments/cli/fp8lab.o $(BUILD)/experiments/train/gstep_
 		$(BUILD)/libfp8lab.a
 	$(NVCC) $(NVCCFLAGS) -o $@ $^ -lcublasLt -Xcompiler -fopenmp $(LDLIBS)
 
+# make test checks fp8lab-cuda's refusal of --device cuda without a device (tests/test_compare.c), where
+# the suite builds the CUDA tests (nvcc, no sanitizer)
+test: $(if $(TEST_CU),$(CLI_CUDA))
+
 cuda:
 ifeq ($(NVCC),)
 	@echo "make cuda: nvcc not found; skipping the CUDA build (the CPU twins are built by 'make')"

@@ -17,7 +17,8 @@
  *     a resume is byte-identical (metrics.csv and sites.csv).  With --accum 2 it AGREEs with the harness's
  *     --accum 2 run, both resume byte-identical, and a delayed scale comes from the previous step's largest
  *     micro-batch amax.
- *  4. make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
+ *  4. build/fp8lab-cuda, where make cuda built it, refuses --device cuda without a device: exit 2, a
+ *     message, no folder.  make gpu-check's training part (tests/gpu_train_check.sh) in its twins mode: its runs, verdicts, resume
  *     check and report work without a device (four AGREE rows, the resume lines, exit 0).
  *  5. Bad input: a missing run, a metrics.csv cut short or with decreasing steps, runs that logged
  *     different steps — exit 1 naming the file; no --envelope, a bad --factor or --bound, an unknown
@@ -303,6 +304,31 @@ static void check_twins(void)
            ratio, sizeof bad / sizeof bad[0]);
 }
 
+/* build/fp8lab-cuda (make cuda; where nvcc is) without a device: --device cuda is refused with exit 2, a
+   message and no run folder, before any work.  On a machine with a device the run must succeed instead. */
+static void check_cuda_refusal(void)
+{
+    char cuda[512], cmd[2048];
+    snprintf(cuda, sizeof cuda, "%s-cuda", cli);
+    if (access(cuda, X_OK)) {
+        printf("  %s not built here (no nvcc): its refusal without a device is not checked\n", cuda);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' train --steps 2 --width 16 --layers 1 --heads 2 --ffn 32 --seq 16 --batch 4 --quiet "
+                              "--device cuda --out '%s/nc' >'%s/nc.log' 2>&1", cuda, tmp, tmp);
+    const int rc = system(cmd);
+    CHECK(rc != -1 && WIFEXITED(rc), "%s ran", cuda);
+    struct stat st;
+    if (WEXITSTATUS(rc) == 2) {
+        CHECK(contains(P("%s/nc.log", tmp), "no CUDA device") && stat(P("%s/nc", tmp), &st) != 0,
+              "--device cuda without a device: a message and no folder");
+        printf("  fp8lab-cuda --device cuda without a device: exit 2, a message, no folder\n");
+    } else {
+        CHECK(WEXITSTATUS(rc) == 0, "--device cuda: exit %d (2 without a device, 0 with one)", WEXITSTATUS(rc));
+        printf("  fp8lab-cuda --device cuda: a device is here, and the run succeeded\n");
+    }
+}
+
 static void check_gpu_script(void)
 {
     char build[512], cmd[2048];
@@ -393,6 +419,7 @@ int main(void)
     check_twins_fp8();
     check_accum();
     check_gpu_script();
+    check_cuda_refusal();
     check_bad();
     dir_remove(tmp);
     PASS("test_compare");

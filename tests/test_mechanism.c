@@ -423,6 +423,10 @@ static void check_mechanism_resume(void)
     kill(-p, SIGKILL);
     int st;
     waitpid(p, &st, 0);
+    /* the group's other processes (the trajectories' children) die asynchronously, and the run folder's lock
+       goes with the last of them: wait until none is left (on a loaded machine the rerun found it held) */
+    for (int i = 0; i < 20000 && kill(-p, 0) == 0; i++)
+        nanosleep(&nap, NULL);
     const int rcb = run(err, ba);
     CHECK(rcb == rca, "the resumed mechanism exits as the uninterrupted one (%d vs %d)", rcb, rca);
     CHECK(contains(err, "resuming gelu-bf16 from its checkpoint"), "the killed trajectory was resumed, not restarted");

@@ -159,7 +159,9 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->herows = calloc(N, sizeof(int));
     s->htokloss = calloc(N, sizeof(double));
     if (fail || !s->htok || !s->htgt || !s->hetoks || !s->hestarts || !s->herows || !s->htokloss) {
-        fprintf(stderr, "fp8lab: out of memory for the GPU step (%s)\n", ops->name);
+        fprintf(stderr, "fp8lab: the GPU step's tensors, %.2f GiB, do not fit in the memory of %s: fewer sequences per "
+                        "micro-batch (--batch) with more --accum, or a smaller model\n",
+                (double)s->bytes / 1073741824.0, ops->name);
         fl_gstep_free(s);
         return -1;
     }

@@ -782,9 +782,9 @@ static int run_setup(train_run *r)
         if (r->cfg.device == FL_DEVICE_TWINS)
             r->gs_ops = &fl_gstep_host;
         else if (!fl_gstep_cuda_open || !(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
-            rc = FL_EXIT_FAIL;
+            rc = FL_EXIT_USAGE; /* no device, or an activation without a device kernel: refused before any work */
         if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
-            rc = FL_EXIT_FAIL;
+            rc = FL_EXIT_USAGE; /* the step's tensors do not fit (or a recipe it does not run): said why, nothing done */
         else if (rc == FL_EXIT_OK && r->gs.fp8 && fl_gstep_set_recipe(&r->gs, &r->rec)) { /* the FP8 recipes' state */
             fl_gstep_free(&r->gs);
             rc = FL_EXIT_FAIL;
