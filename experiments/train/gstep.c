@@ -81,7 +81,7 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->ops = ops;
     s->ctx = ctx;
     s->cfg = *mc;
-    s->fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT || recipe == FL_RECIPE_PAPER_GAUDI2;
+    s->fp8 = fl_recipe_dev_fp8((fl_recipe_kind)recipe);
     if (recipe != FL_RECIPE_FP32 && recipe != FL_RECIPE_BF16 && !s->fp8) {
         fprintf(stderr, "fp8lab: the GPU step runs the fp32, bf16, fp8-delayed, fp8-current and paper-gaudi2 recipes, "
                         "not %s (yet)\n",
@@ -172,15 +172,23 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     return 0;
 }
 
-/* Each tensor of a host array in model.h's packed layout to or from a device array at the step's offsets. */
-static int per_tensor(const fl_gstep *s, float *dev, const float *host_in, float *host_out)
+/* Tensor k of a host array in model.h's packed layout (host: the array's start) to or from a device array at
+   the step's offsets. */
+static int one_tensor(const fl_gstep *s, int k, float *dev, const float *host_in, float *host_out)
 {
     size_t h = 0;
-    for (int k = 0; k < FL_P_COUNT; h += s->sizes[k++]) {
-        const size_t b = s->sizes[k] * sizeof(float);
-        if (host_in ? s->ops->put(s->ctx, dev + s->off[k], host_in + h, b) : s->ops->get(s->ctx, host_out + h, dev + s->off[k], b))
-            return -1;
-    }
+    for (int j = 0; j < k; j++)
+        h += s->sizes[j];
+    const size_t b = s->sizes[k] * sizeof(float);
+    return host_in ? s->ops->put(s->ctx, dev + s->off[k], host_in + h, b)
+                   : s->ops->get(s->ctx, host_out + h, dev + s->off[k], b);
+}
+
+/* Each tensor of a host array to or from a device array (one_tensor). */
+static int per_tensor(const fl_gstep *s, float *dev, const float *host_in, float *host_out)
+{
+    for (int k = 0; k < FL_P_COUNT; k++)
+        TRY(one_tensor(s, k, dev, host_in, host_out));
     return 0;
 }
 
@@ -221,10 +229,7 @@ int fl_gstep_params(const fl_gstep *s, float *out)
 }
 int fl_gstep_param(const fl_gstep *s, int k, float *out)
 {
-    size_t h = 0;
-    for (int j = 0; j < k; j++)
-        h += s->sizes[j];
-    OP(FL_GP_PARAMS, s->ops->get(s->ctx, out + h, s->params + s->off[k], s->sizes[k] * sizeof(float)));
+    OP(FL_GP_PARAMS, one_tensor(s, k, s->params, NULL, out));
     return 0;
 }
 
@@ -321,7 +326,7 @@ static const fl_cast_smooth *smoothing(fl_gstep *s, int li, const float *X, size
 {
     const int axis = fl_act_smooth_axis(s->cfg.act);
     *fail = 0;
-    if (!s->fp8 || axis < 0 || li % FL_LIN_COUNT != FL_LIN_DOWN || li == (int)(s->cfg.L * FL_LIN_COUNT))
+    if (!s->fp8 || axis < 0 || li % FL_LIN_COUNT != FL_LIN_DOWN) /* (the head, L FL_LIN_COUNT, is no down) */
         return NULL;
     const size_t N = ntok(s);
     const double t0 = prof_begin(s);
@@ -352,10 +357,10 @@ static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W
         const fl_cast_smooth *sm = smoothing(s, li, X, K, &smb, &sam, &fail);
         if (fail)
             return -1;
-        TRY(cast_site(s, li * 3 + FL_ROLE_IN, s->xf, X, N * K, sm, sam, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
-        TRY(cast_site(s, li * 3 + FL_ROLE_W, s->wf, W, M * K, NULL, 0.0f, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
-        q->xc = q->xq && !fl_recipe_dev_copy_begin(s->rec, li * 3 + FL_ROLE_IN, &q->xcf, &q->xcs, &q->xcsi);
-        q->wc = q->wq && !fl_recipe_dev_copy_begin(s->rec, li * 3 + FL_ROLE_W, &q->wcf, &q->wcs, &q->wcsi);
+        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_IN), s->xf, X, N * K, sm, sam, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
+        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_W), s->wf, W, M * K, NULL, 0.0f, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
+        q->xc = q->xq && !fl_recipe_dev_copy_begin(s->rec, fl_lin_site(li, FL_ROLE_IN), &q->xcf, &q->xcs, &q->xcsi);
+        q->wc = q->wq && !fl_recipe_dev_copy_begin(s->rec, fl_lin_site(li, FL_ROLE_W), &q->wcf, &q->wcs, &q->wcsi);
         x = xo, w = wo, xf = FL_FMT_FP32;
     } else {
         TRY(operand(s, &x, &xf, s->xq, X, N * K));
@@ -380,14 +385,14 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
         fl_cast_fmt cf;
         float sc, sinv;
         int gq;
-        TRY(cast_site(s, li * 3 + FL_ROLE_GOUT, s->gf, dY, P * N * Mp, NULL, 0.0f, &go, &cf, &sc, &sinv, &gq));
+        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_GOUT), s->gf, dY, P * N * Mp, NULL, 0.0f, &go, &cf, &sc, &sinv, &gq));
         fl_cast_smooth smb;
         float sam;
         int fail;
         const fl_cast_smooth *sm = q->xq ? smoothing(s, li, X, K, &smb, &sam, &fail) : NULL;
         if (q->xq && fail)
             return -1;
-        const int xs = li * 3 + FL_ROLE_IN, ws = li * 3 + FL_ROLE_W;
+        const int xs = fl_lin_site(li, FL_ROLE_IN), ws = fl_lin_site(li, FL_ROLE_W);
         TRY(q->xc ? recast(s, xs, s->xf, X, N * K, &q->xcf, q->xcs, q->xcsi, 1, 1, sm, &xo)
                   : recast(s, xs, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, 0, sm, &xo));
         TRY(q->wc ? recast(s, ws, s->wf, W, M * K, &q->wcf, q->wcs, q->wcsi, 1, 1, NULL, &wo)
@@ -474,22 +479,22 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
         float *r2 = s->r2 + l * N * C, *ln2 = s->ln2 + l * N * C, *pre = s->pre + l * N * G * F;
         float *h = s->h + l * N * F, *xo = s->resid + (l + 1) * N * C;
         OP(FL_GP_RMS, o->rms_fwd(cx, ln1, s->rstd1 + l * N, x, s->p[FL_P_LN1] + l * C, N, C, rms_eps));
-        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_QKV), qkv, ln1, s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
+        TRY(lin_fwd(s, fl_lin_index(l, FL_LIN_QKV), qkv, ln1, s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
         TRY(attn_fwd(s, atty, s->att + l * B * H * T * T, qkv));
-        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_PROJ), r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
+        TRY(lin_fwd(s, fl_lin_index(l, FL_LIN_PROJ), r2, atty, s->p[FL_P_WPROJ] + l * C * C, C, C, 1));
         OP(FL_GP_ADD, o->add(cx, r2, x, N * C));
         OP(FL_GP_RMS, o->rms_fwd(cx, ln2, s->rstd2 + l * N, r2, s->p[FL_P_LN2] + l * C, N, C, rms_eps));
         fl_ffn_fwd_stats *fs = &s->ffn[l];
         fs->in_rms = NAN;
         OP(FL_GP_STATS, o->amax_rms(cx, &fs->in_amax, NULL, ln2, N, C));
-        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_FC), pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
+        TRY(lin_fwd(s, fl_lin_index(l, FL_LIN_FC), pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
         OP(FL_GP_ACT, o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
         OP(FL_GP_STATS, o->amax_rms(cx, &fs->act_amax, &fs->act_rms, h, N, F));
-        TRY(lin_fwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_DOWN), xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
+        TRY(lin_fwd(s, fl_lin_index(l, FL_LIN_DOWN), xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
         OP(FL_GP_ADD, o->add(cx, xo, r2, N * C));
     }
     OP(FL_GP_RMS, o->rms_fwd(cx, s->lnf, s->rstdf, s->resid + L * N * C, s->p[FL_P_LNF], N, C, rms_eps));
-    TRY(lin_fwd(s, (int)(L * FL_LIN_COUNT), s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
+    TRY(lin_fwd(s, fl_lin_index(L, 0), s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
     OP(FL_GP_XENT, o->xent_fwd(cx, s->logits, s->tokloss, s->tgt, N, V));
     OP(FL_GP_COPY, o->get(cx, s->htokloss, s->tokloss, N * sizeof(double)));
     const double tl = prof_begin(s);
@@ -509,22 +514,22 @@ static int backward(fl_gstep *s)
     const fl_model_cfg *c = &s->cfg;
     const size_t V = c->V, C = c->C, L = c->L, F = c->F, T = c->T, B = c->B, H = c->H, G = gdim(s), N = B * T;
     OP(FL_GP_XENT, o->xent_bwd(cx, s->logits, s->tgt, N, V));
-    TRY(lin_bwd(s, (int)(L * FL_LIN_COUNT), s->dln, s->g[FL_P_WHEAD], s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
+    TRY(lin_bwd(s, fl_lin_index(L, 0), s->dln, s->g[FL_P_WHEAD], s->logits, s->lnf, s->p[FL_P_WHEAD], C, V, 1));
     OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LNF], s->dln, s->resid + L * N * C, s->rstdf, s->p[FL_P_LNF], N, C, 0));
     for (size_t l = L; l-- > 0;) {
         const float *x = s->resid + l * N * C;
-        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_DOWN), s->dh, s->g[FL_P_WDOWN] + l * C * F, s->dres, s->h + l * N * F, s->p[FL_P_WDOWN] + l * C * F, F,
+        TRY(lin_bwd(s, fl_lin_index(l, FL_LIN_DOWN), s->dh, s->g[FL_P_WDOWN] + l * C * F, s->dres, s->h + l * N * F, s->p[FL_P_WDOWN] + l * C * F, F,
                     C, 1));
         OP(FL_GP_ACT, o->act_bwd(cx, s->dpre, s->g[FL_P_ACOEF] + l * FL_ACT_NCOEF, s->dh, s->pre + l * N * G * F, N, F, c->act,
                        s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
-        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_FC), s->dln, s->g[FL_P_WFC] + l * G * F * C, s->dpre, s->ln2 + l * N * C, s->p[FL_P_WFC] + l * G * F * C,
+        TRY(lin_bwd(s, fl_lin_index(l, FL_LIN_FC), s->dln, s->g[FL_P_WFC] + l * G * F * C, s->dpre, s->ln2 + l * N * C, s->p[FL_P_WFC] + l * G * F * C,
                     C, G * F, G));
         OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LN2] + l * C, s->dln, s->r2 + l * N * C, s->rstd2 + l * N,
                        s->p[FL_P_LN2] + l * C, N, C, 1));
-        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_PROJ), s->datty, s->g[FL_P_WPROJ] + l * C * C, s->dres, s->atty + l * N * C, s->p[FL_P_WPROJ] + l * C * C,
+        TRY(lin_bwd(s, fl_lin_index(l, FL_LIN_PROJ), s->datty, s->g[FL_P_WPROJ] + l * C * C, s->dres, s->atty + l * N * C, s->p[FL_P_WPROJ] + l * C * C,
                     C, C, 1));
         TRY(attn_bwd(s, s->dqkv, s->datty, s->att + l * B * H * T * T, s->qkv + l * N * 3 * C));
-        TRY(lin_bwd(s, (int)(l * FL_LIN_COUNT + FL_LIN_QKV), s->dln, s->g[FL_P_WQKV] + l * 3 * C * C, s->dqkv, s->ln1 + l * N * C,
+        TRY(lin_bwd(s, fl_lin_index(l, FL_LIN_QKV), s->dln, s->g[FL_P_WQKV] + l * 3 * C * C, s->dqkv, s->ln1 + l * N * C,
                     s->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, 1));
         OP(FL_GP_RMS, o->rms_bwd(cx, s->dres, s->g[FL_P_LN1] + l * C, s->dln, x, s->rstd1 + l * N, s->p[FL_P_LN1] + l * C, N, C,
                        1));
@@ -573,10 +578,10 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
     OP(FL_GP_ZERO, s->ops->zero(s->ctx, s->grads, s->ntot * sizeof(float)));
     if (s->prof)
         s->prof->steps++;
-    /* train.c's micro-batches: batch a at tokens + a B (T + 1), its stochastic-rounding streams step A + a;
-       the gradients add up, the loss is the mean */
     if (s->bf16) /* the weights' bf16 copies, once per step (the harness casts each W at its Linear: the same values) */
         OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->wq, s->params, s->ntot));
+    /* train.c's micro-batches: batch a at tokens + a B (T + 1), its stochastic-rounding streams step A + a;
+       the gradients add up, the loss is the mean */
     const uint32_t A = cfg->accum > 1 ? cfg->accum : 1;
     const size_t bt = (size_t)s->cfg.B * (s->cfg.T + 1);
     double lsum = 0.0;

@@ -246,12 +246,12 @@ static void chan_capture(fl_model *m, size_t l, const float *h, const float *pre
 static int lin_index(const fl_model *m, int l, int k)
 {
     (void)m;
-    return l * FL_LIN_COUNT + k;
+    return fl_lin_index((size_t)l, k);
 }
 static int lin_site(const fl_model *m, int li, int role)
 {
     (void)m;
-    return li * 3 + role;
+    return fl_lin_site(li, role);
 }
 
 /* Whether a cast at site si may write over its input: on steps without telemetry moments (the

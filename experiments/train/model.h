@@ -57,6 +57,10 @@ enum {
 enum { FL_LIN_QKV, FL_LIN_PROJ, FL_LIN_FC, FL_LIN_DOWN, FL_LIN_COUNT };
 #define FL_SITE(l, lin, role) (((l) * FL_LIN_COUNT + (lin)) * 3 + (role))
 #define FL_SITE_HEAD(L, role) ((L) * FL_LIN_COUNT * 3 + (role))
+/* The same by Linear: Linear lin of layer l is number l FL_LIN_COUNT + lin (the head: L FL_LIN_COUNT), and
+   its sites are that number times 3 plus the role (model.c and the GPU step, gstep.c). */
+static inline int fl_lin_index(size_t l, int lin) { return (int)(l * FL_LIN_COUNT) + lin; }
+static inline int fl_lin_site(int li, int role) { return li * 3 + role; }
 
 /* The quantized operands a Linear saves for its backward. */
 /* The elements of each parameter tensor of a model (storage order), into sizes; returns their sum. */

@@ -40,6 +40,10 @@ int fl_recipe_parse(fl_recipe_kind *out, const char *s)
 int fl_recipe_is_fp8(fl_recipe_kind r) { return r >= FL_RECIPE_FP8_DELAYED && r < FL_RECIPE_COUNT; }
 
 int fl_recipe_is_fp4(fl_recipe_kind r) { return r == FL_RECIPE_NVFP4 || r == FL_RECIPE_MXFP4; }
+int fl_recipe_dev_fp8(fl_recipe_kind r)
+{
+    return r == FL_RECIPE_FP8_DELAYED || r == FL_RECIPE_FP8_CURRENT || r == FL_RECIPE_PAPER_GAUDI2;
+}
 
 int fl_recipe_per_tensor(fl_recipe_kind r)
 {
@@ -545,6 +549,33 @@ static void current_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling
     free(bam);
 }
 
+/* A delayed site's scale and inverse from its history, recorded in the site (scale, amax_from, and for
+   paper-gaudi2 the e5m2 copy's scale, read before this cast's amax goes in): cast_scales and the GPU
+   step's casts. */
+static void delayed_scales(fl_site *site, float *s, float *s_inv)
+{
+    *s = fl_delayed_scale(site->dl);
+    *s_inv = fl_delayed_scale_inv(site->dl);
+    site->scale = *s;
+    site->amax_from = fl_recipe_delayed_amax_from(site->dl);
+    if (site->dl_bwd)
+        site->scale_bwd = fl_delayed_scale(site->dl_bwd);
+}
+
+/* The format, rounding and stream of site si's cast: hp, the bf16 start; bwd, paper-gaudi2's e5m2 copy for
+   the backward; else the site's own (fl_recipe_cast and the GPU step's casts). */
+static fl_cast_fmt cast_fmt_of(const fl_recipe *r, int si, int hp, int bwd)
+{
+    const fl_site *site = &r->sites[si];
+    fl_cast_fmt cf = { 0 };
+    cf.fmt = hp ? FL_FMT_BF16 : bwd ? FL_FMT_E5M2 : (fl_format)site->fmt;
+    cf.gaudi2 = !hp && !bwd && site->gaudi2;
+    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16 && !cf.gaudi2; /* paper-gaudi2 saturates (r->cfg) */
+    cf.sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf.fmt == FL_FMT_E5M2;
+    cf.key = fl_recipe_sr_key(r, si);
+    return cf;
+}
+
 /* The scales of the site's scheme into g (none: 1); bwd: the scales of paper-gaudi2's e5m2 copy. */
 static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, cast_grid *g, const float *x,
                         size_t R, size_t C, const cast_smoothing *sm, int bwd)
@@ -555,12 +586,7 @@ static void cast_scales(const fl_recipe *r, fl_site *site, fl_scaling scaling, c
         g->one = site->scale_bwd; /* read from dl_bwd by the forward cast, before its amax went in */
         g->one_inv = 1.0f / site->scale_bwd;
     } else if (scaling == FL_SCALING_DELAYED) {
-        g->one = fl_delayed_scale(site->dl);
-        g->one_inv = fl_delayed_scale_inv(site->dl);
-        site->scale = g->one;
-        site->amax_from = fl_recipe_delayed_amax_from(site->dl);
-        if (site->dl_bwd)
-            site->scale_bwd = fl_delayed_scale(site->dl_bwd);
+        delayed_scales(site, &g->one, &g->one_inv);
     }
 }
 
@@ -970,12 +996,7 @@ void fl_recipe_cast(fl_recipe *r, int si_, float *y, const float *x, size_t R, s
     cast_grid_init(&g, scaling, site->role == FL_ROLE_W, transposed, R, C);
     cast_scales(r, site, scaling, &g, x, R, C, &smo, bwd);
 
-    fl_cast_fmt cf = { 0 };
-    cf.fmt = hp ? FL_FMT_BF16 : bwd ? FL_FMT_E5M2 : (fl_format)site->fmt;
-    cf.gaudi2 = !hp && !bwd && site->gaudi2;
-    cf.nosat = (int)r->cfg.nosat && cf.fmt != FL_FMT_BF16 && !cf.gaudi2; /* paper-gaudi2 saturates (r->cfg) */
-    cf.sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf.fmt == FL_FMT_E5M2;
-    cf.key = fl_recipe_sr_key(r, si_);
+    fl_cast_fmt cf = cast_fmt_of(r, si_, hp, bwd);
     cf.reference = r->slow_cast;
     const int mom = r->moments && !transposed;
     double *rm = mom ? calloc(2 * (R ? R : 1), sizeof *rm) : NULL;
@@ -1031,25 +1052,15 @@ int fl_recipe_dev_cast_begin(fl_recipe *r, int si, float amax, fl_cast_fmt *cf, 
     if (hp) {
         site->scale = 1.0f;
         site->amax_from = 0.0f;
-    } else if (scaling == FL_SCALING_DELAYED) { /* cast_scales */
-        *s = fl_delayed_scale(site->dl);
-        *s_inv = fl_delayed_scale_inv(site->dl);
-        site->scale = *s;
-        site->amax_from = fl_recipe_delayed_amax_from(site->dl);
-        if (site->dl_bwd) /* paper-gaudi2: the e5m2 copy's scale, read before this cast's amax goes in */
-            site->scale_bwd = fl_delayed_scale(site->dl_bwd);
+    } else if (scaling == FL_SCALING_DELAYED) {
+        delayed_scales(site, s, s_inv);
     } else if (scaling == FL_SCALING_TENSOR) { /* current_scales, one block */
         *s = fl_scale_from_amax(scale_format(site), amax, 1.0f, r->cfg.margin, (int)r->cfg.pow2);
         *s_inv = 1.0f / *s;
         site->amax_from = amax;
         site->scale = *s;
     }
-    memset(cf, 0, sizeof *cf);
-    cf->fmt = hp ? FL_FMT_BF16 : (fl_format)site->fmt;
-    cf->gaudi2 = !hp && site->gaudi2;
-    cf->nosat = (int)r->cfg.nosat && cf->fmt != FL_FMT_BF16 && !cf->gaudi2;
-    cf->sr = !hp && r->cfg.grad_sr && site->role == FL_ROLE_GOUT && cf->fmt == FL_FMT_E5M2;
-    cf->key = fl_recipe_sr_key(r, si);
+    *cf = cast_fmt_of(r, si, hp, 0);
     return 0;
 }
 
@@ -1058,17 +1069,9 @@ int fl_recipe_dev_copy_begin(fl_recipe *r, int si, fl_cast_fmt *cf, float *s, fl
     const fl_site *site = &r->sites[si];
     if (!fl_recipe_needs_bwd_copy(r, si) || !site->gaudi2 || site->scaling != FL_SCALING_DELAYED)
         return -1;
-    memset(cf, 0, sizeof *cf);
-    if (r->hp_phase) { /* the bf16 start: the copy is the forward's bf16 cast */
-        cf->fmt = FL_FMT_BF16;
-        *s = *s_inv = 1.0f;
-        return 0;
-    }
-    cf->fmt = FL_FMT_E5M2; /* cast_scales' bwd: round to nearest, saturating as the recipe's casts are */
-    cf->nosat = (int)r->cfg.nosat;
-    cf->key = fl_recipe_sr_key(r, si);
-    *s = site->scale_bwd;
-    *s_inv = 1.0f / site->scale_bwd;
+    *cf = cast_fmt_of(r, si, r->hp_phase, !r->hp_phase); /* the bf16 start: the forward's bf16 cast */
+    *s = r->hp_phase ? 1.0f : site->scale_bwd; /* cast_scales' bwd */
+    *s_inv = r->hp_phase ? 1.0f : 1.0f / site->scale_bwd;
     return 0;
 }
 

@@ -111,6 +111,9 @@ const char *fl_recipe_name(fl_recipe_kind r);          /* as on the CLI: "fp8-de
 int fl_recipe_parse(fl_recipe_kind *out, const char *s); /* 0, or -1 if unknown */
 int fl_recipe_is_fp8(fl_recipe_kind r); /* every recipe from fp8-delayed on: FP8 and FP4 (the head in bf16) */
 int fl_recipe_is_fp4(fl_recipe_kind r); /* nvfp4, mxfp4 */
+/* The FP8 recipes whose casts the GPU step runs (gstep.h, fl_recipe_dev_cast_begin): fp8-delayed,
+   fp8-current, paper-gaudi2. */
+int fl_recipe_dev_fp8(fl_recipe_kind r);
 /* The recipes with per-tensor FP8 scales (fp8-delayed, fp8-current, paper-gaudi2): the ones that take
    site overrides and stochastically rounded gradients. */
 int fl_recipe_per_tensor(fl_recipe_kind r);

@@ -112,8 +112,7 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         return "--rht mixes 16 tokens, and a per-token smoothing scale (smooth_swiglu_token) cannot be undone after it: "
                "use smooth_swiglu (per channel) or no --rht";
     if (c->device != FL_DEVICE_CPU) {
-        const int fp8 = c->recipe.kind == FL_RECIPE_FP8_DELAYED || c->recipe.kind == FL_RECIPE_FP8_CURRENT ||
-                        c->recipe.kind == FL_RECIPE_PAPER_GAUDI2;
+        const int fp8 = fl_recipe_dev_fp8((fl_recipe_kind)c->recipe.kind);
         if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16 && !fp8)
             return "--device twins / cuda: the GPU step runs the fp32, bf16, fp8-delayed, fp8-current and paper-gaudi2 "
                    "recipes (block, MX and FP4 casts on the device are not built yet)";
@@ -278,8 +277,9 @@ static int summary_fill(FILE *f, void *a_)
         static const char *const unmeasured[] = { "saturated_total", "clipped_total",
                                                   "nan_produced_total", "flushed_total", "down_in_saturated_total",
                                                   "first_saturation_step", "first_down_in_saturation_step" };
-        const uint32_t k = a->cfg->recipe.kind; /* the GPU step counts casts under the FP8 recipes only (metrics.csv: nan) */
-        for (size_t i = 0; (k == FL_RECIPE_FP32 || k == FL_RECIPE_BF16) && i < FL_ARRAY_LEN(unmeasured); i++)
+        /* the GPU step counts casts under the FP8 recipes only (metrics.csv: nan) */
+        const int counted = fl_recipe_dev_fp8((fl_recipe_kind)a->cfg->recipe.kind);
+        for (size_t i = 0; !counted && i < FL_ARRAY_LEN(unmeasured); i++)
             json_object_set_new(o, unmeasured[i], json_null());
         json_object_set_new(o, "device", json_string(a->cfg->device == FL_DEVICE_TWINS ? "twins" : "cuda"));
         json_object_set_new(o, "device_tensor_bytes", json_integer((json_int_t)a->device_bytes));
@@ -855,8 +855,7 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
         float loss;
         *lr = fl_lr_at(cfg, step);
         fl_recipe_step_begin(&r->rec, 0); /* the device's casts measure no moments */
-        r->rec.hp_phase = step < cfg->recipe.fp8_start;
-        r->rec.step = step * A; /* the micro-batches' stochastic-rounding streams: step A + a (gstep.c) */
+        r->rec.hp_phase = step < cfg->recipe.fp8_start; /* (rec.step: gstep.c sets it per micro-batch) */
         if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
