@@ -64,6 +64,21 @@ static json_t *compare(int *rc, const char *ref, const char *test, const char *b
     return dir_json(tmp, "out.json");
 }
 
+/* Run name (in tmp, kept --keep-ckpt 9) resumed from its step-9 checkpoint: its metrics.csv, and with sites
+   its sites.csv, byte-identical to the uninterrupted run's. */
+static void resume_same(const char *name, int sites)
+{
+    CHECK(!system(P("cp '%s/%s/metrics.csv' '%s/%s.csv' && cp '%s/%s/sites.csv' '%s/%s.sites' && "
+                    "cp '%s/%s/checkpoint-9.bin' '%s/%s/checkpoint.bin'",
+                    tmp, name, tmp, name, tmp, name, tmp, name, tmp, name, tmp, name)),
+          "cp %s", name);
+    const char *r[] = { "train", "--resume", P("%s/%s", tmp, name), "--quiet", NULL };
+    CHECK(run(P("%s/err.txt", tmp), r) == 0, "resume %s from step 9", name);
+    same_file(P("%s/%s.csv", tmp, name), P("%s/%s/metrics.csv", tmp, name));
+    if (sites)
+        same_file(P("%s/%s.sites", tmp, name), P("%s/%s/sites.csv", tmp, name));
+}
+
 static void check_kchunk(void)
 {
     train("k0", "0", "1");
@@ -164,13 +179,7 @@ static void check_twins_fp8(void)
     CHECK(json_is_integer(json_object_get(sum, "saturated_total")) && json_is_integer(json_object_get(sum, "flushed_total")),
           "summary.json counts the device's casts under fp8-delayed");
     json_decref(sum);
-    CHECK(!system(P("cp '%s/f8t/metrics.csv' '%s/f8t.csv' && cp '%s/f8t/sites.csv' '%s/f8t.sites' && "
-                    "cp '%s/f8t/checkpoint-9.bin' '%s/f8t/checkpoint.bin'", tmp, tmp, tmp, tmp, tmp, tmp)),
-          "cp");
-    const char *r[] = { "train", "--resume", P("%s/f8t", tmp), "--quiet", NULL };
-    CHECK(run(err, r) == 0, "resume the fp8-delayed twins run from step 9");
-    same_file(P("%s/f8t.csv", tmp), P("%s/f8t/metrics.csv", tmp));
-    same_file(P("%s/f8t.sites", tmp), P("%s/f8t/sites.csv", tmp));
+    resume_same("f8t", 1);
     printf("  --device twins, fp8-delayed and paper-gaudi2: sites.csv's step 0 the harness's; fp8-delayed: counters "
            "measured, resumed from step 9 byte-identical (metrics.csv, sites.csv)\n");
 }
@@ -189,14 +198,8 @@ static void check_accum(void)
                             extra[k][1], "--keep-ckpt", "9", "--seed", "1", "--out", P("%s/%s", tmp, names[k]), NULL };
         CHECK(run(err, a) == 0, "--accum 2 run %s", names[k]);
     }
-    for (int k = 0; k < 4; k += 3) { /* resumed from step 9, harness and twins: byte-identical */
-        CHECK(!system(P("cp '%s/%s/metrics.csv' '%s/%s.csv' && cp '%s/%s/checkpoint-9.bin' '%s/%s/checkpoint.bin'", tmp,
-                        names[k], tmp, names[k], tmp, names[k], tmp, names[k])),
-              "cp");
-        const char *r[] = { "train", "--resume", P("%s/%s", tmp, names[k]), "--quiet", NULL };
-        CHECK(run(err, r) == 0, "resume %s from step 9", names[k]);
-        same_file(P("%s/%s.csv", tmp, names[k]), P("%s/%s/metrics.csv", tmp, names[k]));
-    }
+    for (int k = 0; k < 4; k += 3) /* resumed from step 9, harness and twins: byte-identical */
+        resume_same(names[k], 1);
     CHECK(contains(P("%s/a2t/config.json", tmp), "\"accum\": 2"), "config.json records --accum 2");
     const char *c[] = { "compare", P("%s/a2h", tmp), P("%s/a2t", tmp), "--envelope", P("%s/a2k4", tmp), "--envelope",
                         P("%s/a2k16", tmp), NULL };
@@ -272,12 +275,7 @@ static void check_twins(void)
         const double g = strtod(p1, NULL);
         CHECK(isfinite(g) && fabs(g - h) <= 1e-4 * fabs(h), "column %d at step 0: twins %g, harness %g", col, g, h);
     }
-    CHECK(!system(P("cp '%s/tw/metrics.csv' '%s/tw.csv' && cp '%s/tw/checkpoint-9.bin' '%s/tw/checkpoint.bin'", tmp, tmp,
-                    tmp, tmp)),
-          "cp");
-    const char *r[] = { "train", "--resume", P("%s/tw", tmp), "--quiet", NULL };
-    CHECK(run(err, r) == 0, "resume the twins run from step 9");
-    same_file(P("%s/tw.csv", tmp), P("%s/tw/metrics.csv", tmp));
+    resume_same("tw", 0);
     const char *const *bad[] = {
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "mxfp8", "--out",
                                P("%s/nb1", tmp), NULL },
