@@ -8,7 +8,7 @@
  * kernel by construction (tests/test_gpu_twins.cu checks it).
  *
  * Contents
- *   1. correctly rounded primitives (fl_fmaf, fl_sqrtf, fl_divf) that map to the IEEE operation on
+ *   1. correctly rounded primitives (fl_fmaf, fl_sqrtf, fl_divf, fl_fma_d) that map to the IEEE operation on
  *      each side (device intrinsics with an explicit _rn, host builtins)
  *   2. fl_expf_hd: our own exp, identical on both sides (CUDA expf and glibc expf differ), error
  *      <= 1.2 ulp; measured over every float of [-104, 88.73]: max 1.06 ulp, 99.23% correctly rounded;
@@ -60,6 +60,16 @@ FL_HD float fl_divf(float a, float b)
     return __fdiv_rn(a, b); /* IEEE division whatever -prec-div says */
 #else
     return a / b;
+#endif
+}
+
+/* a * b + c with one rounding, in double (fl_erff, fl_expf_glibc) */
+FL_HD double fl_fma_d(double a, double b, double c)
+{
+#if defined(__CUDA_ARCH__)
+    return __fma_rn(a, b, c);
+#else
+    return __builtin_fma(a, b, c);
 #endif
 }
 
@@ -628,7 +638,16 @@ struct fl_io_e5m2 : fl_io_fp8<FL_FMT_E5M2> {
     }
 };
 
-/* A vector of FL_VEC = 16 elements of storage T: 16 bytes (fp8) or 2 x 16 bytes (bf16). */
+/* float32, for the GPU training step's activations (its twins take float32 views): load and store are
+   the value itself.  Not in the dispatch sets below; the launchers that take it pick it when every
+   operand is float32 (fl_io_all_f32). */
+struct fl_io_f32 {
+    typedef float storage;
+    static constexpr fl_format fmt = FL_FMT_FP32;
+    static __device__ __forceinline__ float load(storage c) { return c; }
+};
+
+/* A vector of FL_VEC = 16 elements of storage T: 16 bytes (fp8), 2 x 16 bytes (bf16) or 4 x 16 (fp32). */
 template <class IO> struct fl_vec {
     static constexpr int bytes = FL_VEC * (int)sizeof(typename IO::storage);
     static constexpr int words = bytes / 16; /* 16-byte words */
@@ -650,7 +669,7 @@ __device__ __forceinline__ void fl_load_vec(float *f, const typename IO::storage
     }
 }
 
-/* Store FL_VEC floats times mul at p (16-byte aligned for bf16, 16 for fp8 too). */
+/* Store FL_VEC floats times mul at p (16-byte aligned). */
 template <class IO>
 __device__ __forceinline__ void fl_store_vec(typename IO::storage *p, const float *f, float mul)
 {
@@ -660,7 +679,11 @@ __device__ __forceinline__ void fl_store_vec(typename IO::storage *p, const floa
         uint4 v;
         uint32_t *vw = reinterpret_cast<uint32_t *>(&v);
         constexpr int per = 16 / (int)sizeof(typename IO::storage);
-        if (sizeof(typename IO::storage) == 2) {
+        if constexpr (sizeof(typename IO::storage) == 4) {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                vw[j] = __float_as_uint(f[w * per + j] * mul);
+        } else if constexpr (sizeof(typename IO::storage) == 2) {
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 vw[j] = IO::store2(f[w * per + 2 * j] * mul, f[w * per + 2 * j + 1] * mul);
@@ -678,7 +701,10 @@ __device__ __forceinline__ void fl_store_vec(typename IO::storage *p, const floa
 template <class IO>
 __device__ __forceinline__ void fl_store_one(typename IO::storage *p, float f, float mul)
 {
-    *p = (typename IO::storage)(IO::store2(f * mul, 0.0f) & (sizeof(typename IO::storage) == 2 ? 0xFFFFu : 0xFFu));
+    if constexpr (sizeof(typename IO::storage) == 4)
+        *p = f * mul;
+    else
+        *p = (typename IO::storage)(IO::store2(f * mul, 0.0f) & (sizeof(typename IO::storage) == 2 ? 0xFFFFu : 0xFFu));
 }
 
 __device__ __forceinline__ int fl_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -930,6 +956,16 @@ template <class F> static int fl_io_dispatch_grad(fl_format f, F fn)
 
 static inline int fl_io_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* Every operand float32: the launchers of PolyReLU and PolyNorm then run their fl_io_f32 instantiation
+   (the GPU training step's activations) instead of the bf16/FP8 dispatch. */
+static inline int fl_io_all_f32(std::initializer_list<fl_format> f)
+{
+    for (fl_format x : f)
+        if (x != FL_FMT_FP32)
+            return 0;
+    return 1;
+}
+
 /* Grid of a row-wise kernel: one block per row, capped (blocks then loop over rows). */
 static inline unsigned fl_row_grid(size_t R) { return (unsigned)(R < (1u << 20) ? R : (1u << 20)); }
 
@@ -978,11 +1014,14 @@ static int fl_coef_bwd(float *da, float *ws, size_t parts, int order, fl_format 
         return 0;
     }
     float *wsp = da ? ws : nullptr;
-    const int rc = fl_io_dispatch_fwd(x, [&](auto xi) {
-        return fl_io_dispatch_grad(dy, [&](auto di) {
-            return fl_io_dispatch_grad(dx, [&](auto oi) { return launch(xi, di, oi, wsp); });
-        });
-    });
+    const int rc = fl_io_all_f32({ x, dy, dx }) ? launch(fl_io_f32(), fl_io_f32(), fl_io_f32(), wsp)
+                                                 : fl_io_dispatch_fwd(x, [&](auto xi) {
+                                                       return fl_io_dispatch_grad(dy, [&](auto di) {
+                                                           return fl_io_dispatch_grad(dx, [&](auto oi) {
+                                                               return launch(xi, di, oi, wsp);
+                                                           });
+                                                       });
+                                                   });
     if (rc || !da)
         return rc;
     fl_partials_sum_kernel<<<1, FL_RED_THREADS, 0, (cudaStream_t)stream>>>(da, ws, parts, order + 1);

@@ -330,12 +330,16 @@ polynorm_bwd_kernel(typename DX::storage *__restrict__ dx, float *__restrict__ w
 }
 
 // fn(order, keep) with both as std::integral_constant: order = 2, 3, 4; keep: the row has at most
-// FL_RED_THREADS vectors (one per thread, kept in registers between the passes).
-template <class F> static int pn_dispatch(int order, size_t H, F fn)
+// FL_RED_THREADS vectors (one per thread, kept in registers between the passes).  CAN_KEEP false (float32
+// operands, whose kept words would take 16 or 32 registers more than the caps allow): never keep.
+template <bool CAN_KEEP, class F> static int pn_dispatch(int order, size_t H, F fn)
 {
-    const bool keep = (H + FL_VEC - 1) / FL_VEC <= FL_RED_THREADS;
+    const bool keep = CAN_KEEP && (H + FL_VEC - 1) / FL_VEC <= FL_RED_THREADS;
     auto k = [&](auto o) {
-        return keep ? fn(o, std::integral_constant<bool, true>()) : fn(o, std::integral_constant<bool, false>());
+        if constexpr (CAN_KEEP)
+            return keep ? fn(o, std::integral_constant<bool, true>()) : fn(o, std::integral_constant<bool, false>());
+        else
+            return fn(o, std::integral_constant<bool, false>());
     };
     switch (order) {
     case 2: return k(std::integral_constant<int, 2>());
@@ -358,21 +362,21 @@ extern "C" int fl_cuda_polynorm_fwd(fl_kout y, fl_kin x, size_t R, size_t H, con
     // The reduction order does not depend on alignment; only the access width does.
     const int vec_ok = H % FL_VEC == 0 && fl_io_aligned(x.data) && fl_io_aligned(y.data);
     const fl_poly_coef cc = *c;
-    return fl_io_dispatch_fwd(x.fmt, [&](auto xi) {
-        return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
-            return pn_dispatch(cc.order, H, [&](auto oi, auto keep) {
-                using X = decltype(xi);
-                using Y = decltype(yi);
-                constexpr int order = decltype(oi)::value;
-                polynorm_fwd_kernel<X, Y, order, decltype(keep)::value>
-                    <<<fl_row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
-                    (typename Y::storage *)y.data, (const typename X::storage *)x.data, x.scale_inv, fl_out_mul(y),
-                    y.amax, R, H, cc, eps, vec_ok);
-                FL_CUDA_CHECK(cudaGetLastError());
-                return 0;
-            });
+    auto launch = [&](auto xi, auto yi) {
+        using X = decltype(xi);
+        using Y = decltype(yi);
+        return pn_dispatch<sizeof(typename X::storage) < 4>(cc.order, H, [&](auto oi, auto keep) {
+            constexpr int order = decltype(oi)::value;
+            polynorm_fwd_kernel<X, Y, order, decltype(keep)::value><<<fl_row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(
+                (typename Y::storage *)y.data, (const typename X::storage *)x.data, x.scale_inv, fl_out_mul(y), y.amax, R,
+                H, cc, eps, vec_ok);
+            FL_CUDA_CHECK(cudaGetLastError());
+            return 0;
         });
-    });
+    };
+    if (fl_io_all_f32({ x.fmt, y.fmt }))
+        return launch(fl_io_f32(), fl_io_f32());
+    return fl_io_dispatch_fwd(x.fmt, [&](auto xi) { return fl_io_dispatch_fwd(y.fmt, [&](auto yi) { return launch(xi, yi); }); });
 }
 
 extern "C" size_t fl_cuda_polynorm_ws_floats(size_t R, int order) { return R * (size_t)(order + 1); }
@@ -388,10 +392,10 @@ extern "C" int fl_cuda_polynorm_bwd(fl_kout dx, float *da, float *ws, fl_kin x, 
     const fl_poly_coef cc = *c;
     // one partial row per row of x
     return fl_coef_bwd(da, ws, R, c->order, x.fmt, dy.fmt, dx.fmt, stream, [&](auto xi, auto di, auto oi, float *wsp) {
-        return pn_dispatch(cc.order, H, [&](auto ri, auto keep) {
-            using X = decltype(xi);
-            using DY = decltype(di);
-            using DX = decltype(oi);
+        using X = decltype(xi);
+        using DY = decltype(di);
+        using DX = decltype(oi);
+        return pn_dispatch<sizeof(typename X::storage) < 4>(cc.order, H, [&](auto ri, auto keep) {
             constexpr int order = decltype(ri)::value;
             polynorm_bwd_kernel<X, DY, DX, order, decltype(keep)::value>
                 <<<fl_row_grid(R), FL_RED_THREADS, 0, (cudaStream_t)stream>>>(

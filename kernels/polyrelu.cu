@@ -97,6 +97,8 @@ extern "C" int fl_cuda_polyrelu_fwd(fl_kout y, fl_kin x, size_t n, const fl_poly
         return 0;
     const fl_ew_args a = fl_ew_args_of(n, { x }, { y });
     const op_polyrelu_fwd::params p = { *c };
+    if (fl_io_all_f32({ x.fmt, y.fmt }))
+        return fl_ew_launch<op_polyrelu_fwd, fl_io_f32, fl_io_none, fl_io_none, fl_io_f32, fl_io_none>(a, p, stream);
     return fl_io_dispatch_fwd(x.fmt, [&](auto xi) {
         return fl_io_dispatch_fwd(y.fmt, [&](auto yi) {
             return fl_ew_launch<op_polyrelu_fwd, decltype(xi), fl_io_none, fl_io_none, decltype(yi), fl_io_none>(

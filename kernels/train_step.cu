@@ -5,10 +5,12 @@
 // Softmax cross-entropy: a warp per row (below).
 // FP8 cast: one element per thread iteration through fl_cast_elem (numerics/cast_elem.h); 4 bytes read,
 // 1 written per element, counts and amax by warp reductions and atomics.
+// GELU: one element per thread, fl_gelu_f32 / fl_gelu_grad_f32 (kernels/erff.h) with fl_expf_glibc.
 // AdamW: one thread per element in a grid-stride loop, each element through the same two element
 // functions as the twin; 16 bytes read and 12 written per element (p, g, m, v in; p, m, v out).
 #include "train_step.h"
 #include "cuda_check.h"
+#include "erff.h"
 #include "row_tile.h"
 
 #include <cuda_runtime.h>
@@ -287,6 +289,23 @@ struct expf_tab {
     uint64_t t[32];
 };
 
+// GELU on the step's float32 activations: h = fl_gelu_f32(x); dx = dy * fl_gelu_grad_f32(x, e), e =
+// fl_expf_glibc(-0.5 x * x), the harness's gelu_bwd with its expf (ffn_act.c).
+__global__ void __launch_bounds__(256) gelu_fwd_kernel(float *__restrict__ h, const float *__restrict__ x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        h[i] = fl_gelu_f32(x[i]);
+}
+
+__global__ void __launch_bounds__(256) gelu_bwd_kernel(float *__restrict__ dx, const float *__restrict__ x,
+                                                       const float *__restrict__ dy, size_t n, expf_tab tab)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float xi = x[i];
+        dx[i] = dy[i] * fl_gelu_grad_f32(xi, fl_expf_glibc(-0.5f * xi * xi, tab.t));
+    }
+}
+
 constexpr int XENT_WARPS = 8;
 
 __global__ void __launch_bounds__(XENT_WARPS * 32) xent_fwd_kernel(float *__restrict__ z, double *__restrict__ tokloss,
@@ -562,6 +581,26 @@ extern "C" int fl_cuda_xent_fwd(float *z, double *tokloss, const int *tgt, size_
     if (warp_row_blocks("fl_cuda_xent_fwd", N, &blocks))
         return -1;
     xent_fwd_kernel<<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(z, tokloss, tgt, N, V, t);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_gelu_fwd(float *h, const float *x, size_t n, void *stream)
+{
+    if (!n)
+        return 0;
+    gelu_fwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(h, x, n);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_gelu_bwd(float *dx, const float *x, const float *dy, size_t n, const uint64_t *tab_host, void *stream)
+{
+    if (!n)
+        return 0;
+    expf_tab t;
+    memcpy(t.t, tab_host, sizeof t.t);
+    gelu_bwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(dx, x, dy, n, t);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

@@ -164,15 +164,6 @@ int fl_cuda_embed_bwd(float *gwte, float *gwpe, const float *dx, const int *toks
  * -0x1.9fe368p6 +0, every other x the main path.  The harness's softmaxes use the same (model.c,
  * expf_main, where a check at init finds the libm agreeing), so the twin's exp is the harness's.
  * tab: fl_expf_table's 32 entries (the bits of RN(2^(i/32)) minus i << 47, from MPFR). */
-FL_HD double fl_fma_d(double a, double b, double c)
-{
-#if defined(__CUDA_ARCH__)
-    return __fma_rn(a, b, c);
-#else
-    return __builtin_fma(a, b, c);
-#endif
-}
-
 /* The main path alone (every x where glibc takes it: |x| < 88, and -0x1.9fe368p6 <= x <= 0x1.62e42ep6). */
 FL_HD float fl_expf_glibc_main(float x, const uint64_t *tab)
 {
@@ -305,6 +296,11 @@ int fl_cuda_relu_fwd(float *h, const float *x, size_t n, void *stream);
 int fl_cuda_swiglu_f32_fwd(float *h, const float *g, const float *u, size_t n, void *stream);
 int fl_cuda_swiglu_f32_bwd(float *dg, float *du, const float *g, const float *u, const float *dh, size_t n, void *stream);
 int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size_t n, void *stream);
+/* GELU on float32 planes, as the harness's (ffn_act.c): h = fl_gelu_f32(x) and dx = dy * fl_gelu_grad_f32(x,
+   fl_expf_glibc(-0.5f * x * x)) (kernels/erff.h: erf correctly rounded; the harness's expf is the libm's,
+   which model.c checks against fl_expf_glibc); tab_host: fl_expf_table's 32 entries (host memory). */
+int fl_cuda_gelu_fwd(float *h, const float *x, size_t n, void *stream);
+int fl_cuda_gelu_bwd(float *dx, const float *x, const float *dy, size_t n, const uint64_t *tab_host, void *stream);
 
 /* Device memory for the GPU step (experiments/train/gstep_cuda.c): zeroed allocations (NULL after a
    message on failure), synchronous copies and fills; 0 or -1. */

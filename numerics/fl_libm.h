@@ -1,6 +1,6 @@
-/* fl_libm.h — float formulas written with glibc's libm the way frameworks write them, where more than
- * one place needs the same one: the training harness computes with them, and `fp8lab ulp` judges
- * them against MPFR (experiments/ulp/examples.c).  Not FL_HD: libm is host-only. */
+/* fl_libm.h — float formulas written with glibc's libm the way frameworks write them, which `fp8lab ulp`
+ * judges against MPFR (experiments/ulp/examples.c).  Not FL_HD: libm is host-only.  (The training
+ * harness's GELU is fl_gelu_f32 of kernels/erff.h, on a correctly rounded erff of fp8lab's own.) */
 #ifndef FL_LIBM_H
 #define FL_LIBM_H
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cuda_test.h"
+#include "erff.h"
 #include "gemm_fp8.h"
 #include "kernels.h"
 #include "train_step.h"
@@ -231,8 +232,10 @@ static void case_polyrelu(int order, fl_format fi, fl_format fo, size_t n, size_
     snprintf(what, sizeof what, "polyrelu%d fwd %s->%s n=%zu off=%zu", order, fl_format_name(fi), fl_format_name(fo), n, off);
     compare(what, y, y.back(), &x);
     CHECK(get_scalar(d.amax) == amax, "%s amax cpu %a gpu %a", what, amax, get_scalar(d.amax));
-    // backward: dx in bf16 or e5m2, with coefficient gradients
-    for (fl_format fg : { FL_FMT_BF16, FL_FMT_E5M2 }) {
+    // backward: dx in bf16 or e5m2 (float32 with float32 x: the GPU step's), with coefficient gradients
+    const std::vector<fl_format> grads = fi == FL_FMT_FP32 ? std::vector<fl_format>{ FL_FMT_FP32 }
+                                                            : std::vector<fl_format>{ FL_FMT_BF16, FL_FMT_E5M2 };
+    for (fl_format fg : grads) {
         tensor dy(fg, n, off), dx(fg, n, off);
         dy.fill(2.0, 1);
         dfloats dda(FL_POLY_MAX_ORDER + 1), ws(fl_cuda_polyrelu_ws_floats(n, order) + 1);
@@ -255,7 +258,8 @@ static void case_polynorm(int order, fl_format fi, fl_format fo, size_t R, size_
 {
     const fl_poly_coef c = fl_poly_coef_default(order);
     const size_t n = R * H;
-    tensor x(fi, n, off), y(fo, n, off), dy(FL_FMT_BF16, n, off), dx(FL_FMT_BF16, n, off);
+    const fl_format fg = fi == FL_FMT_FP32 ? FL_FMT_FP32 : FL_FMT_BF16; /* float32 throughout: the GPU step's */
+    tensor x(fi, n, off), y(fo, n, off), dy(fg, n, off), dx(fg, n, off);
     x.fill(4.0, 0);
     dy.fill(1.0, 0);
     dscalars d;
@@ -269,9 +273,9 @@ static void case_polynorm(int order, fl_format fi, fl_format fo, size_t R, size_
     CHECK(get_scalar(d.amax) == amax, "%s amax", what);
     float da[FL_POLY_MAX_ORDER + 1];
     dfloats dda(FL_POLY_MAX_ORDER + 1), ws(fl_cuda_polynorm_ws_floats(R, order));
-    CHECK(fl_polynorm_bwd(fl_kout{ dx.h.data(), FL_FMT_BF16, nullptr, nullptr }, da, x.kin_h(hs(fi, 1)), dy.kin_h(nullptr), R, H, &c, 1e-6f) == 0,
+    CHECK(fl_polynorm_bwd(fl_kout{ dx.h.data(), fg, nullptr, nullptr }, da, x.kin_h(hs(fi, 1)), dy.kin_h(nullptr), R, H, &c, 1e-6f) == 0,
           "cpu");
-    CHECK(fl_cuda_polynorm_bwd(fl_kout{ dx.d(), FL_FMT_BF16, nullptr, nullptr }, dda.p, ws.p, x.kin_d(d.for_in(fi)), dy.kin_d(nullptr), R, H,
+    CHECK(fl_cuda_polynorm_bwd(fl_kout{ dx.d(), fg, nullptr, nullptr }, dda.p, ws.p, x.kin_d(d.for_in(fi)), dy.kin_d(nullptr), R, H,
                                &c, 1e-6f, nullptr) == 0,
           "launch");
     CK(cudaDeviceSynchronize());
@@ -815,6 +819,26 @@ static void case_step_ops(size_t n)
     expect_same("swiglu f32 du", sdu, gdu);
     for (float *p : { gh, gdg, gdu, gu })
         cudaFree(p);
+    // GELU on float32 (the step's): fl_gelu_f32 and dy * fl_gelu_grad_f32(x, fl_expf_glibc(-x^2/2)), x from
+    // [-24, 24] here with every 97th element huge, and -0, -Inf
+    uint64_t tab[32];
+    fl_expf_table(tab);
+    std::vector<float> xg(n), gf(n), gb(n);
+    for (size_t i = 0; i < n; i++) {
+        xg[i] = x[i] * 8.0f;
+        gf[i] = fl_gelu_f32(xg[i]);
+        gb[i] = dy[i] * fl_gelu_grad_f32(xg[i], fl_expf_glibc(-0.5f * xg[i] * xg[i], tab));
+    }
+    float *dxg = dev_copy(xg), *dgf = dev_copy(sh), *dgb = dev_copy(sh);
+    if (fl_cuda_gelu_fwd(dgf, dxg, n, nullptr) || fl_cuda_gelu_bwd(dgb, dxg, ddy, n, tab, nullptr)) {
+        fprintf(stderr, "FAIL gelu f32: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaDeviceSynchronize());
+    expect_same("gelu f32 fwd", gf, dgf);
+    expect_same("gelu f32 bwd", gb, dgb);
+    for (float *p : { dxg, dgf, dgb })
+        cudaFree(p);
     const std::vector<float> nan3 = { NAN, -2.0f, 1.0f }; // NaN elements do not count in amax
     float *dn = dev_copy(nan3), gnan = -1.0f;
     if (fl_cuda_amax_rms(&gnan, nullptr, dn, 1, 3, ws, nullptr) || gnan != 2.0f) {
@@ -939,7 +963,11 @@ int main()
                 case_polyrelu(order, fi, fo, big, 0);
                 case_polyrelu(order, fi, fo, 1000, 2); // misaligned: scalar path, same order
             }
-    printf("  polyrelu (scales, amax, coefficient gradients): ok\n");
+    for (int order = 2; order <= 4; order++) { // float32 I/O: the GPU training step's
+        case_polyrelu(order, FL_FMT_FP32, FL_FMT_FP32, big, 0);
+        case_polyrelu(order, FL_FMT_FP32, FL_FMT_FP32, 1000, 1);
+    }
+    printf("  polyrelu (scales, amax, coefficient gradients; float32 I/O): ok\n");
     for (int order = 2; order <= 4; order++)
         for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
             for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 }) {
@@ -949,7 +977,13 @@ int main()
                 case_polynorm(order, fi, fo, 3, 8192, 0); // aligned, longer than one vector per thread
                 case_polynorm(order, fi, fo, 9, 4000, 0); // aligned, some threads without a vector
             }
-    printf("  polynorm (scales, amax, coefficient gradients): ok\n");
+    for (int order = 2; order <= 4; order++) { // float32 I/O: the GPU training step's (never kept in registers)
+        case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 33, 768, 0);
+        case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 5, 4101, 0);
+        case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 7, 16, 1);
+        case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 3, 8192, 0);
+    }
+    printf("  polynorm (scales, amax, coefficient gradients; float32 I/O): ok\n");
     for (fl_format fi : { FL_FMT_BF16, FL_FMT_E4M3 })
         for (fl_format fo : { FL_FMT_BF16, FL_FMT_E4M3 })
             for (fl_format fg : { FL_FMT_BF16, FL_FMT_E5M2 }) {
@@ -999,7 +1033,7 @@ int main()
     printf("  causal attention softmax forward and backward: ok\n");
     case_step_ops(3 * FL_SUMSQ_CHUNK + 77);
     case_step_ops(5);
-    printf("  the step's gradient sum of squares (bit for bit in double), FFN amax and rms, residual add, relu, "
+    printf("  the step's gradient sum of squares (bit for bit in double), FFN amax and rms, residual add, relu, gelu, "
            "float32 SwiGLU: ok\n");
     for (int ta = 0; ta <= 1; ta++)
         for (int tb = 0; tb <= 1; tb++)

@@ -2,9 +2,11 @@
  * (kernels/kernels.h) for SwiGLU, PolyReLU and PolyNorm; ReLU and GELU are plain loops here.  The
  * table and the dispatch come from the TRAIN parts of reference/act_list.h. */
 #include "ffn_act.h"
-#include "fl_libm.h"
 
+#include "erff.h"
 #include "kernels.h"
+#include "model.h"
+#include "model_simd.h"
 
 #include <assert.h>
 #include <math.h>
@@ -100,7 +102,7 @@ void fl_act_coef_init(float *a, fl_act act)
         a[i] = c.a[i];
 }
 
-static fl_poly_coef poly_of(const float *coef, fl_act act)
+fl_poly_coef fl_act_poly(const float *coef, fl_act act)
 {
     fl_poly_coef c;
     memset(&c, 0, sizeof c);
@@ -110,15 +112,9 @@ static fl_poly_coef poly_of(const float *coef, fl_act act)
     return c;
 }
 
-#define PN_EPS 1e-6f
-
 static fl_kin kin(const float *p) { return (fl_kin){ p, FL_FMT_FP32, NULL }; }
 static fl_kout kout(float *p) { return (fl_kout){ p, FL_FMT_FP32, NULL, NULL }; }
 
-static float gelu_grad_f(float x)
-{
-    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * 0.39894228040143268f * expf(-0.5f * x * x);
-}
 
 /* Elementwise twins are run on contiguous chunks, one per thread (no reductions: same bits). */
 #define CHUNKS(n, body)                                                                            \
@@ -156,9 +152,55 @@ typedef void (*act_bwd_fn)(float *dpre, float *da, const float *dh, const float 
     }
 
 static float relu_bwd(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
-static float gelu_bwd(float x, float dy) { return dy * gelu_grad_f(x); }
 ELEMENTWISE(relu, fl_relu_f32, relu_bwd)
-ELEMENTWISE(gelu, fl_gelu_erff, gelu_bwd)
+
+/* GELU with fp8lab's correctly rounded erff (kernels/erff.h: the same bits on every machine and on the
+   device), h = fl_gelu_f32(x) and dx = dy * fl_gelu_grad_f32(x, expf(-0.5f * x * x)), element by
+   element: in blocks, erf(x / sqrt 2) by the vector span (erf_simd.c, fl_erff's bits) and e^(-x^2/2)
+   by the libm's expf or model.c's vector copy of it (its bits), then erff.h's formulas. */
+enum { GELU_BLOCK = 256 };
+
+static void gelu_fwd_span(float *h, const float *x, size_t n)
+{
+    float t[GELU_BLOCK];
+    for (size_t i = 0; i < n; i += GELU_BLOCK) {
+        const size_t m = n - i < GELU_BLOCK ? n - i : GELU_BLOCK;
+        for (size_t j = 0; j < m; j++)
+            t[j] = x[i + j] * FL_GELU_RSQRT2;
+        model_erff_span(t, t, m);
+        for (size_t j = 0; j < m; j++)
+            h[i + j] = fl_gelu_of_erf(x[i + j], t[j]);
+    }
+}
+
+static void gelu_bwd_span(float *dx, const float *x, const float *dy, size_t n)
+{
+    float t[GELU_BLOCK], e[GELU_BLOCK];
+    for (size_t i = 0; i < n; i += GELU_BLOCK) {
+        const size_t m = n - i < GELU_BLOCK ? n - i : GELU_BLOCK;
+        for (size_t j = 0; j < m; j++) {
+            t[j] = x[i + j] * FL_GELU_RSQRT2;
+            e[j] = -0.5f * x[i + j] * x[i + j];
+        }
+        model_erff_span(t, t, m);
+        fl_model_expf_span(e, e, m);
+        for (size_t j = 0; j < m; j++)
+            dx[i + j] = dy[i + j] * fl_gelu_grad_of_erf(x[i + j], t[j], e[j]);
+    }
+}
+
+static void fwd_gelu(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)
+{
+    (void)c;
+    CHUNKS(N * F, gelu_fwd_span(h + i0, pre + i0, i1 - i0));
+}
+
+static void bwd_gelu(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F,
+                     const fl_poly_coef *c)
+{
+    (void)da, (void)c;
+    CHUNKS(N * F, gelu_bwd_span(dpre + i0, pre + i0, dh + i0, i1 - i0));
+}
 
 /* The SwiGLU family: plane 0 the gate, plane 1 the up projection. */
 static void fwd_swiglu(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)
@@ -193,13 +235,13 @@ static void bwd_polyrelu(float *dpre, float *da, const float *dh, const float *p
 
 static void fwd_polynorm(float *h, const float *pre, size_t N, size_t F, const fl_poly_coef *c)
 {
-    CHUNKS(N, fl_polynorm_fwd(kout(h + i0 * F), kin(pre + i0 * F), i1 - i0, F, c, PN_EPS)); /* whole rows */
+    CHUNKS(N, fl_polynorm_fwd(kout(h + i0 * F), kin(pre + i0 * F), i1 - i0, F, c, FL_ACT_POLYNORM_EPS)); /* whole rows */
 }
 
 static void bwd_polynorm(float *dpre, float *da, const float *dh, const float *pre, size_t N, size_t F,
                          const fl_poly_coef *c)
 {
-    fl_polynorm_bwd(kout(dpre), da, kin(pre), kin(dh), N, F, c, PN_EPS);
+    fl_polynorm_bwd(kout(dpre), da, kin(pre), kin(dh), N, F, c, FL_ACT_POLYNORM_EPS);
 }
 
 static const struct {
@@ -216,7 +258,7 @@ void fl_act_forward(float *h, const float *pre, size_t N, size_t F, fl_act act, 
 {
     if (act.kind >= FL_ACT_COUNT)
         return;
-    const fl_poly_coef pc = fl_act_ncoef(act) ? poly_of(coef, act) : (fl_poly_coef){ 0 };
+    const fl_poly_coef pc = fl_act_ncoef(act) ? fl_act_poly(coef, act) : (fl_poly_coef){ 0 };
     impls[act.kind].fwd(h, pre, N, F, &pc);
 }
 
@@ -226,7 +268,7 @@ void fl_act_backward(float *dpre, float *dcoef, const float *dh, const float *pr
     if (act.kind >= FL_ACT_COUNT)
         return;
     const int nc = fl_act_ncoef(act);
-    const fl_poly_coef pc = nc ? poly_of(coef, act) : (fl_poly_coef){ 0 };
+    const fl_poly_coef pc = nc ? fl_act_poly(coef, act) : (fl_poly_coef){ 0 };
     float da[FL_POLY_MAX_ORDER + 1] = { 0 };
     impls[act.kind].bwd(dpre, da, dh, pre, N, F, &pc);
     for (int i = 0; i < nc; i++)

@@ -12,7 +12,7 @@
  * h (N, F) is the activation output, the input of the down projection.
  *
  *   relu          h = max(x, 0)
- *   gelu          h = x/2 (1 + erf(x / sqrt 2))  (exact GELU, libm erff)
+ *   gelu          h = x/2 (1 + erf(x / sqrt 2))  (exact GELU, fl_erff: erf correctly rounded)
  *   swiglu        h = silu(g) u
  *   smooth_swiglu, smooth_swiglu_token:  the same arithmetic as swiglu; the smoothing happens at
  *                 the FP8 cast of h (experiments/train/recipe.h), per channel (paper) or per token (code)
@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "act_list.h"
+#include "activations.h" /* fl_poly_coef */
 
 /* FL_ACT_<ID> for the rows of reference/act_list.h with a TRAIN part, valued by the list's kind column
    (stored in checkpoints; ffn_act.c checks that the values are 0 .. FL_ACT_COUNT-1, each once).
@@ -81,6 +82,11 @@ int fl_act_swiglu(fl_act a);    /* 1 for the SwiGLU arithmetic (swiglu / smooth_
 int fl_act_ncoef(fl_act a);     /* trainable coefficients (r+1 for poly, else 0) */
 int fl_act_smooth_axis(fl_act a); /* -1, or the fl_smooth axis of h's FP8 cast (fl_act_info.smooth) */
 void fl_act_coef_init(float *a, fl_act act);
+
+/* PolyReLU's and PolyNorm's coefficients a_0 .. a_r of act from coef (the rest 0), and PolyNorm's
+   epsilon, for the harness and the GPU step. */
+fl_poly_coef fl_act_poly(const float *coef, fl_act act);
+#define FL_ACT_POLYNORM_EPS 1e-6f
 
 void fl_act_forward(float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef);
 void fl_act_backward(float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,

@@ -84,8 +84,8 @@ typedef struct {
 extern const fl_gstep_ops fl_gstep_host;
 
 /* The CUDA table (gstep_cuda.c; linked into build/fp8lab-cuda only, make cuda): the operations and their
-   context (cuBLASLt's handle and workspace, scratch) for a run of activation act, or NULL after a
-   message (no device, an activation without a device kernel that gives the harness's bits). */
+   context (cuBLASLt's handle and workspace, scratch) for a run of activation act (every activation has
+   its kernels), or NULL after a message (no device, no memory). */
 const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act);
 void fl_gstep_cuda_close(void *ctx);
 

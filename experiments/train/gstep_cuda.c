@@ -4,10 +4,11 @@
  * sums) and the head's log (CUDA's); the step's bound against the harness covers those (TRAINING.md,
  * "How far a GPU run may differ").  Not in the CPU build's fp8lab: this object is linked into
  * build/fp8lab-cuda only (make cuda), which train.c finds through the weak reference to
- * fl_gstep_cuda_open.  Activations: the SwiGLU family and relu on float32 kernels (step_ops.cu); GeLU
- * (glibc's erff), PolyReLU and PolyNorm (their kernels take bf16 and FP8) are refused for now.
+ * fl_gstep_cuda_open.  Activations, all on float32 kernels with the harness's bits: the SwiGLU family
+ * and relu (step_ops.cu), GeLU (train_step.cu, on fl_erff), PolyReLU and PolyNorm (kernels.h's launchers).
  * Operations run on the default stream; the host waits where it reads a result (get, sumsq). */
 #include "gstep.h"
+#include "kernels.h"
 
 
 #include <stdio.h>
@@ -153,34 +154,62 @@ static int c_softmax_bwd(void *ctx, float *dS, const float *P, const float *dP, 
     return fl_cuda_attn_softmax_bwd(dS, P, dP, R, T, scale, NULL);
 }
 
-/* The activations the device has float32 kernels for: the SwiGLU family (smoothing is exact under the
-   fp32 and bf16 recipes, so the smoothed ones are SwiGLU here, as in the harness; gstep.c refuses them
-   under FP8) and relu. */
-static int act_on_device(fl_act act) { return fl_act_swiglu(act) || act.kind == FL_ACT_RELU; }
+/* The activations' float32 kernels: the SwiGLU family (the smoothed ones compute SwiGLU; their
+   smoothing is at the FP8 cast), relu and gelu (step_ops.cu, train_step.cu), and PolyReLU and PolyNorm
+   (kernels.h's launchers with float32 views: their fl_io_f32 instantiations).  The polynomials'
+   coefficients are parameters on the device: each call reads them to the host (r + 1 floats, a wait),
+   as the launchers take them by value. */
+static int poly_coef(fl_poly_coef *pc, const float *coef, fl_act act)
+{
+    float a[FL_ACT_NCOEF];
+    if (fl_cuda_dev_get(a, coef, (size_t)fl_act_ncoef(act) * sizeof *a))
+        return -1;
+    *pc = fl_act_poly(a, act);
+    return 0;
+}
+static fl_kin kin32(const float *p) { return (fl_kin){ p, FL_FMT_FP32, NULL }; }
+static fl_kout kout32(float *p) { return (fl_kout){ p, FL_FMT_FP32, NULL, NULL }; }
 
 static int c_act_fwd(void *ctx, float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef)
 {
-    (void)ctx, (void)coef;
+    (void)ctx;
     const size_t n = N * F;
     if (fl_act_swiglu(act))
         return fl_cuda_swiglu_f32_fwd(h, pre, pre + n, n, NULL);
     if (act.kind == FL_ACT_RELU)
         return fl_cuda_relu_fwd(h, pre, n, NULL);
-    fprintf(stderr, "fp8lab: --device cuda has no float32 %s kernel\n", fl_act_name(act));
-    return -1;
+    if (act.kind == FL_ACT_GELU)
+        return fl_cuda_gelu_fwd(h, pre, n, NULL);
+    fl_poly_coef pc;
+    if (poly_coef(&pc, coef, act))
+        return -1;
+    if (act.kind == FL_ACT_POLYRELU)
+        return fl_cuda_polyrelu_fwd(kout32(h), kin32(pre), n, &pc, NULL);
+    return fl_cuda_polynorm_fwd(kout32(h), kin32(pre), N, F, &pc, FL_ACT_POLYNORM_EPS, NULL);
 }
 
 static int c_act_bwd(void *ctx, float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
                      fl_act act, const float *coef)
 {
-    (void)ctx, (void)dcoef, (void)coef;
+    cuda_ctx *c = ctx;
     const size_t n = N * F;
     if (fl_act_swiglu(act))
         return fl_cuda_swiglu_f32_bwd(dpre, dpre + n, pre, pre + n, dh, n, NULL);
     if (act.kind == FL_ACT_RELU)
         return fl_cuda_relu_bwd(dpre, pre, dh, n, NULL);
-    fprintf(stderr, "fp8lab: --device cuda has no float32 %s kernel\n", fl_act_name(act));
-    return -1;
+    if (act.kind == FL_ACT_GELU)
+        return fl_cuda_gelu_bwd(dpre, pre, dh, n, c->tab, NULL);
+    /* the harness's: da from one call over all N x F (its fixed order), then dcoef += da */
+    const int nc = fl_act_ncoef(act), pn = act.kind == FL_ACT_POLYNORM;
+    const size_t nws = pn ? fl_cuda_polynorm_ws_floats(N, (int)act.order) : fl_cuda_polyrelu_ws_floats(n, (int)act.order);
+    fl_poly_coef pc;
+    if (poly_coef(&pc, coef, act) || scratch(c, (FL_ACT_NCOEF + nws + 1) / 2 + 1))
+        return -1;
+    float *da = (float *)c->sq, *ws = da + FL_ACT_NCOEF;
+    if (pn ? fl_cuda_polynorm_bwd(kout32(dpre), da, ws, kin32(pre), kin32(dh), N, F, &pc, FL_ACT_POLYNORM_EPS, NULL)
+           : fl_cuda_polyrelu_bwd(kout32(dpre), da, ws, kin32(pre), kin32(dh), n, &pc, NULL))
+        return -1;
+    return fl_cuda_add_f32(dcoef, da, (size_t)nc, NULL);
 }
 
 static int c_xent_fwd(void *ctx, float *z, double *tokloss, const int *tgt, size_t N, size_t V)
@@ -230,12 +259,7 @@ static const fl_gstep_ops cuda_ops = {
 const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
 {
     *ctx = NULL;
-    if (!act_on_device(act)) {
-        fprintf(stderr, "fp8lab: --device cuda: %s has no float32 device kernel with the harness's bits yet (the swiglu "
-                        "family and relu have; gelu needs glibc's erff, polyrelu and polynorm float32 I/O)\n",
-                fl_act_name(act));
-        return NULL;
-    }
+    (void)act; /* every activation has its float32 kernels */
     if (!fl_cuda_device_count()) {
         fprintf(stderr, "fp8lab: --device cuda: no CUDA device here (--device twins runs the step's code on the CPU)\n");
         return NULL;

@@ -487,6 +487,12 @@ static void expf_sub(float *y, const float *x, float m, size_t n)
         y[i] = expf(x[i] - m);
 }
 
+void fl_model_expf_span(float *y, const float *x, size_t n)
+{
+    expf_check();
+    expf_sub(y, x, 0.0f, n);
+}
+
 long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride)
 {
     expf_check();

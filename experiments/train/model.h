@@ -150,6 +150,9 @@ void fl_model_free(fl_model *m);
    count as equal), or -1 when the vectorised path is not in use here (then there is nothing to
    compare: expf is what runs). */
 long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride);
+/* y[i] = expf(x[i]), i < n, with the libm's bits: the softmaxes' vector path where it agrees with the
+   libm (as above), the libm's expf otherwise; y may be x (ffn_act.c's GELU backward). */
+void fl_model_expf_span(float *y, const float *x, size_t n);
 /* The FFN's telemetry of a buffer (R rows of C): amax and, when rms is not NULL, the rms, vectorised and
    threaded with the bits of the reference loops fl_amax_rms (kernels/train_step.h). */
 void fl_model_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C);

@@ -34,6 +34,8 @@ int model_rms_backward_simd(float *dx, float *dgain, const float *dy, const floa
 int model_amax_rms_simd(float *amax, float *rms, const float *x, size_t R, size_t C);
 /* expf_sub of model.c once expf_check has found expf_main agreeing with expf (vexp.c). */
 int model_expf_sub_simd(float *y, const float *x, float m, size_t n);
+/* y[i] = fl_erff(x[i]) (kernels/erff.h), i < n, at the level model_simd_isa picks (erf_simd.c); y may be x. */
+void model_erff_span(float *y, const float *x, size_t n);
 /* kt[d Tp + j] = src[j C3 + d] for j < jv, d < dv (multiples of 16), square blocks through registers
    (attention_simd.c). */
 int model_attn_transpose_simd(float *kt, const float *src, size_t jv, size_t dv, size_t Tp, size_t C3);

@@ -1,8 +1,9 @@
 /* examples.c — the plain-C examples `fp8lab ulp --impl NAME` scores next to the kernels' twins: how
  * common float shortcuts for activations (glibc expf, tanhf, erff) measure against the exact
  * functions, libm's own binary32 building blocks (expf, expm1f, erff, log1pf, tanhf) against the
- * elementary references, and the registry lookup over both (ulp_impls.h).  Not kernels: nothing here
- * runs on a device. */
+ * elementary references, fp8lab's own erff and the GELU on it (kernels/erff.h, which also runs on a
+ * device), and the registry lookup over both (ulp_impls.h). */
+#include "erff.h"
 #include "fl_libm.h"
 #include "ulp_impls.h"
 
@@ -77,6 +78,8 @@ BINARY32_RUN(run_expm1f_f32, expm1_glibc)
 BINARY32_RUN(run_erff_f32, erf_glibc)
 BINARY32_RUN(run_log1pf_f32, log1p_glibc)
 BINARY32_RUN(run_gelu_erff_f32, fl_gelu_erff)
+BINARY32_RUN(run_erf_fp8lab_f32, fl_erff)
+BINARY32_RUN(run_gelu_fp8lab_f32, fl_gelu_f32)
 BINARY32_RUN(run_gelu_tanh_f32, gelu_tanh)
 ROUNDED_RUN(run_silu_f32_e4m3, F32, E4, silu_naive)
 ROUNDED_RUN(run_silu_f32_e5m2, F32, E5, silu_naive)
@@ -101,6 +104,10 @@ const fl_twin fl_ulp_examples[] = {
     { "erff_f32", "erf", "", 0, NULL, 1, IN1(F32), F32, 0, run_erff_f32, "glibc erff" },
     { "log1pf_f32", "log1p", "", 0, NULL, 1, IN1(F32), F32, 0, run_log1pf_f32, "glibc log1pf" },
     { "gelu_erff_f32", "gelu", "", 0, NULL, 1, IN1(F32), F32, 0, run_gelu_erff_f32, "0.5 x (1 + erff(x / sqrt 2)), glibc erff" },
+    { "erf_fp8lab_f32", "erf", "", 0, NULL, 1, IN1(F32), F32, 0, run_erf_fp8lab_f32,
+      "fl_erff (kernels/erff.h), correctly rounded: the GELU of the harness and of the GPU step" },
+    { "gelu_fp8lab_f32", "gelu", "", 0, NULL, 1, IN1(F32), F32, 0, run_gelu_fp8lab_f32,
+      "0.5 x (1 + fl_erff(x / sqrt 2)): the harness's and the GPU step's GELU" },
     { "gelu_tanh_f32", "gelu_tanh", "", 0, NULL, 1, IN1(F32), F32, 0, run_gelu_tanh_f32,
       "0.5 x (1 + tanhf(sqrt(2/pi) (x + 0.044715 x^3))) in float" },
     { "gelu_tanh_as_gelu_f32", "gelu", "", 0, NULL, 1, IN1(F32), F32, 0, run_gelu_tanh_f32,
