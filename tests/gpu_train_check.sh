@@ -7,7 +7,7 @@
 #      judged by `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 /
 #      64 / 256 reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
 #   2. the bf16 and fp8-delayed GPU runs resumed from their step-25 checkpoints: metrics.csv and sites.csv
-#      byte-identical;
+#      byte-identical; `demo --device` over its nine arms (1 seed, 40 steps) runs to a verdict;
 #   3. speed at the 124m preset (bf16 and fp8-delayed, one micro-batch of 16 x 1024 tokens per step, 10
 #      steps each): steps/s after the first step from summary.json, tokens/s, the FP8/BF16 ratio, and model
 #      FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA
@@ -82,6 +82,20 @@ for rec in bf16 fp8-delayed; do
         fail=1
     fi
 done
+# the demo on the device: its nine arms (every arm's activation, recipe and site overrides), one seed, 40
+# steps, through to its verdict (--continue: tests/test_demo_continue.c)
+rm -rf "$out/demo"
+jobs=1
+[ "$dev" = twins ] && jobs=2
+"$cuda" demo --device $dev --steps 40 --seeds 1 --jobs $jobs --out "$out/demo" >"$out/demo.txt" 2>&1
+rc=$? # 0 REPRODUCED, 3 NOT REPRODUCED, 4 INCONCLUSIVE: a verdict; else a failure
+if [ $rc -eq 0 -o $rc -eq 3 -o $rc -eq 4 ] && grep -q "verdict:" "$out/demo.txt"; then
+    echo "- demo --device $dev (9 arms, 1 seed, 40 steps): ran; $(sed -n 's/^  verdict: \([A-Z ]*\):.*/\1/p' "$out/demo.txt") (too short to measure the precondition, as expected)." >>"$report"
+else
+    cat "$out/demo.txt"
+    echo "- demo --device $dev: **failed** ($out/demo.txt)." >>"$report"
+    fail=1
+fi
 # speed at the 124m preset
 if [ "$dev" = twins ]; then
     cat "$report"

@@ -341,8 +341,8 @@ static void check_gpu_script(void)
     CHECK(contains(r, "| swiglu | bf16 | AGREE |") && contains(r, "| swiglu | fp32 | AGREE |") &&
               contains(r, "| swiglu | fp8-delayed | AGREE |") && contains(r, "| swiglu | paper-gaudi2 | AGREE |") &&
               contains(r, "| gelu | bf16 | AGREE |") && contains(r, "| polyrelu3 | bf16 | AGREE |") &&
-              contains(r, "byte-identical"),
-          "the report: six AGREE rows and the resume lines");
+              contains(r, "byte-identical") && contains(r, "demo --device twins (9 arms, 1 seed, 40 steps): ran"),
+          "the report: six AGREE rows, the resume lines and the demo's");
     /* a wrong device step (no gradient clipping) must fail the check */
     snprintf(cmd, sizeof cmd,
              "GPU_TRAIN_CHECK_DEVICE=twins GPU_TRAIN_CHECK_FLAGS='--clip 0' sh tests/gpu_train_check.sh '%s' '%s/gtc2' "
@@ -352,7 +352,7 @@ static void check_gpu_script(void)
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && contains(P("%s/gtc2/train-check.md", tmp), "DISAGREE"),
           "gpu_train_check.sh with a wrong step (--clip 0): exit 1 and DISAGREE in the report (status %d)", rc);
     printf("  gpu_train_check.sh (twins mode): swiglu under bf16, fp32, fp8-delayed and paper-gaudi2, gelu and polyrelu3 "
-           "under bf16 AGREE, resume byte-identical; a step "
+           "under bf16 AGREE, resume byte-identical, the demo on the step runs; a step "
            "without clipping fails it\n");
 }
 

@@ -29,10 +29,13 @@
 #include "common/plot_runs.h"
 #include "fl_io.h"
 #include "fl_json.h"
+#include "gpu_plan.h"
+#include "gstep.h"
 #include "mech.h"
 #include "optim.h"
 #include "rundir.h"
 #include "train.h"
+#include "train_opts.h"
 #include "verdict.h"
 
 #include <errno.h>
@@ -49,7 +52,8 @@
 #include <unistd.h>
 
 static const char *const help =
-    "usage: fp8lab demo [--fp4] [--out DIR] [--json FILE] [--seeds N] [--jobs N] [--long] [train options]\n"
+    "usage: fp8lab demo [--fp4] [--out DIR] [--json FILE] [--seeds N] [--jobs N] [--long] [--continue] [train options]\n"
+    "       fp8lab demo --preset 124m|350m --data shards:GLOB --device cuda [--continue] ...   (build/fp8lab-cuda)\n"
     "\n"
     "The FP8 SwiGLU instability experiment (Fishman et al., ICLR 2025) on a CPU.  Arms, each over\n"
     "the same seeds, data and batches:\n"
@@ -81,6 +85,13 @@ static const char *const help =
     "  --seeds N      seeds --seed .. --seed + N - 1 (default 3; --long: 6)\n"
     "  --jobs N       runs at a time, one thread each (default: the cores online)\n"
     "  --long         6000 steps and 6 seeds instead of 1500 and 3\n"
+    "  --continue     run folders in --out that hold a checkpoint resume (their configuration must be\n"
+    "                 this demo's; a finished run is kept as it is), the others start: an interrupted\n"
+    "                 demo picks up where it stopped, with the same bits\n"
+    "  --preset P     the same experiment at the 124m or 350m preset's scale (TRAINING.md, \"The demo at\n"
+    "                 the 124M and 350M presets\"): its model and lr, 16 or 8 x 1024 tokens a step, 4000\n"
+    "                 steps, wd 2 or 4 (t/tau 4.38 at the end), checkpoints every 250 steps; needs --data\n"
+    "                 shards:GLOB; with --device cuda (build/fp8lab-cuda) one run at a time unless --jobs\n"
     "  --fp4          the same question at 4 bits (TRAINING.md, \"The FP4 experiment\"): the arms */fp4\n"
     "                 under NVIDIA's NVFP4 recipe (--recipe nvfp4 --grad-sr --rht: e2m1 in 1x16 blocks,\n"
     "                 e4m3 block scales, 16x16 weight tiles, Hadamard transform of the wgrad inputs),\n"
@@ -105,6 +116,26 @@ static void demo_preset(fl_train_cfg *c, int lng)
     fl_recipe_paper_gaudi2(&c->recipe);
     c->log_every = 50;
     c->ckpt_every = lng ? 2000 : 1000000;
+}
+
+/* The demo at a preset's scale (TRAINING.md, "The demo at the 124M and 350M presets"): the preset's model
+   (SwiGLU's F; GeLU and ReLU get 1.5 F as everywhere in the demo) and learning rate, one micro-batch of
+   its B x 1024 tokens per step, constant after the preset's 700 warm-up steps as the CPU demo's is, and
+   4000 steps with the weight decay that ends them at t/tau = 4.38 (wd 2 at 124m, lr 6e-4; wd 4 at 350m,
+   lr 3e-4), the CPU demo's 4.35; a checkpoint every 250 steps (--continue).  -1 for an unknown name. */
+static int demo_scale(fl_train_cfg *c, const char *name)
+{
+    const fl_act sw = { FL_ACT_SWIGLU, 0 };
+    if (fl_train_preset(c, name, sw))
+        return -1;
+    c->accum = 1;
+    c->schedule = FL_SCHED_CONSTANT;
+    c->steps = 4000;
+    c->wd = (float)(4.38 / ((double)c->lr * (double)(c->steps - c->warmup / 2)));
+    c->wd = roundf(c->wd); /* 2 and 4 */
+    c->ckpt_every = 250;
+    c->log_every = 10;
+    return 0;
 }
 
 /* One arm: activation, FFN width in halves of SwiGLU's F, quantised (the demo's FP8 or FP4 recipe) or
@@ -194,11 +225,14 @@ typedef struct {
 
 typedef struct {
     const char *out, *json_path;
-    int jobs, nseeds, fp4, sqrt3;
+    int jobs, nseeds, fp4, sqrt3, cont;
+    const char *preset;
     fl_train_cfg base;
     demo_run *runs;
     int nruns;
 } demo_setup;
+
+#pragma weak fl_gstep_cuda_open /* build/fp8lab-cuda only (gstep_cuda.c) */
 
 static FILE *summary_file;
 
@@ -221,7 +255,7 @@ enum { DEMO_GO_ON = -1 };
 static int demo_parse(demo_setup *d, int argc, char **argv)
 {
     const char *cmd = "demo";
-    int lng = 0;
+    int lng = 0, jobs_given = 0;
     d->out = "demo-out";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -231,10 +265,20 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
         lng |= !strcmp(argv[i], "--long");
         d->fp4 |= !strcmp(argv[i], "--fp4");
         d->sqrt3 |= !strcmp(argv[i], "--sqrt3");
+        d->cont |= !strcmp(argv[i], "--continue");
+        if (!strcmp(argv[i], "--preset")) {
+            if (i + 1 >= argc)
+                return fl_cli_usage_error(cmd, "--preset needs a value (124m or 350m)");
+            d->preset = argv[++i];
+        }
     }
     if (d->sqrt3 && !d->fp4)
         return fl_cli_usage_error(cmd, "--sqrt3 is an FP4 experiment: give --fp4 --sqrt3");
     demo_preset(&d->base, lng);
+    if (d->preset && (d->fp4 || lng))
+        return fl_cli_usage_error(cmd, "--preset runs the FP8 demo at that scale; --fp4 and --long are CPU-scale variants");
+    if (d->preset && demo_scale(&d->base, d->preset))
+        return fl_cli_usage_error(cmd, "--preset: unknown preset '%s' (124m or 350m)", d->preset);
     if (d->fp4) { /* NVIDIA's NVFP4 recipe (TRAINING.md, "The FP4 experiment"), 1000 steps */
         arms = arms_fp4;
         narm = (int)(sizeof arms_fp4 / sizeof arms_fp4[0]);
@@ -253,8 +297,12 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
     d->jobs = cores > 0 ? (int)cores : 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--long") || !strcmp(f, "--fp4") || !strcmp(f, "--sqrt3"))
+        if (!strcmp(f, "--long") || !strcmp(f, "--fp4") || !strcmp(f, "--sqrt3") || !strcmp(f, "--continue"))
             continue;
+        if (!strcmp(f, "--preset")) {
+            i++;
+            continue;
+        }
         if (!strcmp(f, "--out") || !strcmp(f, "--json") || !strcmp(f, "--seeds") || !strcmp(f, "--jobs")) {
             if (!v)
                 return fl_cli_usage_error(cmd, "%s needs a value", f);
@@ -268,7 +316,7 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
             else if (!strcmp(f, "--seeds"))
                 d->nseeds = (int)x;
             else
-                d->jobs = (int)x;
+                d->jobs = (int)x, jobs_given = 1;
             i++;
             continue;
         }
@@ -290,6 +338,13 @@ static int demo_parse(demo_setup *d, int argc, char **argv)
                                   "overrides need per-tensor scales), or nvfp4 / mxfp4 with --fp4");
     if (d->base.model.F % 2)
         return fl_cli_usage_error(cmd, "--ffn must be even (GeLU/ReLU get 1.5 x F)");
+    if (d->preset && d->base.data_kind != FL_DATA_SHARDS)
+        return fl_cli_usage_error(cmd, "--preset %s trains on token shards: give --data shards:GLOB (llm.c's format, e.g. "
+                                  "FineWeb's GPT-2 shards)", d->preset);
+    if (d->base.device == FL_DEVICE_CUDA && !fl_gstep_cuda_open)
+        return fl_cli_usage_error(cmd, "--device cuda: this fp8lab has no CUDA step (build/fp8lab-cuda has it: make cuda)");
+    if (d->base.device == FL_DEVICE_CUDA && !jobs_given)
+        d->jobs = 1; /* one device: one run at a time */
     return DEMO_GO_ON;
 }
 
@@ -436,6 +491,46 @@ static long metrics_rows(const char *dir)
     return rows < 0 ? 0 : rows;
 }
 
+/* dir/checkpoint.bin exists */
+static int run_has_checkpoint(const char *dir)
+{
+    char p[DIR_MAX + 32];
+    snprintf(p, sizeof p, "%s/checkpoint.bin", dir);
+    return access(p, F_OK) == 0;
+}
+
+/* One run, in its child process: a fresh run into the demo's own folder, or with --continue, where the
+   folder holds a checkpoint, its resume (a finished run's is a no-op).  The checkpoint's configuration
+   must be this demo's up to what the run resolved from its data (the data's hash, the shards'
+   vocabulary); else the run is refused, naming the first option that differs.  The exit status. */
+static int run_child(const demo_setup *d, const demo_run *r)
+{
+    fl_train_opts o = { r->dir, 1, 1, 0, 1 };
+    if (!d->cont || !run_has_checkpoint(r->dir))
+        return fl_train_run(&r->cfg, &o);
+    fl_train_cfg ck, want = r->cfg;
+    fl_train_state st;
+    char err[4600];
+    if (fl_train_read_cfg(&ck, &st, r->dir, err, sizeof err)) {
+        fprintf(stderr, "fp8lab demo: %s\n", err);
+        return FL_EXIT_FAIL;
+    }
+    want.data_hash = ck.data_hash;
+    if (!want.model.V)
+        want.model.V = ck.model.V;
+    if (memcmp(&want, &ck, sizeof want)) {
+        const fl_train_opt *x = fl_train_cfg_diff(&want, &ck, 0);
+        fprintf(stderr, "fp8lab demo: %s/checkpoint.bin: checkpoint refused: %s differs from this demo's configuration "
+                        "(--continue resumes the demo that wrote it)\n", r->dir, x ? fl_train_opt_name(x) : "an option");
+        return FL_EXIT_FAIL;
+    }
+    if (st.step < ck.steps)
+        fprintf(stderr, "fp8lab demo: resuming %s from its checkpoint at step %llu\n", r->dir, (unsigned long long)st.step);
+    o.resume = 1;
+    o.overwrite = 0;
+    return fl_train_run(&ck, &o);
+}
+
 /* Run every configuration as a child process, --jobs at a time, the quantised arms first (a step of
    theirs costs more: started first, they do not leave a core idle at the end).  Returns 0 when all
    exited with status 0, 1 when one did not, -1 when a fork failed (the started ones are stopped and
@@ -469,11 +564,8 @@ static int demo_train(const demo_setup *d, double *wall)
                         kill(pid[k], SIGTERM);
                 break;
             }
-            if (p == 0) {
-                const demo_run *r = &d->runs[order[next]];
-                fl_train_opts o = { r->dir, 1, 1, 0, 1 }; /* the demo's own folders */
-                _exit(fl_train_run(&r->cfg, &o));
-            }
+            if (p == 0)
+                _exit(run_child(d, &d->runs[order[next]]));
             pid[next++] = p;
             running++;
         }

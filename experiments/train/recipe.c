@@ -1032,8 +1032,6 @@ const char *fl_recipe_dev_check(const fl_recipe *r)
             continue;
         if (s->fmt != FL_FMT_E4M3 && s->fmt != FL_FMT_E5M2)
             return "FP4 sites have no device path yet";
-        if (s->gaudi2 && s->scaling != FL_SCALING_DELAYED)
-            return "paper-gaudi2's casts have a device path with delayed scaling only";
         if (s->scaling != FL_SCALING_DELAYED && s->scaling != FL_SCALING_TENSOR)
             return "block and MX scales have no device path yet (per-tensor delayed and current scaling have)";
     }
@@ -1067,11 +1065,17 @@ int fl_recipe_dev_cast_begin(fl_recipe *r, int si, float amax, fl_cast_fmt *cf, 
 int fl_recipe_dev_copy_begin(fl_recipe *r, int si, fl_cast_fmt *cf, float *s, float *s_inv)
 {
     const fl_site *site = &r->sites[si];
-    if (!fl_recipe_needs_bwd_copy(r, si) || !site->gaudi2 || site->scaling != FL_SCALING_DELAYED)
+    if (!fl_recipe_needs_bwd_copy(r, si) || !site->gaudi2 ||
+        (site->scaling != FL_SCALING_DELAYED && site->scaling != FL_SCALING_TENSOR))
         return -1;
     *cf = cast_fmt_of(r, si, r->hp_phase, !r->hp_phase); /* the bf16 start: the forward's bf16 cast */
-    *s = r->hp_phase ? 1.0f : site->scale_bwd; /* cast_scales' bwd */
-    *s_inv = r->hp_phase ? 1.0f : 1.0f / site->scale_bwd;
+    /* cast_scales' bwd: the delayed copy's scale read by the forward cast, or current_scales' from the same
+       tensor's amax (the forward cast's, amax_from) for e5m2 */
+    const float sb = site->scaling == FL_SCALING_DELAYED
+                         ? site->scale_bwd
+                         : fl_scale_from_amax(FL_FMT_E5M2, site->amax_from, 1.0f, r->cfg.margin, (int)r->cfg.pow2);
+    *s = r->hp_phase ? 1.0f : sb;
+    *s_inv = r->hp_phase ? 1.0f : 1.0f / sb;
     return 0;
 }
 

@@ -435,10 +435,15 @@ static int load_checkpoint(const char *path, int fork, const fl_train_cfg *cfg, 
                           *sr = fl_ckpt_find(&ck, CK_RECIPE);
     const size_t pb = m->nparams * sizeof(float);
     const char *why = NULL;
+    char diff[160];
     if (!ss || !sp || !sm || !sv || !sr)
         why = "a section is missing";
-    else if (!fork && memcmp(&pc, cfg, sizeof *cfg))
-        why = "its configuration does not match this run's";
+    else if (!fork && memcmp(&pc, cfg, sizeof *cfg)) {
+        const fl_train_opt *o = fl_train_cfg_diff(cfg, &pc, 0);
+        snprintf(diff, sizeof diff, "its configuration does not match this run's (%s differs)",
+                 o ? fl_train_opt_name(o) : "an option");
+        why = diff;
+    }
     else if (ss->size != sizeof *st || sp->size != pb || sm->size != pb || sv->size != pb)
         why = "its tensors have the wrong sizes for this model";
     else if (fork && (why = fl_train_fork_mismatch(&pc, cfg)) != NULL)
@@ -781,8 +786,11 @@ static int run_setup(train_run *r)
     if (rc == FL_EXIT_OK && r->cfg.device != FL_DEVICE_CPU) { /* the device and its memory, before the folder is touched */
         if (r->cfg.device == FL_DEVICE_TWINS)
             r->gs_ops = &fl_gstep_host;
-        else if (!fl_gstep_cuda_open || !(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
-            rc = FL_EXIT_USAGE; /* no device, or an activation without a device kernel: refused before any work */
+        else if (!fl_gstep_cuda_open) {
+            fprintf(stderr, "fp8lab train: --device cuda: this fp8lab has no CUDA step (build/fp8lab-cuda has it: make cuda)\n");
+            rc = FL_EXIT_USAGE;
+        } else if (!(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
+            rc = FL_EXIT_USAGE; /* no device (said why): refused before any work */
         if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
             rc = FL_EXIT_USAGE; /* the step's tensors do not fit (or a recipe it does not run): said why, nothing done */
         else if (rc == FL_EXIT_OK && r->gs.fp8 && fl_gstep_set_recipe(&r->gs, &r->rec)) { /* the FP8 recipes' state */
