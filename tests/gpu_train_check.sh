@@ -4,8 +4,9 @@
 #   1. 50 steps of the demo's model and optimiser on the device (SwiGLU under bf16, fp32, fp8-delayed and
 #      paper-gaudi2; GeLU and PolyReLU r=3 under bf16: every kind of activation kernel but PolyNorm's, whose
 #      harness reruns in other orders drift too far for the bound to tell: TRAINING.md),
-#      judged by `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk 16 /
-#      64 / 256 reruns (window bound, factor 4: TRAINING.md, "How far a GPU run may differ");
+#      judged by `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk K
+#      --attn-kchunk K reruns, K 16 / 64 / 256 (window bound, factor 4: TRAINING.md, "How far a GPU run may
+#      differ", stage 3);
 #   2. the bf16 and fp8-delayed GPU runs resumed from their step-25 checkpoints: metrics.csv and sites.csv
 #      byte-identical; `demo --device` over its nine arms (1 seed, 40 steps) runs to a verdict;
 #   3. speed at the 124m preset (bf16 and fp8-delayed, one micro-batch of 16 x 1024 tokens per step, 10
@@ -48,7 +49,7 @@ for row in swiglu:bf16 swiglu:fp32 swiglu:fp8-delayed swiglu:paper-gaudi2 gelu:b
     rm -rf "$d" && mkdir -p "$d"
     "$cli" train $model --act $act --recipe $rec --out "$d/ref" || fail=1
     for k in 16 64 256; do
-        "$cli" train $model --act $act --recipe $rec --gemm-kchunk $k --out "$d/k$k" || fail=1
+        "$cli" train $model --act $act --recipe $rec --gemm-kchunk $k --attn-kchunk $k --out "$d/k$k" || fail=1
     done
     if ! "$cuda" train $model --act $act --recipe $rec --device $dev --keep-ckpt 25 ${GPU_TRAIN_CHECK_FLAGS:-} --out "$d/gpu"; then
         echo "| $act | $rec | the GPU run failed | |" >>"$report"

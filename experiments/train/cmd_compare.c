@@ -19,7 +19,7 @@ static const char *const help =
     "\n"
     "Whether run TEST follows run REF as closely as a change of summation order allows.  REF, TEST and\n"
     "every DIR are folders of 'fp8lab train'; each DIR is REF's configuration rerun with another order\n"
-    "of its GEMM sums (e.g. --gemm-kchunk 16, 64, 256).  On the steps that every run logged\n"
+    "of its sums (e.g. --gemm-kchunk K --attn-kchunk K, K = 16, 64, 256).  On the steps that every run logged\n"
     "(metrics.csv; --log-every 1 for all of them):\n"
     "  e_t      the largest |loss_DIR - loss_REF| over the DIRs and the steps up to t\n"
     "  bound    F * max(e_last, U ulps of REF's float32 loss): one bound for the whole window, e_last the\n"
@@ -28,7 +28,7 @@ static const char *const help =
     "  AGREE         |loss_TEST - loss_REF| <= bound_t at every step\n"
     "  DISAGREE      some step outside its bound (the first and the worst are named)\n"
     "  UNDETERMINED  none outside, but a DIR or REF has a non-finite loss, so some bound is unknown\n"
-    "A key of config.json in which TEST or a DIR differs from REF (gemm_kchunk aside) is listed: a\n"
+    "A key of config.json in which TEST or a DIR differs from REF (gemm_kchunk, attn_kchunk aside) is listed: a\n"
     "different seed or recipe is a negative control, not a change of order.\n"
     "  --bound MODE    window (default) or running (TRAINING.md: the running bound under-covered the\n"
     "                  early steps of FP8 runs)\n"
@@ -71,7 +71,10 @@ static int run_load(run_t *r, char *err, size_t errn)
     return 0;
 }
 
-/* The keys of config.json whose values differ between a and b (gemm_kchunk aside), comma-separated
+/* The summation-order options, which an envelope rerun changes on purpose. */
+static int order_key(const char *key) { return !strcmp(key, "gemm_kchunk") || !strcmp(key, "attn_kchunk"); }
+
+/* The keys of config.json whose values differ between a and b (the order options aside), comma-separated
    into buf. */
 static void cfg_diff(char *buf, size_t n, json_t *a, json_t *b)
 {
@@ -80,14 +83,14 @@ static void cfg_diff(char *buf, size_t n, json_t *a, json_t *b)
     size_t len = 0;
     buf[0] = 0;
     json_object_foreach(a, key, v) {
-        if (!strcmp(key, "gemm_kchunk") || json_equal(v, json_object_get(b, key)))
+        if (order_key(key) || json_equal(v, json_object_get(b, key)))
             continue;
         len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? ", " : "", key);
         if (len >= n)
             return;
     }
     json_object_foreach(b, key, v) {
-        if (strcmp(key, "gemm_kchunk") && !json_object_get(a, key))
+        if (!order_key(key) && !json_object_get(a, key))
             len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? ", " : "", key);
         if (len >= n)
             return;

@@ -1,14 +1,16 @@
 #!/bin/sh
 # envelope.sh — the summation-order envelope experiment (TRAINING.md, "How far a GPU run may differ").
 #
-#   [BOUND=window|running] [HELD_K="4 12 48"] sh experiments/train/envelope.sh FP8LAB OUT_DIR [STEPS]
+#   [BOUND=window|running] [HELD_K="4 12 48"] [ATTN=0|1] sh experiments/train/envelope.sh FP8LAB OUT_DIR [STEPS]
 #
 # For SwiGLU and GeLU under bf16, fp8-delayed (the paper's stack) and fp8-current, on the demo's model
 # and optimiser: a reference run, its reruns with --gemm-kchunk 16, 64, 256 (the envelope) and HELD_K
 # (held out; stage 1 used 8 32 128, stage 2 4 12 48), and two negative controls (seed 2; the fp8-delayed run against the bf16 reference).
 # Prints one line per comparison (fp8lab compare's verdict and largest ratio) and the envelope e_t at a
-# few steps, under fp8lab compare's --bound BOUND (default window; stage 1 used running).  STEPS defaults
-# to 50 (make gpu-check's length).  Finished runs of the same length are reused.
+# few steps, under fp8lab compare's --bound BOUND (default window; stage 1 used running).  ATTN=1 (the
+# default since stage 3): every rerun with --gemm-kchunk K also takes --attn-kchunk K (the attention's order
+# perturbed too); ATTN=0 reproduces stages 1 and 2.  STEPS defaults to 50 (make gpu-check's length).  Finished runs of the same
+# length are reused (keep stages in separate OUT_DIRs).
 set -eu
 FP8LAB=${1:?usage: envelope.sh FP8LAB OUT_DIR [STEPS]}
 OUT=${2:?usage: envelope.sh FP8LAB OUT_DIR [STEPS]}
@@ -16,7 +18,11 @@ STEPS=${3:-50}
 ENV_K="16 64 256"
 HELD_K=${HELD_K:-4 12 48}
 BOUND=${BOUND:-window}
+ATTN=${ATTN:-1}
 mkdir -p "$OUT"
+order() { # K -> the rerun's order flags
+    if [ "$ATTN" = 1 ]; then echo "--gemm-kchunk $1 --attn-kchunk $1"; else echo "--gemm-kchunk $1"; fi
+}
 
 model() { # act -> the model flags (GeLU parameter-matched to SwiGLU F 256)
     if [ "$1" = swiglu ]; then f=256; else f=384; fi
@@ -55,11 +61,11 @@ for act in swiglu gelu; do
         run "$base-ref" $flags
         envs=
         for k in $ENV_K; do
-            run "$base-k$k" $flags --gemm-kchunk "$k"
+            run "$base-k$k" $flags $(order "$k")
             envs="$envs $base-k$k"
         done
         for k in $HELD_K; do
-            run "$base-k$k" $flags --gemm-kchunk "$k"
+            run "$base-k$k" $flags $(order "$k")
             printf '%-8s %-12s %-22s %s\n' $act $rec "held-out K $k" "$(verdict "$base-ref" "$base-k$k" $envs)"
         done
         run "$base-seed2" $flags --seed 2

@@ -956,6 +956,78 @@ static void attn_backward(float *dqkv, const float *dout, const float *P, const 
         }
 }
 
+/* ---- the attention as GEMMs: the envelope's perturbation of its order (--attn-kchunk) ------------------ *
+ * The same attention with its six products computed by fl_train_gemm_tiled, every sum cut into blocks of
+ * kc terms (gemm.h), as a GPU's cuBLAS attention computes them in an order of its own: S = Q K^T and
+ * O = P V; dP = dO V^T, dQ = dS K, dK = dS^T Q, dV = P^T dO.  The softmax is the harness's: the scaled
+ * scores of keys j <= t, their maximum, expf_sub, the float row sum in key order, the normalisation;
+ * dS = P (dP - sum_j P dP) scale with that sum in key order.  P and dS hold 0 for j > t, so the GEMMs
+ * add zeros there. */
+static void attn_softmax_rows(float *Pbh, size_t T, float scale)
+{
+    for (size_t t = 0; t < T; t++) {
+        float *p = Pbh + t * T;
+        for (size_t j = 0; j <= t; j++)
+            p[j] *= scale;
+        expf_sub(p, p, attn_max(p, t + 1), t + 1);
+        float sum = 0.0f;
+        for (size_t j = 0; j <= t; j++)
+            sum += p[j];
+        const float inv = 1.0f / sum;
+        for (size_t j = 0; j <= t; j++)
+            p[j] *= inv;
+        for (size_t j = t + 1; j < T; j++)
+            p[j] = 0.0f;
+    }
+}
+
+static void attn_forward_gemm(float *out, float *P, const float *qkv, size_t B, size_t T, size_t C, size_t H, size_t kc)
+{
+    const size_t hs = C / H, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static) collapse(2)
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            float *Pbh = P + (b * H + h) * T * T;
+            const float *q = qkv + b * T * C3 + h * hs;
+            fl_train_gemm_tiled(kc, FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_T, T, T, hs, q, C3, q + C, C3, 0.0f, Pbh, T);
+            attn_softmax_rows(Pbh, T, scale);
+            fl_train_gemm_tiled(kc, FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_N, T, hs, T, Pbh, T, q + 2 * C, C3, 0.0f,
+                                out + b * T * C + h * hs, C);
+        }
+}
+
+static void attn_backward_gemm(float *dqkv, const float *dout, const float *P, const float *qkv, size_t B, size_t T,
+                               size_t C, size_t H, size_t kc)
+{
+    const size_t hs = C / H, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static) collapse(2)
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            const float *Pbh = P + (b * H + h) * T * T, *q = qkv + b * T * C3 + h * hs, *go = dout + b * T * C + h * hs;
+            float *dq = dqkv + b * T * C3 + h * hs;
+            float *ds = malloc(T * T * sizeof *ds);
+            if (!ds)
+                abort(); /* out of memory in the middle of a step: stop rather than give partial gradients */
+            fl_train_gemm_tiled(kc, FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_T, T, T, hs, go, C, q + 2 * C, C3, 0.0f, ds, T);
+            for (size_t t = 0; t < T; t++) {
+                const float *p = Pbh + t * T;
+                float *d = ds + t * T, dot = 0.0f;
+                for (size_t j = 0; j <= t; j++)
+                    dot += p[j] * d[j];
+                for (size_t j = 0; j <= t; j++)
+                    d[j] = p[j] * (d[j] - dot) * scale;
+                for (size_t j = t + 1; j < T; j++)
+                    d[j] = 0.0f;
+            }
+            fl_train_gemm_tiled(kc, FL_TRAIN_GEMM_N, FL_TRAIN_GEMM_N, T, hs, T, ds, T, q + C, C3, 0.0f, dq, C3);
+            fl_train_gemm_tiled(kc, FL_TRAIN_GEMM_T, FL_TRAIN_GEMM_N, T, hs, T, ds, T, q, C3, 0.0f, dq + C, C3);
+            fl_train_gemm_tiled(kc, FL_TRAIN_GEMM_T, FL_TRAIN_GEMM_N, T, hs, T, Pbh, T, go, C, 0.0f, dq + 2 * C, C3);
+            free(ds);
+        }
+}
+
 /* ---- amax / rms of a buffer (telemetry of the FFN) -------------------------------------------------- */
 
 /* amax: the maximum of the bit patterns of |x| over the non-NaN elements, which is the value of the
@@ -1037,7 +1109,10 @@ float fl_model_forward(fl_model *m, const uint16_t *tokens)
         float *h = m->h + l * N * F, *xo = m->resid + (l + 1) * N * C;
         rms_forward(ln1, m->rstd1 + l * N, x, m->p[FL_P_LN1] + l * C, N, C);
         lin_forward(m, lin_index(m, (int)l, FL_LIN_QKV), qkv, ln1, m->p[FL_P_WQKV] + l * 3 * C * C, C, 3 * C, NULL, 1);
-        attn_forward(atty, m->att + l * B * H * T * T, qkv, B, T, C, H);
+        if (m->attn_kchunk)
+            attn_forward_gemm(atty, m->att + l * B * H * T * T, qkv, B, T, C, H, m->attn_kchunk);
+        else
+            attn_forward(atty, m->att + l * B * H * T * T, qkv, B, T, C, H);
         lin_forward(m, lin_index(m, (int)l, FL_LIN_PROJ), r2, atty, m->p[FL_P_WPROJ] + l * C * C, C, C, NULL, 1);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < N * C; i++)
@@ -1127,7 +1202,11 @@ void fl_model_backward(fl_model *m)
                      m->p[FL_P_LN2] + l * C, N, C, 1);
         /* attention */
         lin_backward(m, lin_index(m, (int)l, FL_LIN_PROJ), m->datty, m->g[FL_P_WPROJ] + l * C * C, m->dres, C, C, 1, 0);
-        attn_backward(m->dqkv, m->datty, m->att + l * B * H * T * T, m->qkv + l * N * 3 * C, B, T, C, H);
+        if (m->attn_kchunk)
+            attn_backward_gemm(m->dqkv, m->datty, m->att + l * B * H * T * T, m->qkv + l * N * 3 * C, B, T, C, H,
+                               m->attn_kchunk);
+        else
+            attn_backward(m->dqkv, m->datty, m->att + l * B * H * T * T, m->qkv + l * N * 3 * C, B, T, C, H);
         lin_backward(m, lin_index(m, (int)l, FL_LIN_QKV), m->dln, m->g[FL_P_WQKV] + l * 3 * C * C, m->dqkv, C, 3 * C, 1, 1);
         rms_backward(m->dres, m->g[FL_P_LN1] + l * C, m->dln, x, m->rstd1 + l * N, m->p[FL_P_LN1] + l * C, N, C, 1);
     }

@@ -94,6 +94,8 @@ typedef struct {
     fl_recipe *rec;             /* the recipe (owned by the caller) */
     uint32_t gemm_kchunk;       /* 0: one fma chain per GEMM element (gemm.h); k: chains over blocks of k terms,
                                    added in order (--gemm-kchunk; set after fl_model_init) */
+    uint32_t attn_kchunk;       /* 0: the attention's own loops; k: the attention's products as GEMMs with sums in
+                                   blocks of k (--attn-kchunk; set after fl_model_init) */
 
     /* forward activations (kept for backward) */
     int *tok;      /* (N) inputs */

@@ -118,9 +118,9 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
                    "recipes (block, MX and FP4 casts on the device are not built yet)";
         if (fp8 && c->recipe.fast_accum)
             return "--device twins / cuda: no --fast-accum (the GPU step has no FP8 GEMM emulation)";
-        if (c->recipe.fp8_adam || c->chan_every || c->gemm_kchunk)
-            return "--device twins / cuda: no --fp8-adam, --chan-every or --gemm-kchunk (the harness's; the GPU step "
-                   "has none of them yet)";
+        if (c->recipe.fp8_adam || c->chan_every || c->gemm_kchunk || c->attn_kchunk)
+            return "--device twins / cuda: no --fp8-adam, --chan-every, --gemm-kchunk or --attn-kchunk (the harness's; "
+                   "the GPU step has none of them yet)";
     }
     if (c->accum > 1 && (c->chan_every || fl_recipe_is_fp4((fl_recipe_kind)c->recipe.kind)))
         return "--accum above 1 takes no --chan-every and no FP4 recipe (their per-step records are of one batch)";
@@ -604,6 +604,7 @@ static int run_build(train_run *r)
         return FL_EXIT_FAIL;
     }
     r->m.gemm_kchunk = cfg->gemm_kchunk;
+    r->m.attn_kchunk = cfg->attn_kchunk;
     r->am = calloc(r->m.nparams, sizeof *r->am);
     r->av = calloc(r->m.nparams, sizeof *r->av);
     r->batch = malloc((size_t)cfg->accum * cfg->model.B * (cfg->model.T + 1) * sizeof *r->batch);

@@ -80,6 +80,8 @@ typedef struct {
     uint32_t fork_crc;     /* a fork: CRC-32 of the parent checkpoint's payload (checkpoint.h) */
     uint32_t gemm_kchunk;  /* 0: each GEMM sum is one fma chain over K; k: chains over blocks of k, added in order
                               (a summation-order perturbation: TRAINING.md, "How far a GPU run may differ") */
+    uint32_t attn_kchunk;  /* 0: the attention's own loops; k: its products as GEMMs, sums in blocks of k (the
+                              same perturbation for the attention: TRAINING.md, the envelope's stage 3) */
     uint32_t device;       /* FL_DEVICE_* */
     uint32_t accum;        /* micro-batches per step (gradient accumulation): batches step accum + a, a < accum,
                               each's gradient of its mean loss summed, then scaled by 1 / accum in the update */

@@ -331,6 +331,11 @@ const fl_train_opt fl_train_opt_table[] = {
       .help = "(%D: every GEMM element one fused multiply-add chain over the whole sum; K: chains over blocks of K "
               "terms added in order, as a tensor-core GEMM accumulates its k-tiles; another summation order with the "
               "same products, to measure how far a run may drift from a GPU's: fp8lab compare)" },
+    { .flag = "--attn-kchunk", .key = "attn_kchunk", U32(0, 65536), AT(attn_kchunk), .def = "0",
+      .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe", .arg = "K",
+      .help = "(%D: the attention's own loops; K: the attention's products (QK^T, PV and the four of its backward) as "
+              "GEMMs with their sums in blocks of K, the softmax unchanged; with --gemm-kchunk K, the envelope's "
+              "perturbation of the attention's order, where a GPU's cuBLAS attention departs from the harness)" },
     { .flag = "--device", .key = "device", ENUM(device_name), AT(device), .def = "cpu",
       .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
       .help = "(cpu: the harness; twins: the GPU step's code (gstep.h) run on the CPU with the kernels' twins, fp32 "
