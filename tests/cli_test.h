@@ -5,10 +5,12 @@
 #define FL_CLI_TEST_H
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *cli;
@@ -124,6 +126,36 @@ static int contains(const char *file, const char *needle)
     const int r = t && strstr(t, needle) != NULL;
     free(t);
     return r;
+}
+
+/* Start cli with args in a process group of its own (stdout and stderr to errfile), wait until the file
+   `until` exists, then SIGKILL the whole group (the command's children too) and wait until none of the
+   group is left (a run folder's lock goes with the last of them).  The group leader's wait status. */
+static int spawn_killed_when(const char *errfile, const char *const *args, const char *until)
+{
+    const pid_t p = fork();
+    CHECK(p >= 0, "fork");
+    if (p == 0) {
+        setpgid(0, 0);
+        const int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0)
+            dup2(fd, 1), dup2(fd, 2);
+        const char *argv[64] = { cli };
+        for (int i = 0; args[i] && i < 62; i++)
+            argv[i + 1] = args[i];
+        execv(cli, (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(p, p);
+    const struct timespec nap = { 0, 5000000 };
+    for (int i = 0; i < 20000 && access(until, F_OK); i++)
+        nanosleep(&nap, NULL);
+    kill(-p, SIGKILL);
+    int st;
+    waitpid(p, &st, 0);
+    for (int i = 0; i < 20000 && kill(-p, 0) == 0; i++)
+        nanosleep(&nap, NULL);
+    return st;
 }
 
 #endif /* FL_CLI_TEST_H */

@@ -12,13 +12,13 @@
 #include "check.h"
 #include "cli_test.h"
 
-#include <signal.h>
-#include <time.h>
 
 static char tmpdir[64];
 
 #define TINY "--width 16 --layers 1 --heads 2 --ffn 32 --seq 16 --batch 4 --data-len 20000 --steps 60 --seeds 1 " \
              "--ckpt-every 20 --jobs 2"
+#define TINY_ARGS "--width", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--seq", "16", "--batch", "4", \
+                  "--data-len", "20000", "--steps", "60", "--seeds", "1", "--ckpt-every", "20", "--jobs", "2"
 
 static const char *arms[] = { "swiglu-bf16", "gelu-bf16", "relu-bf16", "swiglu-fp8", "smooth_swiglu-fp8",
                               "swiglu-fp8-down_bf16", "gelu-fp8", "relu-fp8", "swiglu-fp8-down_current" };
@@ -44,25 +44,12 @@ int main(void)
     CHECK(rca == 0 || rca == 3 || rca == 4, "the tiny demo ran (exit %d): %s", rca, out);
 
     /* 2. killed once a run has a checkpoint, then --continue */
-    char cmd[1024], ck[300];
-    snprintf(ck, sizeof ck, "%s/b/swiglu-fp8-s1/checkpoint.bin", tmpdir);
-    const pid_t p = fork();
-    CHECK(p >= 0, "fork");
-    if (p == 0) {
-        setpgid(0, 0);
-        snprintf(cmd, sizeof cmd, "exec %s demo " TINY " --out %s/b >%s/b.log 2>&1", cli, tmpdir, tmpdir);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(p, p);
-    const struct timespec nap = { 0, 5000000 };
-    for (int i = 0; i < 20000 && access(ck, F_OK); i++)
-        nanosleep(&nap, NULL);
-    kill(-p, SIGKILL);
-    int st;
-    waitpid(p, &st, 0);
-    for (int i = 0; i < 20000 && kill(-p, 0) == 0; i++) /* the runs' processes go with the group */
-        nanosleep(&nap, NULL);
+    char bdir[128], blog[160], ck[200];
+    snprintf(bdir, sizeof bdir, "%s/b", tmpdir);
+    snprintf(blog, sizeof blog, "%s/b.log", tmpdir);
+    snprintf(ck, sizeof ck, "%s/swiglu-fp8-s1/checkpoint.bin", bdir);
+    const char *bargs[] = { "demo", TINY_ARGS, "--out", bdir, NULL };
+    const int st = spawn_killed_when(blog, bargs, ck);
     CHECK(WIFSIGNALED(st), "the demo was killed mid-way (it had finished: make the runs longer)");
     snprintf(args, sizeof args, "demo " TINY " --out %s/b --continue", tmpdir);
     const int rcb = run_sh(out, sizeof out, args);
@@ -80,7 +67,7 @@ int main(void)
             CHECK(file_same(x, y), "%s and %s differ", x, y);
             compared++;
         }
-    char x[400], y[400];
+    char x[400], y[400], cmd[512];
     snprintf(x, sizeof x, "%s/a/loss_gap.csv", tmpdir);
     snprintf(y, sizeof y, "%s/b/loss_gap.csv", tmpdir);
     CHECK(file_same(x, y), "%s and %s differ", x, y);

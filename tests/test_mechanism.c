@@ -400,33 +400,10 @@ static void check_mechanism_resume(void)
     CHECK(rca == 0 || rca == 3, "mechanism ran (exit %d)", rca);
     /* B: killed (the whole process group, children too) at a third of A's time, then run again */
     const char *ba[] = { MTINY, "--out", b, NULL };
-    const pid_t p = fork();
-    CHECK(p >= 0, "fork");
-    if (p == 0) {
-        setpgid(0, 0);
-        const int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0)
-            dup2(fd, 1), dup2(fd, 2);
-        const char *argv[64] = { cli };
-        for (int i = 0; ba[i]; i++)
-            argv[i + 1] = ba[i];
-        execv(cli, (char *const *)argv);
-        _exit(127);
-    }
-    setpgid(p, p);
     /* killed as soon as the second trajectory has its first checkpoint (it is then mid-way) */
     char ck[400];
     snprintf(ck, sizeof ck, "%s/gelu-bf16/checkpoint.bin", b);
-    const struct timespec nap = { 0, 5000000 };
-    for (int i = 0; i < 20000 && access(ck, F_OK); i++)
-        nanosleep(&nap, NULL);
-    kill(-p, SIGKILL);
-    int st;
-    waitpid(p, &st, 0);
-    /* the group's other processes (the trajectories' children) die asynchronously, and the run folder's lock
-       goes with the last of them: wait until none is left (on a loaded machine the rerun found it held) */
-    for (int i = 0; i < 20000 && kill(-p, 0) == 0; i++)
-        nanosleep(&nap, NULL);
+    spawn_killed_when(err, ba, ck);
     const int rcb = run(err, ba);
     CHECK(rcb == rca, "the resumed mechanism exits as the uninterrupted one (%d vs %d)", rcb, rca);
     CHECK(contains(err, "resuming gelu-bf16 from its checkpoint"), "the killed trajectory was resumed, not restarted");
