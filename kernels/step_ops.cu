@@ -55,6 +55,31 @@ __global__ void __launch_bounds__(256) swiglu_f32_bwd_kernel(float *__restrict__
     }
 }
 
+// The per-channel maxima: a thread per (column, block of CHAN_ROWS rows), the largest |x| bit pattern of its
+// rows (NaN patterns above Inf's), then atomicMax into the column's slot: the maximum of the maxima, in any
+// order.  Three planes (h, g, u) at once; u NULL leaves its slots 0.
+constexpr size_t CHAN_ROWS = 256;
+
+__global__ void __launch_bounds__(256) chan_colmax_kernel(unsigned *__restrict__ out, const float *__restrict__ h,
+                                                          const float *__restrict__ g, const float *__restrict__ u,
+                                                          size_t N, size_t F)
+{
+    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, r0 = blockIdx.y * CHAN_ROWS;
+    if (i >= F)
+        return;
+    unsigned a = 0, b = 0, c = 0;
+    for (size_t n = r0; n < N && n < r0 + CHAN_ROWS; n++) {
+        a = max(a, __float_as_uint(h[n * F + i]) & 0x7FFFFFFFu);
+        b = max(b, __float_as_uint(g[n * F + i]) & 0x7FFFFFFFu);
+        if (u)
+            c = max(c, __float_as_uint(u[n * F + i]) & 0x7FFFFFFFu);
+    }
+    atomicMax(out + i, a);
+    atomicMax(out + F + i, b);
+    if (u)
+        atomicMax(out + 2 * F + i, c);
+}
+
 // One block of FL_SUMSQ_LANES threads per chunk: lane t's sequential sum, then the pairwise tree of
 // fl_sumsq (train_step.h) in shared memory.
 __global__ void __launch_bounds__(FL_SUMSQ_LANES) sumsq_chunk_kernel(double *__restrict__ part,
@@ -430,6 +455,27 @@ extern "C" int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size
         return 0;
     relu_bwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(dx, x, dy, n);
     FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_chan_colmax(float *am, float *gm, float *um, const float *h, const float *g, const float *u,
+                                   size_t N, size_t F, unsigned *ws, void *stream)
+{
+    if (!F)
+        return 0;
+    const cudaStream_t st = (cudaStream_t)stream;
+    FL_CUDA_CHECK(cudaMemsetAsync(ws, 0, 3 * F * sizeof *ws, st));
+    const size_t yb = (N + CHAN_ROWS - 1) / CHAN_ROWS;
+    FL_REQUIRE("fl_cuda_chan_colmax: ", yb <= 65535, "yb <= 65535", "%zu rows: at most %zu", N, (size_t)65535 * CHAN_ROWS);
+    if (N) {
+        const dim3 grid((unsigned)((F + 255) / 256), (unsigned)yb);
+        chan_colmax_kernel<<<grid, 256, 0, st>>>(ws, h, g, u, N, F);
+        FL_CUDA_CHECK(cudaGetLastError());
+    }
+    float *dst[3] = { am, gm, um };
+    for (int k = 0; k < 3; k++)
+        FL_CUDA_CHECK(cudaMemcpyAsync(dst[k], ws + k * F, F * sizeof *ws, cudaMemcpyDeviceToHost, st));
+    FL_CUDA_CHECK(cudaStreamSynchronize(st));
     return 0;
 }
 

@@ -302,6 +302,15 @@ int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size_t n, void 
 int fl_cuda_gelu_fwd(float *h, const float *x, size_t n, void *stream);
 int fl_cuda_gelu_bwd(float *dx, const float *x, const float *dy, size_t n, const uint64_t *tab_host, void *stream);
 
+/* The per-channel telemetry's maxima (experiments/train/model.h, fl_chan_colmax) on the device: per channel
+   i < F of the (N, F) h, g and u (u NULL: 0) the largest |.| over the rows, as the largest bit pattern of
+   |x| (atomicMax on the bits of the blocks' maxima: the order does not matter), into host arrays am, gm,
+   um.  Equal to fl_chan_colmax for every column without NaN; a column with a NaN gives a NaN (another
+   payload than the harness's first one; printed alike).  ws: 3 F unsigned of device memory.  The call
+   waits. */
+int fl_cuda_chan_colmax(float *am, float *gm, float *um, const float *h, const float *g, const float *u, size_t N,
+                        size_t F, unsigned *ws, void *stream);
+
 /* Device memory for the GPU step (experiments/train/gstep_cuda.c): zeroed allocations (NULL after a
    message on failure), synchronous copies and fills; 0 or -1. */
 int fl_cuda_device_count(void); /* 0 where there is none (or no driver) */

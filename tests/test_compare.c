@@ -64,19 +64,59 @@ static json_t *compare(int *rc, const char *ref, const char *test, const char *b
     return dir_json(tmp, "out.json");
 }
 
-/* Run name (in tmp, kept --keep-ckpt 9) resumed from its step-9 checkpoint: its metrics.csv, and with sites
-   its sites.csv, byte-identical to the uninterrupted run's. */
-static void resume_same(const char *name, int sites)
+/* Run name (in tmp, kept --keep-ckpt 9) resumed from its step-9 checkpoint: its metrics.csv, with what & 1 its
+   sites.csv, with what & 2 its channels.csv and records.csv, byte-identical to the uninterrupted run's. */
+static void resume_same(const char *name, int what)
 {
     CHECK(!system(P("cp '%s/%s/metrics.csv' '%s/%s.csv' && cp '%s/%s/sites.csv' '%s/%s.sites' && "
                     "cp '%s/%s/checkpoint-9.bin' '%s/%s/checkpoint.bin'",
                     tmp, name, tmp, name, tmp, name, tmp, name, tmp, name, tmp, name)),
           "cp %s", name);
+    if (what & 2)
+        CHECK(!system(P("cp '%s/%s/channels.csv' '%s/%s.chan' && cp '%s/%s/records.csv' '%s/%s.rec'", tmp, name, tmp,
+                        name, tmp, name, tmp, name)),
+              "cp %s", name);
     const char *r[] = { "train", "--resume", P("%s/%s", tmp, name), "--quiet", NULL };
     CHECK(run(P("%s/err.txt", tmp), r) == 0, "resume %s from step 9", name);
     same_file(P("%s/%s.csv", tmp, name), P("%s/%s/metrics.csv", tmp, name));
-    if (sites)
+    if (what & 1)
         same_file(P("%s/%s.sites", tmp, name), P("%s/%s/sites.csv", tmp, name));
+    if (what & 2) {
+        same_file(P("%s/%s.chan", tmp, name), P("%s/%s/channels.csv", tmp, name));
+        same_file(P("%s/%s.rec", tmp, name), P("%s/%s/records.csv", tmp, name));
+    }
+}
+
+/* --chan-every on --device twins (the GPU step fills the host model's per-channel telemetry): channels.csv
+   has the harness's rows (steps, layers, channels), step 0's bit for bit; records.csv its header and
+   records; a resume from step 9 leaves both files byte-identical. */
+static void check_twins_chan(void)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    const char *h[] = { "train", "--steps", "20", TINY, "--chan-every", "5", "--seed", "1", "--out", P("%s/chh", tmp), NULL };
+    const char *a[] = { "train", "--steps", "20", TINY, "--chan-every", "5", "--device", "twins", "--keep-ckpt", "9",
+                        "--seed", "1", "--out", P("%s/cht", tmp), NULL };
+    CHECK(run(err, h) == 0 && run(err, a) == 0, "--chan-every runs, harness and --device twins");
+    char first[2][8192];
+    int lines[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++) {
+        const char *t = dir_slurp(P("%s/%s", tmp, k ? "cht" : "chh"), "channels.csv"), *e = strstr(t, "\n5,");
+        CHECK(e && (size_t)(e - t) < sizeof first[k], "channels.csv has step 0 and step 5 rows");
+        memcpy(first[k], t, (size_t)(e - t));
+        first[k][e - t] = 0;
+        for (const char *c = t; *c; c++)
+            lines[k] += *c == '\n';
+    }
+    CHECK(lines[0] == lines[1] && lines[0] == 1 + 4 * 32, "channels.csv: %d and %d lines (1 + 4 steps x 32 channels)",
+          lines[0], lines[1]);
+    CHECK(!strcmp(first[0], first[1]), "channels.csv's step-0 rows: the twins' are the harness's");
+    CHECK(contains(P("%s/cht/records.csv", tmp), "step,layer,amax,prev_max,channel") &&
+              contains(P("%s/cht/records.csv", tmp), "\n0,0,"),
+          "records.csv: the header and step 0's record");
+    resume_same("cht", 2);
+    printf("  --device twins --chan-every 5: channels.csv's rows as the harness's (step 0 bit for bit), records.csv "
+           "written; resumed from step 9 byte-identical\n");
 }
 
 static void check_kchunk(void)
@@ -279,7 +319,7 @@ static void check_twins(void)
     const char *const *bad[] = {
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "mxfp8", "--out",
                                P("%s/nb1", tmp), NULL },
-        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--chan-every", "1", "--out",
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--attn-kchunk", "4", "--out",
                                P("%s/nb2", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--gemm-kchunk", "4", "--out",
                                P("%s/nb3", tmp), NULL },
@@ -417,6 +457,7 @@ int main(void)
     check_compare();
     check_twins();
     check_twins_fp8();
+    check_twins_chan();
     check_accum();
     check_gpu_script();
     check_cuda_refusal();

@@ -38,6 +38,10 @@
 extern "C" {
 #include "convert.h"
 #include "ulp.h"
+
+// experiments/train/model.h (C, not included here): the harness's per-channel maxima
+extern "C" void fl_chan_colmax(float *am, float *gm, float *um, const float *h, const float *g, const float *u, size_t N,
+                               size_t F);
 }
 
 static uint64_t lcg = 0x5DEECE66Dull;
@@ -819,6 +823,26 @@ static void case_step_ops(size_t n)
     expect_same("swiglu f32 du", sdu, gdu);
     for (float *p : { gh, gdg, gdu, gu })
         cudaFree(p);
+    // the per-channel maxima (--chan-every): h = x, g = y + x (dyy after the add), u = dy as (R, 77) planes, with the
+    // huge values, -Inf and -0 of x; bit for bit (there is no NaN)
+    {
+        const size_t Fc = 77, Rc = n / Fc;
+        std::vector<float> am(Fc), gm(Fc), um(Fc), dam(Fc), dgm(Fc), dum(Fc);
+        unsigned *wsu;
+        CK(cudaMalloc(&wsu, 3 * Fc * sizeof(unsigned)));
+        fl_chan_colmax(am.data(), gm.data(), um.data(), x.data(), add.data(), dy.data(), Rc, Fc);
+        if (Rc && fl_cuda_chan_colmax(dam.data(), dgm.data(), dum.data(), dx, dyy, ddy, Rc, Fc, wsu, nullptr)) {
+            fprintf(stderr, "FAIL chan_colmax: the launcher returned an error\n");
+            exit(1);
+        }
+        for (size_t i = 0; Rc && i < Fc; i++)
+            if (memcmp(&am[i], &dam[i], 4) || memcmp(&gm[i], &dgm[i], 4) || memcmp(&um[i], &dum[i], 4)) {
+                fprintf(stderr, "FAIL chan_colmax column %zu: cpu %a %a %a gpu %a %a %a\n", i, am[i], gm[i], um[i], dam[i],
+                        dgm[i], dum[i]);
+                exit(1);
+            }
+        cudaFree(wsu);
+    }
     // GELU on float32 (the step's): fl_gelu_f32 and dy * fl_gelu_grad_f32(x, fl_expf_glibc(-x^2/2)), x from
     // [-24, 24] here with every 97th element huge, and -0, -Inf
     uint64_t tab[32];

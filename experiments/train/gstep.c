@@ -490,6 +490,10 @@ static int forward(fl_gstep *s, const uint16_t *tokens, float *loss)
         TRY(lin_fwd(s, fl_lin_index(l, FL_LIN_FC), pre, ln2, s->p[FL_P_WFC] + l * G * F * C, C, G * F, G));
         OP(FL_GP_ACT, o->act_fwd(cx, h, pre, N, F, c->act, s->p[FL_P_ACOEF] + l * FL_ACT_NCOEF));
         OP(FL_GP_STATS, o->amax_rms(cx, &fs->act_amax, &fs->act_rms, h, N, F));
+        fl_model *cm = s->chan;
+        if (cm && cm->chan_on && fl_model_chan_want(cm, l, fs->act_amax))
+            OP(FL_GP_STATS, o->chan_max(cx, cm->chan_amax + l * F, cm->chan_gmax + l * F, cm->chan_umax + l * F, h, pre, N,
+                                        F, G == 2));
         TRY(lin_fwd(s, fl_lin_index(l, FL_LIN_DOWN), xo, h, s->p[FL_P_WDOWN] + l * C * F, F, C, 1));
         OP(FL_GP_ADD, o->add(cx, xo, r2, N * C));
     }

@@ -79,6 +79,10 @@ typedef struct {
     int (*xent_fwd)(void *ctx, float *z, double *tokloss, const int *tgt, size_t N, size_t V);
     int (*xent_bwd)(void *ctx, float *z, const int *tgt, size_t N, size_t V);
     int (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, const fl_adamw_hp *h);
+    /* --chan-every: fl_chan_colmax of h, pre's gate and up planes (u: the second plane when gated, else none)
+       into host arrays am, gm, um (F each) */
+    int (*chan_max)(void *ctx, float *am, float *gm, float *um, const float *h, const float *pre, size_t N, size_t F,
+                    int gated);
 } fl_gstep_ops;
 
 extern const fl_gstep_ops fl_gstep_host;
@@ -166,6 +170,8 @@ typedef struct {
     float loss;
     size_t bytes; /* device memory the step's tensors take (its allocations, summed) */
     fl_gstep_prof *prof; /* NULL, or where the step's time is summed (set after fl_gstep_init) */
+    fl_model *chan;      /* NULL, or the host model whose per-channel telemetry the forward fills as the harness's
+                            does (chan_on, fl_model_chan_want, the maxima by chan_max; set after fl_gstep_init) */
 } fl_gstep;
 
 enum { FL_GSTEP_ALIGN = 64 };

@@ -228,6 +228,16 @@ static int c_adamw(void *ctx, float *p, const float *g, float *m, float *v, size
     return fl_cuda_adamw(p, g, m, v, n, h, NULL);
 }
 
+/* The per-channel maxima (the unsigned scratch: 3 F of them in the double one) */
+static int c_chan_max(void *ctx, float *am, float *gm, float *um, const float *h, const float *pre, size_t N, size_t F,
+                      int gated)
+{
+    cuda_ctx *c = ctx;
+    return scratch(c, (3 * F + 1) / 2 + 1) ? -1
+                                           : fl_cuda_chan_colmax(am, gm, um, h, pre, gated ? pre + N * F : NULL, N, F,
+                                                                 (unsigned *)c->sq, NULL);
+}
+
 static const fl_gstep_ops cuda_ops = {
     .name = "cuda",
     .alloc = c_alloc,
@@ -254,6 +264,7 @@ static const fl_gstep_ops cuda_ops = {
     .xent_fwd = c_xent_fwd,
     .xent_bwd = c_xent_bwd,
     .adamw = c_adamw,
+    .chan_max = c_chan_max,
 };
 
 const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)

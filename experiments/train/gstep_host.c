@@ -187,6 +187,14 @@ static int h_adamw(void *ctx, float *p, const float *g, float *m, float *v, size
     return fl_adamw(p, g, m, v, n, h);
 }
 
+static int h_chan_max(void *ctx, float *am, float *gm, float *um, const float *h, const float *pre, size_t N, size_t F,
+                      int gated)
+{
+    (void)ctx;
+    fl_chan_colmax(am, gm, um, h, pre, gated ? pre + N * F : NULL, N, F);
+    return 0;
+}
+
 static int h_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
                      uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax)
 {
@@ -235,4 +243,5 @@ const fl_gstep_ops fl_gstep_host = {
     .xent_fwd = h_xent_fwd,
     .xent_bwd = h_xent_bwd,
     .adamw = h_adamw,
+    .chan_max = h_chan_max,
 };

@@ -209,23 +209,19 @@ void fl_model_free(fl_model *m)
 
 void fl_model_zero_grad(fl_model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
 
-/* Per-channel maxima of layer l's activation output h (N, F) and its FC output pre (G, N, F) when
-   the layer is wanted this step or sets an amax record (model.h, chan_on).  Per channel, a max over
-   tokens in token order; the first NaN sticks, so a channel with a NaN reports NaN. */
-static void chan_capture(fl_model *m, size_t l, const float *h, const float *pre)
+int fl_model_chan_want(fl_model *m, size_t l, float act_amax)
 {
-    const size_t N = (size_t)m->cfg.B * m->cfg.T, F = m->cfg.F, G = gdim(&m->cfg);
-    const float amax = m->ffn[l].act_amax;
-    m->chan_record[l] = amax > m->chan_rec_max[l];
+    m->chan_record[l] = act_amax > m->chan_rec_max[l];
     if (m->chan_record[l]) {
         m->chan_prev_max[l] = m->chan_rec_max[l];
-        m->chan_rec_max[l] = amax;
+        m->chan_rec_max[l] = act_amax;
     }
     m->chan_have[l] = m->chan_record[l] || m->chan_on == 2;
-    if (!m->chan_have[l])
-        return;
-    float *am = m->chan_amax + l * F, *gm = m->chan_gmax + l * F, *um = m->chan_umax + l * F;
-    const float *g = pre, *u = G == 2 ? pre + N * F : NULL;
+    return m->chan_have[l];
+}
+
+void fl_chan_colmax(float *am, float *gm, float *um, const float *h, const float *g, const float *u, size_t N, size_t F)
+{
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < F; i++) {
         float a = 0.0f, b = 0.0f, c = 0.0f;
@@ -239,6 +235,16 @@ static void chan_capture(fl_model *m, size_t l, const float *h, const float *pre
         gm[i] = b;
         um[i] = c;
     }
+}
+
+/* Per-channel maxima of layer l's activation output h (N, F) and its FC output pre (G, N, F) when
+   the layer is wanted this step or sets an amax record (model.h, chan_on). */
+static void chan_capture(fl_model *m, size_t l, const float *h, const float *pre)
+{
+    const size_t N = (size_t)m->cfg.B * m->cfg.T, F = m->cfg.F, G = gdim(&m->cfg);
+    if (fl_model_chan_want(m, l, m->ffn[l].act_amax))
+        fl_chan_colmax(m->chan_amax + l * F, m->chan_gmax + l * F, m->chan_umax + l * F, h, pre,
+                       G == 2 ? pre + N * F : NULL, N, F);
 }
 
 /* ---- Linear: Y (N, M) = X (N, K) . W (M, K)^T through the recipe's casts ------------------------- */

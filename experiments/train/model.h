@@ -152,6 +152,12 @@ void fl_model_free(fl_model *m);
    count as equal), or -1 when the vectorised path is not in use here (then there is nothing to
    compare: expf is what runs). */
 long fl_model_expf_mismatches(uint64_t lo, uint64_t hi, uint64_t stride);
+/* The per-channel telemetry (chan_on): whether layer l is captured this step, its act_amax setting a
+   record (the running maximum raised) or the step being periodic; sets chan_record[l], chan_have[l].
+   fl_chan_colmax: per channel i < F of the (N, F) h, gate g and up u (NULL: 0), the max over tokens of
+   |.|, in token order; the first NaN sticks, so a channel with a NaN reports NaN. */
+int fl_model_chan_want(fl_model *m, size_t l, float act_amax);
+void fl_chan_colmax(float *am, float *gm, float *um, const float *h, const float *g, const float *u, size_t N, size_t F);
 /* y[i] = expf(x[i]), i < n, with the libm's bits: the softmaxes' vector path where it agrees with the
    libm (as above), the libm's expf otherwise; y may be x (ffn_act.c's GELU backward). */
 void fl_model_expf_span(float *y, const float *x, size_t n);

@@ -118,9 +118,9 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
                    "recipes (block, MX and FP4 casts on the device are not built yet)";
         if (fp8 && c->recipe.fast_accum)
             return "--device twins / cuda: no --fast-accum (the GPU step has no FP8 GEMM emulation)";
-        if (c->recipe.fp8_adam || c->chan_every || c->gemm_kchunk || c->attn_kchunk)
-            return "--device twins / cuda: no --fp8-adam, --chan-every, --gemm-kchunk or --attn-kchunk (the harness's; "
-                   "the GPU step has none of them yet)";
+        if (c->recipe.fp8_adam || c->gemm_kchunk || c->attn_kchunk)
+            return "--device twins / cuda: no --fp8-adam, --gemm-kchunk or --attn-kchunk (the harness's; the GPU step "
+                   "has none of them yet)";
     }
     if (c->accum > 1 && (c->chan_every || fl_recipe_is_fp4((fl_recipe_kind)c->recipe.kind)))
         return "--accum above 1 takes no --chan-every and no FP4 recipe (their per-step records are of one batch)";
@@ -865,12 +865,24 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
         *lr = fl_lr_at(cfg, step);
         fl_recipe_step_begin(&r->rec, 0); /* the device's casts measure no moments */
         r->rec.hp_phase = step < cfg->recipe.fp8_start; /* (rec.step: gstep.c sets it per micro-batch) */
-        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm) || fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
+        const int chan_rows = cfg->chan_every && step % cfg->chan_every == 0;
+        if (cfg->chan_every) { /* the forward fills the host model's per-channel telemetry (fl_gstep.chan) */
+            r->m.chan_on = chan_rows ? 2 : 1;
+            r->gs.chan = &r->m;
+        }
+        if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
             exit(FL_EXIT_FAIL);
         }
         memcpy(r->m.ffn, r->gs.ffn, sizeof r->m.ffn);
+        if (cfg->chan_every) /* with the host's FFN weights of the forward: the copy of the step before */
+            fl_chan_rows(r->fc, r->fr, step, &r->m, chan_rows);
+        if (fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
+            fprintf(stderr, "fp8lab train: the GPU step's weights could not be read at step %llu (%s); the last "
+                            "checkpoint stands\n", (unsigned long long)step, r->gs.ops->name);
+            exit(FL_EXIT_FAIL);
+        }
         fl_recipe_step_end(&r->rec);
         return loss;
     }
