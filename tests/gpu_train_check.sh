@@ -101,6 +101,21 @@ else
     echo "- demo --device $dev: **failed** ($out/demo.txt)." >>"$report"
     fail=1
 fi
+# the mechanism on the device: trajectories, forks at the tau marks, interventions, dose-response and
+# attribution of a tiny model (test_mechanism runs it in twins mode)
+if [ "$dev" = cuda ]; then
+    rm -rf "$out/mech"
+    "$cuda" mechanism --device cuda --jobs 1 --width 16 --layers 1 --heads 2 --ffn 32 --seq 16 --batch 4 --data-len 20000 \
+        --lr 0.03 --horizon-tau 9 --chan-every 10 --ckpt-every 50 --out "$out/mech" >"$out/mech.txt" 2>&1
+    rc=$?
+    if [ $rc -eq 0 -o $rc -eq 3 ] && grep -q "predictions held:" "$out/mech.txt"; then
+        echo "- mechanism --device cuda (a tiny model's trajectories, forks and interventions): ran to its summary." >>"$report"
+    else
+        cat "$out/mech.txt"
+        echo "- mechanism --device cuda: **failed** ($out/mech.txt)." >>"$report"
+        fail=1
+    fi
+fi
 # speed at the 124m preset
 if [ "$dev" = twins ]; then
     cat "$report"

@@ -424,6 +424,35 @@ static void check_mechanism_resume(void)
     same_file(x, y);
 }
 
+/* ---- 6. the mechanism on the GPU step's code (--device twins) ---------------------------------- */
+
+/* The whole experiment (trajectories, forks at the tau marks, the interventions, the dose-response, the
+   attribution) with every run on --device twins: it completes, with the CPU run's verdict lines, every run
+   folder recording the device and holding channels.csv. */
+static void check_mechanism_device(void)
+{
+    char a[400], t[300], err[340];
+    snprintf(t, sizeof t, "%s/mech-t", tmpdir);
+    snprintf(err, sizeof err, "%s/mech-t.txt", tmpdir);
+    const char *ta[] = { MTINY, "--device", "twins", "--out", t, NULL };
+    const int rc = run(err, ta);
+    CHECK(rc == 0 || rc == 3, "mechanism --device twins ran (exit %d; %s)", rc, err);
+    CHECK(contains(err, "predictions held:") && contains(err, "P4 interventions"), "its summary");
+    const char *runs[] = { "swiglu-bf16", "gelu-bf16", "swiglu-fp8-at2tau", "swiglu-fp8-at2tau-decor-top",
+                           "swiglu-bf16-at2tau-wd0" };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s/config.json", t, runs[k]);
+        CHECK(contains(p, "\"device\": \"twins\""), "%s runs on the device", p);
+        snprintf(p, sizeof p, "%s/%s/channels.csv", t, runs[k]);
+        CHECK(access(p, F_OK) == 0, "%s", p);
+    }
+    snprintf(a, sizeof a, "%s/attribution-swiglu/attrib_top_traj.csv", t);
+    CHECK(access(a, F_OK) == 0, "the attribution of the device runs: %s", a);
+    printf("  mechanism --device twins: every trajectory, fork and intervention on the GPU step's code, with its "
+           "summary and attribution\n");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/fl_mech_XXXXXX");
@@ -439,6 +468,7 @@ int main(void)
         SKIP("no CLI binary at %s (set FP8LAB); the in-process checks passed", cli);
     check_fork();
     check_mechanism_resume();
+    check_mechanism_device();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     CHECK(!system(cmd), "cleanup");
