@@ -80,6 +80,25 @@ __global__ void __launch_bounds__(256) chan_colmax_kernel(unsigned *__restrict__
         atomicMax(out + 2 * F + i, c);
 }
 
+// Byte transpose in 32 x 32 tiles: coalesced reads of src's rows, coalesced writes of dst's rows.
+__global__ void __launch_bounds__(256) transpose_u8_kernel(uint8_t *__restrict__ dst, const uint8_t *__restrict__ src,
+                                                           size_t R, size_t C)
+{
+    __shared__ uint8_t tile[32][33];
+    const size_t c0 = blockIdx.x * (size_t)32, r0 = blockIdx.y * (size_t)32;
+    for (unsigned k = threadIdx.y; k < 32; k += 8) {
+        const size_t r = r0 + k, c = c0 + threadIdx.x;
+        if (r < R && c < C)
+            tile[k][threadIdx.x] = src[r * C + c];
+    }
+    __syncthreads();
+    for (unsigned k = threadIdx.y; k < 32; k += 8) {
+        const size_t c = c0 + k, r = r0 + threadIdx.x;
+        if (r < R && c < C)
+            dst[c * R + r] = tile[threadIdx.x][k];
+    }
+}
+
 // One block of FL_SUMSQ_LANES threads per chunk: lane t's sequential sum, then the pairwise tree of
 // fl_sumsq (train_step.h) in shared memory.
 __global__ void __launch_bounds__(FL_SUMSQ_LANES) sumsq_chunk_kernel(double *__restrict__ part,
@@ -476,6 +495,17 @@ extern "C" int fl_cuda_chan_colmax(float *am, float *gm, float *um, const float 
     for (int k = 0; k < 3; k++)
         FL_CUDA_CHECK(cudaMemcpyAsync(dst[k], ws + k * F, F * sizeof *ws, cudaMemcpyDeviceToHost, st));
     FL_CUDA_CHECK(cudaStreamSynchronize(st));
+    return 0;
+}
+
+extern "C" int fl_cuda_transpose_u8(uint8_t *dst, const uint8_t *src, size_t R, size_t C, void *stream)
+{
+    if (!R || !C)
+        return 0;
+    FL_REQUIRE("fl_cuda_transpose_u8: ", (R + 31) / 32 <= 65535, "(R + 31) / 32 <= 65535", "%zu rows", R);
+    const dim3 grid((unsigned)((C + 31) / 32), (unsigned)((R + 31) / 32)), block(32, 8);
+    transpose_u8_kernel<<<grid, block, 0, (cudaStream_t)stream>>>(dst, src, R, C);
+    FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
 

@@ -329,6 +329,13 @@ int fl_attn_softmax_bwd(float *dS, const float *P, const float *dP, size_t R, si
     return 0;
 }
 
+void fl_transpose_u8(uint8_t *dst, const uint8_t *src, size_t R, size_t C)
+{
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < C; c++)
+            dst[c * R + r] = src[r * C + c];
+}
+
 double fl_sumsq(const float *x, size_t n)
 {
     double total = 0.0;

@@ -296,6 +296,10 @@ int fl_cuda_relu_fwd(float *h, const float *x, size_t n, void *stream);
 int fl_cuda_swiglu_f32_fwd(float *h, const float *g, const float *u, size_t n, void *stream);
 int fl_cuda_swiglu_f32_bwd(float *dg, float *du, const float *g, const float *u, const float *dh, size_t n, void *stream);
 int fl_cuda_relu_bwd(float *dx, const float *x, const float *dy, size_t n, void *stream);
+/* dst (C, R) = src (R, C)^T of bytes (FP8 codes: the transposed copies the FP8 GEMMs' backward reads):
+   exact, the twin a plain loop; the launcher 32 x 32 tiles through shared memory. */
+void fl_transpose_u8(uint8_t *dst, const uint8_t *src, size_t R, size_t C);
+int fl_cuda_transpose_u8(uint8_t *dst, const uint8_t *src, size_t R, size_t C, void *stream);
 /* GELU on float32 planes, as the harness's (ffn_act.c): h = fl_gelu_f32(x) and dx = dy * fl_gelu_grad_f32(x,
    fl_expf_glibc(-0.5f * x * x)) (kernels/erff.h: erf correctly rounded; the harness's expf is the libm's,
    which model.c checks against fl_expf_glibc); tab_host: fl_expf_table's 32 entries (host memory). */

@@ -1,16 +1,16 @@
 #!/bin/sh
 # gpu_train_check.sh BUILD OUTDIR -- make gpu-check's training part: the GPU step (experiments/train/gstep.h)
 # through build/fp8lab-cuda, against the harness (build/fp8lab) on this machine's CPU.
-#   1. 50 steps of the demo's model and optimiser on the device (SwiGLU under bf16, fp32, fp8-delayed and
-#      paper-gaudi2; GeLU and PolyReLU r=3 under bf16: every kind of activation kernel but PolyNorm's, whose
+#   1. 50 steps of the demo's model and optimiser on the device (SwiGLU under bf16, fp32, fp8-delayed with and
+#      without --fp8-gemm, and paper-gaudi2; GeLU and PolyReLU r=3 under bf16: every kind of activation kernel but PolyNorm's, whose
 #      harness reruns in other orders drift too far for the bound to tell: TRAINING.md),
 #      judged by `fp8lab compare` against the harness's run within the envelope of its --gemm-kchunk K
 #      --attn-kchunk K reruns, K 16 / 64 / 256 (window bound, factor 4: TRAINING.md, "How far a GPU run may
 #      differ", stage 3);
 #   2. the bf16 and fp8-delayed GPU runs resumed from their step-25 checkpoints: metrics.csv and sites.csv
 #      byte-identical; `demo --device` over its nine arms (1 seed, 40 steps) runs to a verdict;
-#   3. speed at the 124m preset (bf16 and fp8-delayed, one micro-batch of 16 x 1024 tokens per step, 10
-#      steps each): steps/s after the first step from summary.json, tokens/s, the FP8/BF16 ratio, and model
+#   3. speed at the 124m preset (bf16, fp8-delayed, and fp8-delayed --fp8-gemm, one micro-batch of 16 x 1024
+#      tokens per step, 10 steps each): steps/s after the first step from summary.json, tokens/s, the FP8/BF16 ratios, and model
 #      FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA
 #      gives for the H100 SXM and H200); the step's device tensors beside the plan's peak; then 4 profiled
 #      steps (FP8LAB_GSTEP_PROFILE=1): where the step's time goes.
@@ -42,10 +42,12 @@ model="--width 64 --layers 2 --heads 4 --ffn 256 --seq 64 --batch 16 --lr 3e-3 -
     echo "| activation | recipe | GPU run against the harness (50 steps) | largest ratio to the bound |"
     echo "|---|---|---|---|"
 } >"$report"
-for row in swiglu:bf16 swiglu:fp32 swiglu:fp8-delayed swiglu:paper-gaudi2 gelu:bf16 polyrelu3:bf16; do
+for row in swiglu:bf16 swiglu:fp32 swiglu:fp8-delayed swiglu:paper-gaudi2 gelu:bf16 polyrelu3:bf16 swiglu:fp8-delayed:fp8-gemm; do
     act=${row%%:*}
     rec=${row#*:}
-    d=$out/$act-$rec
+    g8=
+    case $rec in *:fp8-gemm) rec=${rec%:fp8-gemm}; g8=--fp8-gemm ;; esac
+    d=$out/$act-$rec${g8:+-g8}
     rm -rf "$d" && mkdir -p "$d"
     "$cli" train $model --act $act --recipe $rec --out "$d/ref" || fail=1
     for k in 16 64 256; do
@@ -53,8 +55,8 @@ for row in swiglu:bf16 swiglu:fp32 swiglu:fp8-delayed swiglu:paper-gaudi2 gelu:b
     done
     chan= # the per-channel telemetry on the device, in the bf16 SwiGLU run (its resume compares the files)
     [ "$row" = swiglu:bf16 ] && chan="--chan-every 10"
-    if ! "$cuda" train $model --act $act --recipe $rec --device $dev --keep-ckpt 25 $chan ${GPU_TRAIN_CHECK_FLAGS:-} --out "$d/gpu"; then
-        echo "| $act | $rec | the GPU run failed | |" >>"$report"
+    if ! "$cuda" train $model --act $act --recipe $rec --device $dev --keep-ckpt 25 $chan $g8 ${GPU_TRAIN_CHECK_FLAGS:-} --out "$d/gpu"; then
+        echo "| $act | $rec $g8 | the GPU run failed | |" >>"$report"
         fail=1
         continue
     fi
@@ -63,7 +65,7 @@ for row in swiglu:bf16 swiglu:fp32 swiglu:fp8-delayed swiglu:paper-gaudi2 gelu:b
     cat "$d/compare.txt"
     "$cli" compare "$d/ref" "$d/gpu" --envelope "$d/k16" --envelope "$d/k64" --envelope "$d/k256" --json >"$d/compare.json"
     ratio=$(sed -n 's/.*"worst_ratio": \([^,]*\),*/\1/p' "$d/compare.json")
-    echo "| $act | $rec | $(tail -1 "$d/compare.txt") | $ratio |" >>"$report"
+    echo "| $act | $rec${g8:+ $g8} | $(tail -1 "$d/compare.txt") | $ratio |" >>"$report"
     [ $rc -eq 0 ] || fail=1
 done
 # resume bit-exactly on the device: bf16, and fp8-delayed (its delayed histories in the checkpoint; sites.csv too)
@@ -145,10 +147,22 @@ if "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --steps 10 
         echo "- 124m preset, fp8-delayed: **the GPU run failed**." >>"$report"
         fail=1
     fi
+    # and fp8-delayed with --fp8-gemm: the Linears' GEMMs in cuBLASLt's FP8
+    sg8=
+    rm -rf "$s-g8"
+    if "$cuda" train --preset 124m --accum 1 --recipe fp8-delayed --fp8-gemm --device cuda --steps 10 --log-every 1 --quiet --out "$s-g8"; then
+        sg8=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-g8/summary.json")
+        rm -f "$s-g8"/checkpoint*.bin
+    else
+        echo "- 124m preset, fp8-delayed --fp8-gemm: **the GPU run failed**." >>"$report"
+        fail=1
+    fi
     speed_line bf16 "$s"
     [ -f "$s-fp8/summary.json" ] && speed_line fp8-delayed "$s-fp8"
+    [ -f "$s-g8/summary.json" ] && speed_line "fp8-delayed --fp8-gemm" "$s-g8"
     sps=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s/summary.json")
-    [ -n "$sps8" ] && awk -v a="$sps8" -v b="$sps" 'BEGIN { printf "- fp8-delayed / bf16 tokens/s at 124m: %.3g (the FP8 recipe casts on the device and multiplies its values in fp32: its GEMMs are not FP8 GEMMs yet).\n", a / b }' >>"$report"
+    [ -n "$sps8" ] && awk -v a="$sps8" -v b="$sps" 'BEGIN { printf "- fp8-delayed / bf16 tokens/s at 124m: %.3g (casts on the device, the values multiplied in fp32 GEMMs).\n", a / b }' >>"$report"
+    [ -n "$sg8" ] && awk -v a="$sg8" -v b="$sps" 'BEGIN { printf "- fp8-delayed --fp8-gemm / bf16 tokens/s at 124m: %.3g (the Linears in FP8 GEMMs; the attention stays fp32).\n", a / b }' >>"$report"
     # memory: the step's tensors as built (summary.json) beside the plan's peak for one micro-batch
     tb=$(sed -n 's/.*"device_tensor_bytes": \([0-9]*\).*/\1/p' "$s/summary.json")
     pk=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan --accum 1 | sed -n 's/.*= peak .* (\([0-9]*\) bytes).*/\1/p')

@@ -215,13 +215,32 @@ static void check_twins_fp8(void)
         }
         CHECK(!strcmp(first[0], first[1]), "%s: sites.csv's step-0 rows: the twins' are the harness's", recs[r][0]);
     }
+    /* --fp8-gemm: the same casts (sites.csv's step 0 the harness's), the GEMMs on the codes, a resume byte-identical */
+    const char *g8[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--device", "twins", "--fp8-gemm",
+                         "--keep-ckpt", "9", "--seed", "1", "--out", P("%s/f8g", tmp), NULL };
+    CHECK(run(err, g8) == 0, "--device twins --fp8-gemm runs");
+    {
+        char first[2][4096];
+        for (int k = 0; k < 2; k++) {
+            const char *t = dir_slurp(P("%s/%s", tmp, k ? "f8g" : "f8h"), "sites.csv"), *e = strstr(t, "\n1,");
+            CHECK(e && (size_t)(e - t) < sizeof first[k], "sites.csv has step 0 and step 1 rows");
+            memcpy(first[k], t, (size_t)(e - t));
+            first[k][e - t] = 0;
+        }
+        CHECK(!strcmp(first[0], first[1]), "--fp8-gemm: sites.csv's step-0 rows are the harness's");
+        char *m8 = strdup(dir_slurp(P("%s/f8g", tmp), "metrics.csv")); /* (dir_slurp's buffer is static) */
+        CHECK(m8 && strcmp(m8, dir_slurp(P("%s/f8t", tmp), "metrics.csv")),
+              "--fp8-gemm changes the GEMMs' order: its metrics.csv is not the fp32 GEMMs'");
+        free(m8);
+    }
+    resume_same("f8g", 1);
     json_t *sum = dir_json(P("%s/f8t", tmp), "summary.json");
     CHECK(json_is_integer(json_object_get(sum, "saturated_total")) && json_is_integer(json_object_get(sum, "flushed_total")),
           "summary.json counts the device's casts under fp8-delayed");
     json_decref(sum);
     resume_same("f8t", 1);
     printf("  --device twins, fp8-delayed and paper-gaudi2: sites.csv's step 0 the harness's; fp8-delayed: counters "
-           "measured, resumed from step 9 byte-identical (metrics.csv, sites.csv)\n");
+           "measured, resumed from step 9 byte-identical (metrics.csv, sites.csv); the same with --fp8-gemm\n");
 }
 
 /* --accum 2 (two micro-batches a step): the twins run AGREEs with the harness's within the envelope of
@@ -329,6 +348,10 @@ static void check_twins(void)
                                P("%s/nb6", tmp), NULL },
         (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "fp8-delayed",
                                "--fast-accum", "--out", P("%s/nb7", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--recipe", "fp8-delayed", "--fp8-gemm", "--out",
+                               P("%s/nb8", tmp), NULL },
+        (const char *const[]){ "train", "--steps", "2", TINY, "--device", "twins", "--recipe", "paper-gaudi2", "--fp8-gemm",
+                               "--out", P("%s/nb9", tmp), NULL },
     };
     const char *plan[] = { "train", "--preset", "124m", "--recipe", "paper-gaudi2", "--device", "cuda", "--plan", NULL };
     CHECK(run(err, plan) == 0 && contains(err, "GPU step plan"), "--plan takes the FP8 recipes the step does not run yet");
@@ -381,8 +404,9 @@ static void check_gpu_script(void)
     CHECK(contains(r, "| swiglu | bf16 | AGREE |") && contains(r, "| swiglu | fp32 | AGREE |") &&
               contains(r, "| swiglu | fp8-delayed | AGREE |") && contains(r, "| swiglu | paper-gaudi2 | AGREE |") &&
               contains(r, "| gelu | bf16 | AGREE |") && contains(r, "| polyrelu3 | bf16 | AGREE |") &&
+              contains(r, "| swiglu | fp8-delayed --fp8-gemm | AGREE |") &&
               contains(r, "byte-identical") && contains(r, "demo --device twins (9 arms, 1 seed, 40 steps): ran"),
-          "the report: six AGREE rows, the resume lines and the demo's");
+          "the report: seven AGREE rows, the resume lines and the demo's");
     /* a wrong device step (no gradient clipping) must fail the check */
     snprintf(cmd, sizeof cmd,
              "GPU_TRAIN_CHECK_DEVICE=twins GPU_TRAIN_CHECK_FLAGS='--clip 0' sh tests/gpu_train_check.sh '%s' '%s/gtc2' "
@@ -392,7 +416,7 @@ static void check_gpu_script(void)
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && contains(P("%s/gtc2/train-check.md", tmp), "DISAGREE"),
           "gpu_train_check.sh with a wrong step (--clip 0): exit 1 and DISAGREE in the report (status %d)", rc);
     printf("  gpu_train_check.sh (twins mode): swiglu under bf16, fp32, fp8-delayed and paper-gaudi2, gelu and polyrelu3 "
-           "under bf16 AGREE, resume byte-identical, the demo on the step runs; a step "
+           "under bf16, fp8-delayed --fp8-gemm AGREE, resume byte-identical, the demo on the step runs; a step "
            "without clipping fails it\n");
 }
 

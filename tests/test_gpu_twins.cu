@@ -843,6 +843,29 @@ static void case_step_ops(size_t n)
             }
         cudaFree(wsu);
     }
+    // the byte transpose of --fp8-gemm's codes: (R, C) -> (C, R), with R and C not multiples of the 32 x 32 tiles
+    {
+        const size_t Rt = 77, Ct = n / Rt > 0 ? (n / Rt < 300 ? n / Rt : 300) : 1;
+        std::vector<uint8_t> src(Rt * Ct), want(Rt * Ct), got(Rt * Ct);
+        for (size_t i = 0; i < src.size(); i++)
+            src[i] = (uint8_t)(i * 37 + 11);
+        fl_transpose_u8(want.data(), src.data(), Rt, Ct);
+        uint8_t *ds8, *dd8;
+        CK(cudaMalloc(&ds8, src.size()));
+        CK(cudaMalloc(&dd8, src.size()));
+        CK(cudaMemcpy(ds8, src.data(), src.size(), cudaMemcpyHostToDevice));
+        if (fl_cuda_transpose_u8(dd8, ds8, Rt, Ct, nullptr)) {
+            fprintf(stderr, "FAIL transpose_u8: the launcher returned an error\n");
+            exit(1);
+        }
+        CK(cudaMemcpy(got.data(), dd8, got.size(), cudaMemcpyDeviceToHost));
+        if (memcmp(want.data(), got.data(), got.size())) {
+            fprintf(stderr, "FAIL transpose_u8 (%zu, %zu)\n", Rt, Ct);
+            exit(1);
+        }
+        cudaFree(ds8);
+        cudaFree(dd8);
+    }
     // GELU on float32 (the step's): fl_gelu_f32 and dy * fl_gelu_grad_f32(x, fl_expf_glibc(-x^2/2)), x from
     // [-24, 24] here with every 97th element huge, and -0, -Inf
     uint64_t tab[32];

@@ -209,7 +209,8 @@ void fl_gstep_free(fl_gstep *s)
     void *dev[] = { s->params, s->grads, s->am, s->av, s->wq, s->tok, s->tgt, s->etoks, s->estarts, s->erows,
                     s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
                     s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
-                    s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf, s->sm_s, s->sm_si };
+                    s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf, s->sm_s, s->sm_si, s->x8, s->xt8, s->w8,
+                    s->wt8, s->g8, s->gt8 };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             s->ops->release(s->ctx, dev[i]);
@@ -277,7 +278,7 @@ int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec)
    and its delayed history.  *op: y, or x itself where the site is fp32; the cast's parameters into
    *cf, *sc, *si_out, *q for a later recast. */
 static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, const fl_cast_smooth *sm, float sm_amax,
-                     const float **op, fl_cast_fmt *cf, float *sc, float *sinv, int *q)
+                     const float **op, fl_cast_fmt *cf, float *sc, float *sinv, int *q, uint8_t *codes)
 {
     fl_recipe *r = s->rec;
     const fl_site *st = &r->sites[si];
@@ -294,7 +295,10 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
     }
     fl_cast_counts k = { 0 };
     float am = 0.0f;
-    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, *sc, *sinv, cf, 0, sm, &k, &am));
+    if (codes) /* --fp8-gemm: the codes themselves (never smoothed) */
+        OP(FL_GP_CAST, s->ops->cast8(s->ctx, codes, x, n, *sc, cf, 0, &k, &am));
+    else
+        OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, *sc, *sinv, cf, 0, sm, &k, &am));
     fl_recipe_dev_cast_end(r, si, &k, am, n, *sc, cf, 1);
     *op = y;
     return 0;
@@ -304,14 +308,17 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
    its forward cast (the same values; nothing recorded), or its e5m2 copy (copy: paper-gaudi2; its counts
    into the site's, fl_recipe_dev_copy_end). */
 static int recast(fl_gstep *s, int si, float *y, const float *x, size_t n, const fl_cast_fmt *cf, float sc, float sinv,
-                  int q, int copy, const fl_cast_smooth *sm, const float **op)
+                  int q, int copy, const fl_cast_smooth *sm, const float **op, uint8_t *codes)
 {
     *op = x;
     if (!q)
         return 0;
     fl_cast_counts k = { 0 };
     float am = 0.0f;
-    OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, sc, sinv, cf, 0, sm, &k, &am));
+    if (codes)
+        OP(FL_GP_CAST, s->ops->cast8(s->ctx, codes, x, n, sc, cf, 0, &k, &am));
+    else
+        OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, sc, sinv, cf, 0, sm, &k, &am));
     if (copy)
         fl_recipe_dev_copy_end(s->rec, si, &k, n);
     *op = y;
@@ -341,6 +348,84 @@ static const fl_cast_smooth *smoothing(fl_gstep *s, int li, const float *X, size
     return sm;
 }
 
+/* ---- --fp8-gemm: the Linears' GEMMs on the codes ---------------------------------------------------- */
+
+/* Linear li multiplies codes: --fp8-gemm, past the bf16 start, X and W sites e4m3 and dY e5m2 (TE's formats;
+   a --site override elsewhere keeps the fp32 GEMM), and N, K, M/P multiples of 16 (cuBLASLt's FP8 leading
+   dimensions: the forward's K, dgrad's M/P, wgrad's N). */
+static int fp8_gemm_ok(const fl_gstep *s, int li, size_t K, size_t Mp)
+{
+    if (!s->fp8_gemm || s->rec->hp_phase)
+        return 0;
+    const fl_site *st = s->rec->sites;
+    const fl_site *x = &st[fl_lin_site(li, FL_ROLE_IN)], *w = &st[fl_lin_site(li, FL_ROLE_W)],
+                  *g = &st[fl_lin_site(li, FL_ROLE_GOUT)];
+    return x->fmt == FL_FMT_E4M3 && w->fmt == FL_FMT_E4M3 && g->fmt == FL_FMT_E5M2 && !x->gaudi2 && !w->gaudi2 &&
+           ntok(s) % 16 == 0 && K % 16 == 0 && Mp % 16 == 0;
+}
+
+/* D (m, n) column-major, ldd = (alpha as bs) A^T B + beta D, A (k, m) and B (k, n) column-major codes
+   (gemm_fp8.h), fp32 D. */
+static int gemm8(fl_gstep *s, size_t m, size_t n, size_t k, fl_format af, const uint8_t *a, size_t lda, float as,
+                 fl_format bf, const uint8_t *b, size_t ldb, float bs, float *d, size_t ldd, float beta)
+{
+    fl_gemm_fp8 g;
+    memset(&g, 0, sizeof g);
+    g.m = m, g.n = n, g.k = k;
+    g.a_fmt = af, g.a = a, g.lda = lda;
+    g.b_fmt = bf, g.b = b, g.ldb = ldb;
+    g.d_fmt = FL_FMT_FP32, g.d = d, g.ldd = ldd;
+    g.c = beta != 0.0f ? d : NULL, g.ldc = ldd;
+    g.alpha = 1.0f, g.beta = beta;
+    g.a_scale = &as, g.b_scale = &bs;
+    OP(FL_GP_LIN_GEMM, s->ops->gemm8(s->ctx, &g));
+    return 0;
+}
+
+/* The backward GEMMs on the codes (s->x8, w8, g8 hold X's, W's and dY's: lin_bwd):
+   dX^T (K, N) (+)= W_p^T's codes (K, Mp) as A (Mp, K) . dY_p's (N, Mp) as B (Mp, N), planes added in order;
+   dW_p^T (K, Mp) += X^T's codes (K, N) as A (N, K) . dY_p^T's (Mp, N) as B (N, Mp). */
+static int lin_bwd8(fl_gstep *s, const fl_gstep_lin *q, float *dX, float *dW, fl_format gfmt, float gsi, size_t K, size_t Mp,
+                    size_t P)
+{
+    const size_t N = ntok(s);
+    OP(FL_GP_CAST, s->ops->tr8(s->ctx, s->xt8, s->x8, N, K));
+    for (size_t p = 0; p < P; p++) {
+        OP(FL_GP_CAST, s->ops->tr8(s->ctx, s->wt8, s->w8 + p * Mp * K, Mp, K));
+        OP(FL_GP_CAST, s->ops->tr8(s->ctx, s->gt8, s->g8 + p * N * Mp, N, Mp));
+        TRY(gemm8(s, K, N, Mp, q->wf.fmt, s->wt8, Mp, q->wsi, gfmt, s->g8 + p * N * Mp, Mp, gsi, dX, K, p ? 1.0f : 0.0f));
+        TRY(gemm8(s, K, Mp, N, q->xf.fmt, s->xt8, N, q->xsi, gfmt, s->gt8, N, gsi, dW + p * Mp * K, K, 1.0f));
+    }
+    return 0;
+}
+
+int fl_gstep_set_fp8_gemm(fl_gstep *s)
+{
+    if (!s->fp8 || !s->rec || (s->rec->cfg.kind != FL_RECIPE_FP8_DELAYED && s->rec->cfg.kind != FL_RECIPE_FP8_CURRENT)) {
+        fprintf(stderr, "fp8lab: the GPU step: --fp8-gemm needs fp8-delayed or fp8-current\n");
+        return -1;
+    }
+    const fl_model_cfg *c = &s->cfg;
+    const size_t N = ntok(s), C = c->C, F = c->F, V = c->V, G = gdim(s), kmax = C > F ? C : F;
+    size_t gmax = 3 * C > G * F ? 3 * C : G * F, wmax = 3 * C * C > G * F * C ? 3 * C * C : G * F * C;
+    gmax = gmax > V ? gmax : V;
+    wmax = wmax > V * C ? wmax : V * C;
+    int fail = 0;
+    s->x8 = dalloc(s, N * kmax, &fail);
+    s->xt8 = dalloc(s, N * kmax, &fail);
+    s->w8 = dalloc(s, wmax, &fail);
+    s->wt8 = dalloc(s, wmax, &fail);
+    s->g8 = dalloc(s, N * gmax, &fail);
+    s->gt8 = dalloc(s, N * gmax, &fail);
+    if (fail) {
+        fprintf(stderr, "fp8lab: the GPU step: no device memory for --fp8-gemm's codes (%.2f GiB in all)\n",
+                (double)s->bytes / 1073741824.0);
+        return -1;
+    }
+    s->fp8_gemm = 1;
+    return 0;
+}
+
 /* Y (P, N, M/P) = X (N, K) . W (M, K)^T in P planes (model.c, lin_forward); li: the Linear's index
    (l FL_LIN_COUNT + lin, the head L FL_LIN_COUNT), whose sites are li * 3 + role. */
 static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W, size_t K, size_t M, size_t P)
@@ -357,10 +442,19 @@ static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W
         const fl_cast_smooth *sm = smoothing(s, li, X, K, &smb, &sam, &fail);
         if (fail)
             return -1;
-        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_IN), s->xf, X, N * K, sm, sam, &xo, &q->xf, &q->xs, &q->xsi, &q->xq));
-        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_W), s->wf, W, M * K, NULL, 0.0f, &wo, &q->wf, &q->ws, &q->wsi, &q->wq));
+        q->g8 = !sm && fp8_gemm_ok(s, li, K, Mp);
+        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_IN), s->xf, X, N * K, sm, sam, &xo, &q->xf, &q->xs, &q->xsi, &q->xq,
+                      q->g8 ? s->x8 : NULL));
+        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_W), s->wf, W, M * K, NULL, 0.0f, &wo, &q->wf, &q->ws, &q->wsi, &q->wq,
+                      q->g8 ? s->w8 : NULL));
         q->xc = q->xq && !fl_recipe_dev_copy_begin(s->rec, fl_lin_site(li, FL_ROLE_IN), &q->xcf, &q->xcs, &q->xcsi);
         q->wc = q->wq && !fl_recipe_dev_copy_begin(s->rec, fl_lin_site(li, FL_ROLE_W), &q->wcf, &q->wcs, &q->wcsi);
+        if (q->g8) { /* Y_p^T (Mp, N) = W_p (Mp, K) X^T: A = W_p's codes, B = X's, both K-contiguous */
+            for (size_t p = 0; p < P; p++)
+                TRY(gemm8(s, Mp, N, K, q->wf.fmt, s->w8 + p * Mp * K, K, q->wsi, q->xf.fmt, s->x8, K, q->xsi, Y + p * N * Mp,
+                          Mp, 0.0f));
+            return 0;
+        }
         x = xo, w = wo, xf = FL_FMT_FP32;
     } else {
         TRY(operand(s, &x, &xf, s->xq, X, N * K));
@@ -385,7 +479,8 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
         fl_cast_fmt cf;
         float sc, sinv;
         int gq;
-        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_GOUT), s->gf, dY, P * N * Mp, NULL, 0.0f, &go, &cf, &sc, &sinv, &gq));
+        TRY(cast_site(s, fl_lin_site(li, FL_ROLE_GOUT), s->gf, dY, P * N * Mp, NULL, 0.0f, &go, &cf, &sc, &sinv, &gq,
+                      q->g8 ? s->g8 : NULL));
         fl_cast_smooth smb;
         float sam;
         int fail;
@@ -393,10 +488,12 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
         if (q->xq && fail)
             return -1;
         const int xs = fl_lin_site(li, FL_ROLE_IN), ws = fl_lin_site(li, FL_ROLE_W);
-        TRY(q->xc ? recast(s, xs, s->xf, X, N * K, &q->xcf, q->xcs, q->xcsi, 1, 1, sm, &xo)
-                  : recast(s, xs, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, 0, sm, &xo));
-        TRY(q->wc ? recast(s, ws, s->wf, W, M * K, &q->wcf, q->wcs, q->wcsi, 1, 1, NULL, &wo)
-                  : recast(s, ws, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, 0, NULL, &wo));
+        TRY(q->xc ? recast(s, xs, s->xf, X, N * K, &q->xcf, q->xcs, q->xcsi, 1, 1, sm, &xo, NULL)
+                  : recast(s, xs, s->xf, X, N * K, &q->xf, q->xs, q->xsi, q->xq, 0, sm, &xo, q->g8 ? s->x8 : NULL));
+        TRY(q->wc ? recast(s, ws, s->wf, W, M * K, &q->wcf, q->wcs, q->wcsi, 1, 1, NULL, &wo, NULL)
+                  : recast(s, ws, s->wf, W, M * K, &q->wf, q->ws, q->wsi, q->wq, 0, NULL, &wo, q->g8 ? s->w8 : NULL));
+        if (q->g8)
+            return lin_bwd8(s, q, dX, dW, cf.fmt, sinv, K, Mp, P);
         g = go, x = xo, w = wo, gf = xf = FL_FMT_FP32;
     } else {
         TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));

@@ -34,6 +34,7 @@
 #include "train.h"
 #include "recipe.h"     /* fl_recipe, its device casts */
 #include "train_step.h" /* fl_adamw_hp */
+#include "gemm_fp8.h"   /* fl_gemm_fp8 */
 
 #include <stddef.h>
 #include <stdio.h>
@@ -83,6 +84,14 @@ typedef struct {
        into host arrays am, gm, um (F each) */
     int (*chan_max)(void *ctx, float *am, float *gm, float *um, const float *h, const float *pre, size_t N, size_t F,
                     int gated);
+    /* --fp8-gemm: x's FP8 codes (fl_cast_fp8: scale s, format f, element i drawing at off + i; counts and
+       amax host results as cast_fq's), a byte transpose dst (C, R) = src (R, C)^T, and the FP8 GEMM of
+       gemm_fp8.h with fp32 D (a_scale, b_scale: host pointers to the dequantisation factors; the host table
+       accumulates with FL_GEMM_ACC_SEQ, the device's is cuBLASLt's) */
+    int (*cast8)(void *ctx, uint8_t *y, const float *x, size_t n, float s, const fl_cast_fmt *f, uint64_t off,
+                 fl_cast_counts *k, float *amax);
+    int (*tr8)(void *ctx, uint8_t *dst, const uint8_t *src, size_t R, size_t C);
+    int (*gemm8)(void *ctx, const fl_gemm_fp8 *g);
 } fl_gstep_ops;
 
 extern const fl_gstep_ops fl_gstep_host;
@@ -137,6 +146,7 @@ typedef struct {
     fl_cast_fmt xcf, wcf;
     float xcs, xcsi, wcs, wcsi;
     int xc, wc; /* 1: the copy, else the forward cast again */
+    int g8;     /* --fp8-gemm: this Linear's GEMMs read the codes (fl_gstep.x8 ...), else fp32 on the values */
 } fl_gstep_lin;
 
 /* A model on a device: parameters, gradients, AdamW moments, the forward's saved tensors, scratch. */
@@ -170,6 +180,9 @@ typedef struct {
     float loss;
     size_t bytes; /* device memory the step's tensors take (its allocations, summed) */
     fl_gstep_prof *prof; /* NULL, or where the step's time is summed (set after fl_gstep_init) */
+    /* --fp8-gemm (fl_gstep_set_fp8_gemm): the codes of a Linear's X, W, dY and their transposes */
+    int fp8_gemm;
+    uint8_t *x8, *w8, *g8, *xt8, *wt8, *gt8;
     fl_model *chan;      /* NULL, or the host model whose per-channel telemetry the forward fills as the harness's
                             does (chan_on, fl_model_chan_want, the maxima by chan_max; set after fl_gstep_init) */
 } fl_gstep;
@@ -181,6 +194,13 @@ enum { FL_GSTEP_ALIGN = 64 };
    through the recipe state given by fl_gstep_set_recipe before the first step (smooth_swiglu's smoothed
    casts of the down projection's input included).  0, or -1 after printing why (an unsupported recipe, out of device memory). */
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe);
+/* --fp8-gemm after fl_gstep_set_recipe (fp8-delayed, fp8-current): the Linears whose X and W sites are e4m3,
+   whose dY site is e5m2, whose input is not smoothed and whose dimensions are multiples of 16 (cuBLASLt's
+   FP8 layouts) multiply the codes in FP8 GEMMs (forward, dgrad and wgrad, the backward on transposed
+   copies); the others keep the fp32 GEMMs on the fake-quantised values.  The values multiplied are the
+   same; the products are summed in the FP8 GEMM's order and scaled once at the end.  0, or -1 (no memory
+   for the codes, said why). */
+int fl_gstep_set_fp8_gemm(fl_gstep *s);
 /* The parameters (nparams floats, model.h's order: a harness model's, so both start from the same
    weights, or a checkpoint's) and AdamW's moments (the same layout; NULL: zero) to the device. */
 int fl_gstep_upload(fl_gstep *s, const float *params, const float *am, const float *av);

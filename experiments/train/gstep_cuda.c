@@ -28,6 +28,7 @@ typedef struct {
     double *sq;     /* fl_cuda_sumsq's chunk sums, fl_cuda_amax_rms's row sums */
     size_t sq_n;
     uint64_t tab[32];
+    float *sc8; /* --fp8-gemm: the GEMM's two dequantisation factors on the device */
 } cuda_ctx;
 
 static void *c_alloc(void *ctx, size_t bytes)
@@ -238,6 +239,39 @@ static int c_chan_max(void *ctx, float *am, float *gm, float *um, const float *h
                                                                  (unsigned *)c->sq, NULL);
 }
 
+/* --fp8-gemm: the codes (fl_cuda_cast_fp8, its counts and amax in the cast's scratch), their transposes, and
+   cuBLASLt's FP8 GEMM with the factors copied to the device */
+static int c_cast8(void *ctx, uint8_t *y, const float *x, size_t n, float sc, const fl_cast_fmt *f, uint64_t off,
+                   fl_cast_counts *k, float *amax)
+{
+    cuda_ctx *c = ctx;
+    unsigned long long h[7];
+    float *am = (float *)(c->cast + 6);
+    if (fl_cuda_dev_zero(c->cast, sizeof h) || fl_cuda_cast_fp8(y, am, c->cast, x, n, sc, f, off, NULL) ||
+        fl_cuda_dev_get(h, c->cast, sizeof h))
+        return -1;
+    const fl_cast_counts kk = { h[0], h[1], h[2], h[3], h[4], h[5] };
+    *k = kk;
+    memcpy(amax, &h[6], sizeof *amax);
+    return 0;
+}
+static int c_tr8(void *ctx, uint8_t *dst, const uint8_t *src, size_t R, size_t C)
+{
+    (void)ctx;
+    return fl_cuda_transpose_u8(dst, src, R, C, NULL);
+}
+static int c_gemm8(void *ctx, const fl_gemm_fp8 *g)
+{
+    cuda_ctx *c = ctx;
+    const float f[2] = { g->a_scale ? *g->a_scale : 1.0f, g->b_scale ? *g->b_scale : 1.0f };
+    if (fl_cuda_dev_put(c->sc8, f, sizeof f))
+        return -1;
+    fl_gemm_fp8 d = *g;
+    d.a_scale = c->sc8;
+    d.b_scale = c->sc8 + 1;
+    return fl_cuda_gemm_fp8(&d, c->lt, c->ws, LT_WORKSPACE, NULL);
+}
+
 static const fl_gstep_ops cuda_ops = {
     .name = "cuda",
     .alloc = c_alloc,
@@ -265,6 +299,9 @@ static const fl_gstep_ops cuda_ops = {
     .xent_bwd = c_xent_bwd,
     .adamw = c_adamw,
     .chan_max = c_chan_max,
+    .cast8 = c_cast8,
+    .tr8 = c_tr8,
+    .gemm8 = c_gemm8,
 };
 
 const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
@@ -282,9 +319,10 @@ const fl_gstep_ops *fl_gstep_cuda_open(void **ctx, fl_act act)
     c->lt = fl_cuda_lt_new();
     c->ws = c->lt ? fl_cuda_dev_alloc(LT_WORKSPACE) : NULL;
     c->cast = c->ws ? fl_cuda_dev_alloc(7 * sizeof *c->cast) : NULL;
+    c->sc8 = c->cast ? fl_cuda_dev_alloc(2 * sizeof *c->sc8) : NULL;
     const char *pe = getenv("FP8LAB_GEMM_PLANS"); /* "0": every GEMM planned at its call (the cache's A/B) */
     c->plans = pe && !strcmp(pe, "0") ? NULL : fl_cuda_gemm_plans_new();
-    if (!c->ws || !c->cast || (!c->plans && !(pe && !strcmp(pe, "0")))) {
+    if (!c->ws || !c->cast || !c->sc8 || (!c->plans && !(pe && !strcmp(pe, "0")))) {
         fl_gstep_cuda_close(c);
         return NULL;
     }
@@ -301,6 +339,7 @@ void fl_gstep_cuda_close(void *ctx)
     fl_cuda_dev_free(c->sq);
     fl_cuda_gemm_plans_free(c->plans);
     fl_cuda_dev_free(c->cast);
+    fl_cuda_dev_free(c->sc8);
     fl_cuda_lt_free(c->lt);
     free(c);
 }

@@ -195,6 +195,24 @@ static int h_chan_max(void *ctx, float *am, float *gm, float *um, const float *h
     return 0;
 }
 
+static int h_cast8(void *ctx, uint8_t *y, const float *x, size_t n, float s, const fl_cast_fmt *f, uint64_t off,
+                   fl_cast_counts *k, float *amax)
+{
+    (void)ctx;
+    return fl_cast_fp8(y, amax, k, x, n, s, f, off);
+}
+static int h_tr8(void *ctx, uint8_t *dst, const uint8_t *src, size_t R, size_t C)
+{
+    (void)ctx;
+    fl_transpose_u8(dst, src, R, C);
+    return 0;
+}
+static int h_gemm8(void *ctx, const fl_gemm_fp8 *g)
+{
+    (void)ctx;
+    return fl_gemm_fp8_cpu(g, FL_GEMM_ACC_SEQ, NULL);
+}
+
 static int h_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
                      uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax)
 {
@@ -244,4 +262,7 @@ const fl_gstep_ops fl_gstep_host = {
     .xent_bwd = h_xent_bwd,
     .adamw = h_adamw,
     .chan_max = h_chan_max,
+    .cast8 = h_cast8,
+    .tr8 = h_tr8,
+    .gemm8 = h_gemm8,
 };

@@ -111,6 +111,8 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
     if (c->recipe.rht && fl_act_smooth_axis(c->model.act) == 1)
         return "--rht mixes 16 tokens, and a per-token smoothing scale (smooth_swiglu_token) cannot be undone after it: "
                "use smooth_swiglu (per channel) or no --rht";
+    if (c->fp8_gemm && c->device == FL_DEVICE_CPU)
+        return "--fp8-gemm is the GPU step's (--device twins / cuda; the harness's FP8 GEMM emulation is --fast-accum)";
     if (c->device != FL_DEVICE_CPU) {
         const int fp8 = fl_recipe_dev_fp8((fl_recipe_kind)c->recipe.kind);
         if (c->recipe.kind != FL_RECIPE_FP32 && c->recipe.kind != FL_RECIPE_BF16 && !fp8)
@@ -118,6 +120,9 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
                    "recipes (block, MX and FP4 casts on the device are not built yet)";
         if (fp8 && c->recipe.fast_accum)
             return "--device twins / cuda: no --fast-accum (the GPU step has no FP8 GEMM emulation)";
+        if (c->fp8_gemm && c->recipe.kind != FL_RECIPE_FP8_DELAYED && c->recipe.kind != FL_RECIPE_FP8_CURRENT)
+            return "--fp8-gemm applies to fp8-delayed and fp8-current (paper-gaudi2's backward multiplies e5m2 by e5m2, "
+                   "which cuBLASLt's FP8 GEMM does not)";
         if (c->recipe.fp8_adam || c->gemm_kchunk || c->attn_kchunk)
             return "--device twins / cuda: no --fp8-adam, --gemm-kchunk or --attn-kchunk (the harness's; the GPU step "
                    "has none of them yet)";
@@ -794,8 +799,9 @@ static int run_setup(train_run *r)
             rc = FL_EXIT_USAGE; /* no device (said why): refused before any work */
         if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
             rc = FL_EXIT_USAGE; /* the step's tensors do not fit (or a recipe it does not run): said why, nothing done */
-        else if (rc == FL_EXIT_OK && r->gs.fp8 && fl_gstep_set_recipe(&r->gs, &r->rec)) { /* the FP8 recipes' state */
-            fl_gstep_free(&r->gs);
+        else if (rc == FL_EXIT_OK && r->gs.fp8 &&
+                 (fl_gstep_set_recipe(&r->gs, &r->rec) || (r->cfg.fp8_gemm && fl_gstep_set_fp8_gemm(&r->gs)))) {
+            fl_gstep_free(&r->gs); /* the FP8 recipes' state; --fp8-gemm's codes */
             rc = FL_EXIT_FAIL;
         }
         r->gs_ready = rc == FL_EXIT_OK;

@@ -83,6 +83,7 @@ typedef struct {
     uint32_t attn_kchunk;  /* 0: the attention's own loops; k: its products as GEMMs, sums in blocks of k (the
                               same perturbation for the attention: TRAINING.md, the envelope's stage 3) */
     uint32_t device;       /* FL_DEVICE_* */
+    uint32_t fp8_gemm;     /* --fp8-gemm: the GPU step's Linears multiply FP8 codes (gstep.h, fl_gstep_set_fp8_gemm) */
     uint32_t accum;        /* micro-batches per step (gradient accumulation): batches step accum + a, a < accum,
                               each's gradient of its mean loss summed, then scaled by 1 / accum in the update */
     char fork_from[512];   /* a fork: the parent checkpoint's path as given; "" otherwise */

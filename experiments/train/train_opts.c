@@ -336,6 +336,12 @@ const fl_train_opt fl_train_opt_table[] = {
       .help = "(%D: the attention's own loops; K: the attention's products (QK^T, PV and the four of its backward) as "
               "GEMMs with their sums in blocks of K, the softmax unchanged; with --gemm-kchunk K, the envelope's "
               "perturbation of the attention's order, where a GPU's cuBLAS attention departs from the harness)" },
+    { .flag = "--fp8-gemm", .key = "fp8_gemm", BOOL, AT(fp8_gemm), .def = "0", .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE,
+      .group = "recipe",
+      .help = "(--device twins / cuda under fp8-delayed or fp8-current: the Linears' forward, dgrad and wgrad GEMMs "
+              "multiply the e4m3 / e5m2 codes, cuBLASLt's FP8 GEMM on a device and its twin on the CPU, instead of fp32 "
+              "GEMMs on the fake-quantised values: the same values, summed in the FP8 GEMM's order; a Linear with another "
+              "format at a site, a smoothed input or a dimension that is not a multiple of 16 keeps the fp32 GEMM)" },
     { .flag = "--device", .key = "device", ENUM(device_name), AT(device), .def = "cpu",
       .attr = FL_OPT_ECHO_SET | FL_OPT_NEWLINE, .group = "recipe",
       .help = "(cpu: the harness; twins: the GPU step's code (gstep.h) run on the CPU with the kernels' twins, fp32 "
