@@ -120,6 +120,28 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     test_model_free(&h);
 }
 
+/* The largest relative 2-norm difference of a tensor of gradients g from the harness's h (the tensors of
+   model.h, sizes[k] floats each), and that tensor in *k; a tensor that is 0 in h must be 0 in g (else +Inf). */
+static double grad_diff(const float *g, const float *h, const size_t *sizes, int *wk)
+{
+    double worst = 0.0;
+    size_t off = 0;
+    *wk = -1;
+    for (int k = 0; k < FL_P_COUNT; off += sizes[k++]) {
+        double d2 = 0.0, n2 = 0.0;
+        for (size_t i = 0; i < sizes[k]; i++) {
+            d2 += ((double)g[off + i] - h[off + i]) * ((double)g[off + i] - h[off + i]);
+            n2 += (double)h[off + i] * h[off + i];
+        }
+        const double rel = n2 > 0.0 ? sqrt(d2 / n2) : d2 > 0.0 ? INFINITY : 0.0;
+        if (*wk < 0 || rel > worst) {
+            worst = rel;
+            *wk = k;
+        }
+    }
+    return worst;
+}
+
 static void check_config(fl_act_kind act, int recipe)
 {
     fl_train_cfg c;
@@ -141,23 +163,10 @@ static void check_config(fl_act_kind act, int recipe)
     /* 1. gradients of step 0, tensor by tensor */
     const int fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT || recipe == FL_RECIPE_PAPER_GAUDI2;
     const double tol = recipe == FL_RECIPE_FP32 ? 1e-5 : 1e-4;
-    double worst = 0.0;
-    size_t off = 0;
-    for (int k = 0; k < FL_P_COUNT; off += sizes[k++]) {
-        double d2 = 0.0, n2 = 0.0;
-        for (size_t i = 0; i < sizes[k]; i++) {
-            d2 += ((double)gs[off + i] - gh[off + i]) * ((double)gs[off + i] - gh[off + i]);
-            n2 += (double)gh[off + i] * gh[off + i];
-        }
-        if (n2 == 0.0) {
-            CHECK(d2 == 0.0, "tensor %d: the harness's gradient is 0, the step's is not", k);
-            continue;
-        }
-        const double rel = sqrt(d2 / n2);
-        CHECK(rel <= tol, "%s/%s: tensor %d's gradient differs by %.3g (relative 2-norm) > %g",
-              fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), k, rel, tol);
-        worst = fmax(worst, rel);
-    }
+    int wk;
+    const double worst = grad_diff(gs, gh, sizes, &wk);
+    CHECK(worst <= tol, "%s/%s: tensor %d's gradient differs by %.3g (relative 2-norm) > %g", fl_act_table[act].name,
+          fl_recipe_name((fl_recipe_kind)recipe), wk, worst, tol);
 
     /* 2. the loss within the envelope */
     const double *pp[NK] = { pert[0], pert[1], pert[2] };
@@ -179,17 +188,8 @@ static void check_config(fl_act_kind act, int recipe)
         float *g8 = malloc(np * sizeof *g8);
         CHECK(g8, "memory");
         gstep_run(&c, &c, &d, l8, g8, NULL, 1);
-        double w8 = 0.0;
-        size_t o8 = 0;
-        for (int k = 0; k < FL_P_COUNT; o8 += sizes[k++]) {
-            double d2 = 0.0, n2 = 0.0;
-            for (size_t i = 0; i < sizes[k]; i++) {
-                d2 += ((double)g8[o8 + i] - gh[o8 + i]) * ((double)g8[o8 + i] - gh[o8 + i]);
-                n2 += (double)gh[o8 + i] * gh[o8 + i];
-            }
-            if (n2 > 0.0)
-                w8 = fmax(w8, sqrt(d2 / n2));
-        }
+        int k8;
+        const double w8 = grad_diff(g8, gh, sizes, &k8);
         CHECK(recipe == FL_RECIPE_FP8_CURRENT || w8 <= tol, "%s/%s --fp8-gemm: a step-0 gradient differs by %.3g > %g",
               fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), w8, tol);
         fl_envelope_result r8;
