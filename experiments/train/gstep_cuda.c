@@ -186,7 +186,10 @@ static int c_act_fwd(void *ctx, float *h, const float *pre, size_t N, size_t F, 
         return -1;
     if (act.kind == FL_ACT_POLYRELU)
         return fl_cuda_polyrelu_fwd(kout32(h), kin32(pre), n, &pc, NULL);
-    return fl_cuda_polynorm_fwd(kout32(h), kin32(pre), N, F, &pc, FL_ACT_POLYNORM_EPS, NULL);
+    if (act.kind == FL_ACT_POLYNORM)
+        return fl_cuda_polynorm_fwd(kout32(h), kin32(pre), N, F, &pc, FL_ACT_POLYNORM_EPS, NULL);
+    fprintf(stderr, "fp8lab: --device cuda has no float32 %s kernel\n", fl_act_name(act));
+    return -1;
 }
 
 static int c_act_bwd(void *ctx, float *dpre, float *dcoef, const float *dh, const float *pre, size_t N, size_t F,
@@ -200,6 +203,10 @@ static int c_act_bwd(void *ctx, float *dpre, float *dcoef, const float *dh, cons
         return fl_cuda_relu_bwd(dpre, pre, dh, n, NULL);
     if (act.kind == FL_ACT_GELU)
         return fl_cuda_gelu_bwd(dpre, pre, dh, n, c->tab, NULL);
+    if (act.kind != FL_ACT_POLYRELU && act.kind != FL_ACT_POLYNORM) {
+        fprintf(stderr, "fp8lab: --device cuda has no float32 %s kernel\n", fl_act_name(act));
+        return -1;
+    }
     /* the harness's: da from one call over all N x F (its fixed order), then dcoef += da */
     const int nc = fl_act_ncoef(act), pn = act.kind == FL_ACT_POLYNORM;
     const size_t nws = pn ? fl_cuda_polynorm_ws_floats(N, (int)act.order) : fl_cuda_polyrelu_ws_floats(n, (int)act.order);
@@ -264,6 +271,8 @@ static int c_gemm8(void *ctx, const fl_gemm_fp8 *g)
 {
     cuda_ctx *c = ctx;
     const float f[2] = { g->a_scale ? *g->a_scale : 1.0f, g->b_scale ? *g->b_scale : 1.0f };
+    /* one slot for every GEMM: fl_cuda_dev_put is a synchronous cudaMemcpy on the default stream, which
+       waits for the previous GEMM (also on it) to have read the slot */
     if (fl_cuda_dev_put(c->sc8, f, sizeof f))
         return -1;
     fl_gemm_fp8 d = *g;
