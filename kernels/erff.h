@@ -15,11 +15,11 @@
  *     piece i   erf(a) = Pi(a - (2i+1)/8)           (the subtraction is exact)
  * with degree-11 polynomials on 16 pieces (kernels/erff_table.h, from kernels/gen_erff_table.py:
  * Chebyshev interpolation with mpmath, relative error of the rounded coefficients below 2^-53.6;
- * coefficient-major, so that the harness's vector paths fetch a coefficient of 8 or 4 pieces with
- * one permute or gather: experiments/train/erf_simd.c, the same operations in the same order).  The
+ * coefficient-major, so that the harness's AVX-512 path fetches a coefficient of 8 lanes' pieces with
+ * one two-register permute: experiments/train/erf_simd.c, the same operations in the same order).  The
  * double is rounded once to float (RNE, subnormals included) and the sign put back: erf is odd.
  *
- * Correct rounding is checked, not assumed: tests/test_erff.c (in make test, about 10 s on two cores)
+ * Correct rounding is checked, not assumed: tests/test_erff.c (in make test, about 24 s on two cores)
  * runs every float in [0, 4), measures the double's relative error against the libm's erfl (64-bit
  * significand: at most 2^-51.97 over all of them) and judges with MPFR every input whose double lies
  * within 2^-40 (relative) of a rounding boundary (23,908 inputs) and every 4096th other one: none is

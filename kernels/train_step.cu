@@ -289,6 +289,13 @@ struct expf_tab {
     uint64_t t[32];
 };
 
+// fl_expf_table's 32 entries (host memory) as a kernel parameter.
+static expf_tab expf_tab_of(const uint64_t *tab_host)
+{
+    const expf_tab t = expf_tab_of(tab_host);
+    return t;
+}
+
 // GELU on the step's float32 activations: h = fl_gelu_f32(x); dx = dy * fl_gelu_grad_f32(x, e), e =
 // fl_expf_glibc(-0.5 x * x), the harness's gelu_bwd with its expf (ffn_act.c).
 __global__ void __launch_bounds__(256) gelu_fwd_kernel(float *__restrict__ h, const float *__restrict__ x, size_t n)
@@ -575,8 +582,7 @@ extern "C" int fl_cuda_xent_fwd(float *z, double *tokloss, const int *tgt, size_
 {
     if (!N || !V)
         return 0;
-    expf_tab t;
-    memcpy(t.t, tab_host, sizeof t.t);
+    const expf_tab t = expf_tab_of(tab_host);
     unsigned blocks;
     if (warp_row_blocks("fl_cuda_xent_fwd", N, &blocks))
         return -1;
@@ -598,8 +604,7 @@ extern "C" int fl_cuda_gelu_bwd(float *dx, const float *x, const float *dy, size
 {
     if (!n)
         return 0;
-    expf_tab t;
-    memcpy(t.t, tab_host, sizeof t.t);
+    const expf_tab t = expf_tab_of(tab_host);
     gelu_bwd_kernel<<<fl_step_grid(n), 256, 0, (cudaStream_t)stream>>>(dx, x, dy, n, t);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
@@ -619,8 +624,7 @@ extern "C" int fl_cuda_attn_softmax_fwd(float *P, const float *S, size_t R, size
 {
     if (!R || !T)
         return 0;
-    expf_tab t;
-    memcpy(t.t, tab_host, sizeof t.t);
+    const expf_tab t = expf_tab_of(tab_host);
     unsigned blocks;
     if (warp_row_blocks("fl_cuda_attn_softmax_fwd", R, &blocks))
         return -1;

@@ -64,6 +64,23 @@ static json_t *compare(int *rc, const char *ref, const char *test, const char *b
     return dir_json(tmp, "out.json");
 }
 
+/* file of runs a and b (in tmp) are equal up to the first occurrence of marker (e.g. "\n1,": the rows
+   of step 0), which both must have. */
+static int same_head(const char *a, const char *b, const char *file, const char *marker)
+{
+    char *t[2];
+    for (int k = 0; k < 2; k++) {
+        const char *s = dir_slurp(P("%s/%s", tmp, k ? b : a), file), *e = strstr(s, marker); /* (a static buffer) */
+        CHECK(e, "%s/%s has no '%s'", k ? b : a, file, marker + 1);
+        t[k] = strndup(s, (size_t)(e - s));
+        CHECK(t[k], "memory");
+    }
+    const int same = !strcmp(t[0], t[1]);
+    free(t[0]);
+    free(t[1]);
+    return same;
+}
+
 /* Run name (in tmp, kept --keep-ckpt 9) resumed from its step-9 checkpoint: its metrics.csv, with what & 1 its
    sites.csv, with what & 2 its channels.csv and records.csv, byte-identical to the uninterrupted run's. */
 static void resume_same(const char *name, int what)
@@ -98,19 +115,13 @@ static void check_twins_chan(void)
     const char *a[] = { "train", "--steps", "20", TINY, "--chan-every", "5", "--device", "twins", "--keep-ckpt", "9",
                         "--seed", "1", "--out", P("%s/cht", tmp), NULL };
     CHECK(run(err, h) == 0 && run(err, a) == 0, "--chan-every runs, harness and --device twins");
-    char first[2][8192];
     int lines[2] = { 0, 0 };
-    for (int k = 0; k < 2; k++) {
-        const char *t = dir_slurp(P("%s/%s", tmp, k ? "cht" : "chh"), "channels.csv"), *e = strstr(t, "\n5,");
-        CHECK(e && (size_t)(e - t) < sizeof first[k], "channels.csv has step 0 and step 5 rows");
-        memcpy(first[k], t, (size_t)(e - t));
-        first[k][e - t] = 0;
-        for (const char *c = t; *c; c++)
+    for (int k = 0; k < 2; k++)
+        for (const char *c = dir_slurp(P("%s/%s", tmp, k ? "cht" : "chh"), "channels.csv"); *c; c++)
             lines[k] += *c == '\n';
-    }
     CHECK(lines[0] == lines[1] && lines[0] == 1 + 4 * 32, "channels.csv: %d and %d lines (1 + 4 steps x 32 channels)",
           lines[0], lines[1]);
-    CHECK(!strcmp(first[0], first[1]), "channels.csv's step-0 rows: the twins' are the harness's");
+    CHECK(same_head("chh", "cht", "channels.csv", "\n5,"), "channels.csv's step-0 rows: the twins' are the harness's");
     CHECK(contains(P("%s/cht/records.csv", tmp), "step,layer,amax,prev_max,channel") &&
               contains(P("%s/cht/records.csv", tmp), "\n0,0,"),
           "records.csv: the header and step 0's record");
@@ -206,28 +217,15 @@ static void check_twins_fp8(void)
         const char *a[] = { "train", "--steps", "20", TINY, "--recipe", recs[r][0], "--device", "twins", "--keep-ckpt",
                             "9", "--seed", "1", "--out", P("%s/%s", tmp, recs[r][2]), NULL };
         CHECK(run(err, h) == 0 && run(err, a) == 0, "%s runs, harness and --device twins", recs[r][0]);
-        char first[2][4096];
-        for (int k = 0; k < 2; k++) { /* sites.csv up to the first row of step 1 */
-            const char *t = dir_slurp(P("%s/%s", tmp, recs[r][1 + k]), "sites.csv"), *e = strstr(t, "\n1,");
-            CHECK(e && (size_t)(e - t) < sizeof first[k], "sites.csv has step 0 and step 1 rows");
-            memcpy(first[k], t, (size_t)(e - t));
-            first[k][e - t] = 0;
-        }
-        CHECK(!strcmp(first[0], first[1]), "%s: sites.csv's step-0 rows: the twins' are the harness's", recs[r][0]);
+        CHECK(same_head(recs[r][1], recs[r][2], "sites.csv", "\n1,"), "%s: sites.csv's step-0 rows: the twins' are the harness's",
+              recs[r][0]);
     }
     /* --fp8-gemm: the same casts (sites.csv's step 0 the harness's), the GEMMs on the codes, a resume byte-identical */
     const char *g8[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--device", "twins", "--fp8-gemm",
                          "--keep-ckpt", "9", "--seed", "1", "--out", P("%s/f8g", tmp), NULL };
     CHECK(run(err, g8) == 0, "--device twins --fp8-gemm runs");
     {
-        char first[2][4096];
-        for (int k = 0; k < 2; k++) {
-            const char *t = dir_slurp(P("%s/%s", tmp, k ? "f8g" : "f8h"), "sites.csv"), *e = strstr(t, "\n1,");
-            CHECK(e && (size_t)(e - t) < sizeof first[k], "sites.csv has step 0 and step 1 rows");
-            memcpy(first[k], t, (size_t)(e - t));
-            first[k][e - t] = 0;
-        }
-        CHECK(!strcmp(first[0], first[1]), "--fp8-gemm: sites.csv's step-0 rows are the harness's");
+        CHECK(same_head("f8h", "f8g", "sites.csv", "\n1,"), "--fp8-gemm: sites.csv's step-0 rows are the harness's");
         char *m8 = strdup(dir_slurp(P("%s/f8g", tmp), "metrics.csv")); /* (dir_slurp's buffer is static) */
         CHECK(m8 && strcmp(m8, dir_slurp(P("%s/f8t", tmp), "metrics.csv")),
               "--fp8-gemm changes the GEMMs' order: its metrics.csv is not the fp32 GEMMs'");

@@ -75,6 +75,18 @@ static int gemm(fl_gstep *s, fl_gstep_part k, int ta, int tb, size_t M, size_t N
     return 0;
 }
 
+/* The largest Linear's input width (K), output width (M: qkv, the FFN's planes, the head) and weight (M K):
+   the sizes of the buffers one Linear at a time uses. */
+static void lin_maxima(const fl_gstep *s, size_t *kmax, size_t *gmax, size_t *wmax)
+{
+    const size_t C = s->cfg.C, F = s->cfg.F, V = s->cfg.V, G = gdim(s);
+    *kmax = C > F ? C : F;
+    *gmax = 3 * C > G * F ? 3 * C : G * F;
+    *gmax = *gmax > V ? *gmax : V;
+    *wmax = 3 * C * C > G * F * C ? 3 * C * C : G * F * C;
+    *wmax = *wmax > V * C ? *wmax : V * C;
+}
+
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe)
 {
     memset(s, 0, sizeof *s);
@@ -134,16 +146,13 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->dh = dalloc(s, N * F * f4, &fail);
     s->dp = dalloc(s, B * H * T * T * f4, &fail);
     s->ds = dalloc(s, B * H * T * T * f4, &fail);
-    const size_t kmax = C > F ? C : F;
-    size_t gmax = 3 * C > G * F ? 3 * C : G * F;
-    gmax = gmax > V ? gmax : V;
+    size_t kmax, gmax, wmax;
+    lin_maxima(s, &kmax, &gmax, &wmax);
     if (s->bf16) {
         s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
         s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
     }
     if (s->fp8) {
-        size_t wmax = 3 * C * C > G * F * C ? 3 * C * C : G * F * C;
-        wmax = wmax > V * C ? wmax : V * C;
         s->xf = dalloc(s, N * kmax * f4, &fail);
         s->wf = dalloc(s, wmax * f4, &fail);
         s->gf = dalloc(s, N * gmax * f4, &fail);
@@ -405,11 +414,9 @@ int fl_gstep_set_fp8_gemm(fl_gstep *s)
         fprintf(stderr, "fp8lab: the GPU step: --fp8-gemm needs fp8-delayed or fp8-current\n");
         return -1;
     }
-    const fl_model_cfg *c = &s->cfg;
-    const size_t N = ntok(s), C = c->C, F = c->F, V = c->V, G = gdim(s), kmax = C > F ? C : F;
-    size_t gmax = 3 * C > G * F ? 3 * C : G * F, wmax = 3 * C * C > G * F * C ? 3 * C * C : G * F * C;
-    gmax = gmax > V ? gmax : V;
-    wmax = wmax > V * C ? wmax : V * C;
+    const size_t N = ntok(s);
+    size_t kmax, gmax, wmax;
+    lin_maxima(s, &kmax, &gmax, &wmax);
     int fail = 0;
     s->x8 = dalloc(s, N * kmax, &fail);
     s->xt8 = dalloc(s, N * kmax, &fail);

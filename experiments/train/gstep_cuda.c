@@ -73,21 +73,28 @@ static int c_to_bf16(void *ctx, uint16_t *dst, const float *src, size_t n)
 }
 /* The cast's counts (6 unsigned long long) and amax (its bits) in the context's device scratch, zeroed
    before the launch and read back after it. */
-static int c_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
-                     uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax)
+/* The cast's counts and amax read back from the scratch its launch wrote (launched: the launch's status). */
+static int cast_result(cuda_ctx *c, int launched, fl_cast_counts *k, float *amax)
 {
-    cuda_ctx *c = ctx;
     unsigned long long h[7];
-    float *am = (float *)(c->cast + 6);
-    if (fl_cuda_dev_zero(c->cast, sizeof h) ||
-        (sm ? fl_cuda_cast_fq_smooth(y, am, c->cast, x, n, sc, si, f, off, sm, NULL)
-            : fl_cuda_cast_fq(y, am, c->cast, x, n, sc, si, f, off, NULL)) ||
-        fl_cuda_dev_get(h, c->cast, sizeof h))
+    if (launched || fl_cuda_dev_get(h, c->cast, sizeof h))
         return -1;
     const fl_cast_counts kk = { h[0], h[1], h[2], h[3], h[4], h[5] };
     *k = kk;
     memcpy(amax, &h[6], sizeof *amax); /* the amax's bits, in the first 4 bytes of the last slot */
     return 0;
+}
+static int c_cast_fq(void *ctx, float *y, const float *x, size_t n, float sc, float si, const fl_cast_fmt *f,
+                     uint64_t off, const fl_cast_smooth *sm, fl_cast_counts *k, float *amax)
+{
+    cuda_ctx *c = ctx;
+    float *am = (float *)(c->cast + 6);
+    if (fl_cuda_dev_zero(c->cast, 7 * sizeof *c->cast))
+        return -1;
+    return cast_result(c,
+                       sm ? fl_cuda_cast_fq_smooth(y, am, c->cast, x, n, sc, si, f, off, sm, NULL)
+                          : fl_cuda_cast_fq(y, am, c->cast, x, n, sc, si, f, off, NULL),
+                       k, amax);
 }
 static int c_add(void *ctx, float *y, const float *x, size_t n)
 {
@@ -252,15 +259,9 @@ static int c_cast8(void *ctx, uint8_t *y, const float *x, size_t n, float sc, co
                    fl_cast_counts *k, float *amax)
 {
     cuda_ctx *c = ctx;
-    unsigned long long h[7];
-    float *am = (float *)(c->cast + 6);
-    if (fl_cuda_dev_zero(c->cast, sizeof h) || fl_cuda_cast_fp8(y, am, c->cast, x, n, sc, f, off, NULL) ||
-        fl_cuda_dev_get(h, c->cast, sizeof h))
+    if (fl_cuda_dev_zero(c->cast, 7 * sizeof *c->cast))
         return -1;
-    const fl_cast_counts kk = { h[0], h[1], h[2], h[3], h[4], h[5] };
-    *k = kk;
-    memcpy(amax, &h[6], sizeof *amax);
-    return 0;
+    return cast_result(c, fl_cuda_cast_fp8(y, (float *)(c->cast + 6), c->cast, x, n, sc, f, off, NULL), k, amax);
 }
 static int c_tr8(void *ctx, uint8_t *dst, const uint8_t *src, size_t R, size_t C)
 {
