@@ -149,11 +149,12 @@ check-exhaustive: $(BUILD)/tests/test_nv_oracle
 # CUDA: every kernels/*.cu compiles on its own to PTX (sm_90) and to SASS for sm_89, sm_90 and
 # sm_100 when the toolkit has it, into build/libfp8lab_cuda.a.  --fmad=false: no contraction of
 # a*b+c into FMA, so the kernels' arithmetic is the CPU twins' (which build with -ffp-contract=off).
-# ptxas -v reports are kept beside the objects and checked for register spills.
+# ptxas -v reports are kept beside the objects and checked for register spills.  -Wall -Wextra for the
+# host compiler too (gcc's -Winfinite-recursion, -Wint-in-bool-context, ... on the launchers).
 # (kernels/sass_proxy.cu is not in the library: make sass-proxy compiles it for sm_90 on its own)
 CUDA_SRC     := $(filter-out kernels/sass_proxy.cu,$(wildcard kernels/*.cu))
 CUDA_ARCHS   := 89 90 $(if $(NVCC),$(shell $(NVCC) --list-gpu-arch 2>/dev/null | grep -qx compute_100 && echo 100))
-NVCCFLAGS    := -std=c++17 -O3 --fmad=false -I. -Inumerics -Ikernels -Ireference
+NVCCFLAGS    := -std=c++17 -O3 --fmad=false -I. -Inumerics -Ikernels -Ireference -Xcompiler -Wall,-Wextra
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o)
 CUDA_PTX     := $(CUDA_SRC:%.cu=$(BUILD)/%.ptx)
 # every .cu includes kernels/ and numerics/ headers: a header change rebuilds them

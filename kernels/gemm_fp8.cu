@@ -13,6 +13,20 @@
 
 #define FL_GEMM_REQUIRE(cond, ...) FL_REQUIRE("fl_cuda_gemm_fp8: ", cond, #cond, __VA_ARGS__)
 
+// The matmul's status; on an error also the problem it refused, so that the message alone reproduces it.
+#define FL_GEMM_LT_CHECK(call)                                                                             \
+    do {                                                                                                   \
+        const cublasStatus_t st_ = (call);                                                                 \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                \
+            fprintf(stderr, "fl_cuda_gemm_fp8: cublasLtMatmul: %s (%d): M %zu N %zu K %zu, A %s lda %zu, B %s ldb %zu, " \
+                            "D %s ldd %zu, C %s, beta %g, alignment A/B/C/D %u/%u/%u/%u bytes, fast_accum %d\n",   \
+                    cublasLtGetStatusString(st_), (int)st_, g->m, g->n, g->k, fl_format_name(g->a_fmt), g->lda,  \
+                    fl_format_name(g->b_fmt), g->ldb, fl_format_name(g->d_fmt), g->ldd,                       \
+                    g->c ? "given" : "none", (double)g->beta, al[0], al[1], al[2], al[3], g->fast_accum);       \
+            return -1;                                                                                     \
+        }                                                                                                  \
+    } while (0)
+
 namespace {
 
 
@@ -88,12 +102,17 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
     FL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lt.d, td, g->m, g->n, (int64_t)g->ldd));
 
     const size_t ws = workspace ? ws_bytes : 0;
-    cublasLtMatmulHeuristicResult_t heur;
-    if (lt.pick(ws, nullptr, &heur, "fl_cuda_gemm_fp8")) // the operands are 16-byte aligned (checked above)
-        return -1;
     // With beta = 0 C is not read; for an FP8 D, whose C type (bf16) differs from D's, it stays NULL.
     const void *cptr = g->c ? g->c : (tc == td ? g->d : nullptr);
-    FL_CUBLAS_CHECK(cublasLtMatmul(lt.handle, lt.op, &g->alpha, g->a, lt.a, g->b, lt.b, &g->beta, cptr, lt.c, g->d,
+    // the operands' alignment as it is (at least 16: checked above), not cuBLASLt's default of 256
+    const size_t db = g->d_fmt == FL_FMT_FP32 ? 4 : g->d_fmt == FL_FMT_BF16 ? 2 : 1, cb = tc == CUDA_R_32F ? 4 : 2;
+    const uint32_t al[4] = { fl::align_of(g->a, g->lda, 0, 1), fl::align_of(g->b, g->ldb, 0, 1),
+                             cptr ? fl::align_of(cptr, (g->c ? g->ldc : g->ldd) * cb, 0, 1) : 256u,
+                             fl::align_of(g->d, g->ldd * db, 0, 1) };
+    cublasLtMatmulHeuristicResult_t heur;
+    if (lt.pick(ws, al, &heur, "fl_cuda_gemm_fp8"))
+        return -1;
+    FL_GEMM_LT_CHECK(cublasLtMatmul(lt.handle, lt.op, &g->alpha, g->a, lt.a, g->b, lt.b, &g->beta, cptr, lt.c, g->d,
                                    lt.d, &heur.algo, workspace, ws, (cudaStream_t)stream));
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;

@@ -11,6 +11,18 @@
 #include "cuda_check.h" /* FL_CUBLAS_CHECK */
 
 namespace fl {
+// The alignment cuBLASLt may assume for a matrix: the largest power of two up to 256 dividing its address,
+// its leading dimension in bytes (every column starts at such an offset) and, with more than one problem,
+// its batch stride in bytes.  cuBLASLt assumes 256 unless the heuristic is told less (pick's align); an
+// algorithm picked for 256 may refuse a matrix aligned less at the matmul (CUBLAS_STATUS_NOT_SUPPORTED).
+inline uint32_t align_of(const void *p, size_t ld_bytes, size_t stride_bytes, size_t batch)
+{
+    uintptr_t a = (uintptr_t)p | 256u | (uintptr_t)ld_bytes;
+    if (batch > 1)
+        a |= (uintptr_t)stride_bytes;
+    return (uint32_t)(a & (~a + 1)); // the lowest set bit
+}
+
 
 // Everything cublasLt hands out for one call, released in the destructor.
 struct lt_call {

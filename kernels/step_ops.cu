@@ -218,17 +218,6 @@ int layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, size_t rows, size_t cols
     return 0;
 }
 
-// The alignment cuBLASLt may assume for a matrix: the largest power of two up to 256 dividing its address,
-// its leading dimension in bytes (every column starts at such an offset) and, with more than one problem,
-// its batch stride in bytes.
-uint32_t align_of(const void *p, size_t ld_bytes, size_t stride_bytes, size_t batch)
-{
-    uintptr_t a = (uintptr_t)p | 256u | (uintptr_t)ld_bytes;
-    if (batch > 1)
-        a |= (uintptr_t)stride_bytes;
-    return (uint32_t)(a & (~a + 1)); // the lowest set bit
-}
-
 } // namespace
 
 // Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T: cuBLASLt's A is our B
@@ -320,9 +309,9 @@ extern "C" int fl_cuda_gemm_rm_cached(const fl_gemm_rm *g, void *plans, void *lt
     // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; the step's views (a head's columns,
     // a plane of the gated FFN) are aligned less
     const size_t es = g->afmt == FL_FMT_BF16 ? 2 : 4;
-    k.al[0] = align_of(g->B, g->ldb * es, g->sb * es, g->batch);
-    k.al[1] = align_of(g->A, g->lda * es, g->sa * es, g->batch);
-    k.al[2] = k.al[3] = align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch);
+    k.al[0] = fl::align_of(g->B, g->ldb * es, g->sb * es, g->batch);
+    k.al[1] = fl::align_of(g->A, g->lda * es, g->sa * es, g->batch);
+    k.al[2] = k.al[3] = fl::align_of(g->C, g->ldc * sizeof(float), g->sc * sizeof(float), g->batch);
     fl_gemm_plans *ps = (fl_gemm_plans *)plans;
     rm_plan one = {}, *pl = nullptr;
     for (int i = 0; ps && i < ps->n && !pl; i++)
@@ -412,8 +401,10 @@ extern "C" int fl_cuda_amax_rms(float *amax, float *rms, const float *x, size_t 
     const cudaStream_t st = (cudaStream_t)stream;
     unsigned *mb = (unsigned *)(ws + R); // after the row sums
     FL_CUDA_CHECK(cudaMemsetAsync(mb, 0, sizeof *mb, st));
-    if (R * C)
-        amax_kernel<<<fl_step_grid(R * C) < AMAX_BLOCKS ? fl_step_grid(R * C) : AMAX_BLOCKS, 256, 0, st>>>(mb, x, R * C);
+    if (R != 0 && C != 0) {
+        const unsigned blocks = fl_step_grid(R * C) < (unsigned)AMAX_BLOCKS ? fl_step_grid(R * C) : (unsigned)AMAX_BLOCKS;
+        amax_kernel<<<blocks, 256, 0, st>>>(mb, x, R * C);
+    }
     FL_CUDA_CHECK(cudaGetLastError());
     float *dr = (float *)(mb + 1);
     if (rms) {
@@ -547,6 +538,12 @@ extern "C" int fl_cuda_dev_put(void *dst, const void *src, size_t bytes)
 extern "C" int fl_cuda_dev_get(void *dst, const void *src, size_t bytes)
 {
     FL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+extern "C" int fl_cuda_dev_copy(void *dst, const void *src, size_t bytes)
+{
+    FL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
     return 0;
 }
 

@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(256) smooth_finish_kernel(float *__restrict__ 
     }
 }
 
-unsigned cast_blocks(size_t n) { return fl_step_grid(n) < CAST_BLOCKS ? fl_step_grid(n) : CAST_BLOCKS; }
+unsigned cast_blocks(size_t n) { return fl_step_grid(n) < (unsigned)CAST_BLOCKS ? fl_step_grid(n) : (unsigned)CAST_BLOCKS; }
 
 // Embeddings: the forward a thread per element; the backward a thread per (token, channel) walking
 // the token's rows in increasing order (fl_embed_index), and per (position, channel) walking the
@@ -292,7 +292,8 @@ struct expf_tab {
 // fl_expf_table's 32 entries (host memory) as a kernel parameter.
 static expf_tab expf_tab_of(const uint64_t *tab_host)
 {
-    const expf_tab t = expf_tab_of(tab_host);
+    expf_tab t;
+    memcpy(t.t, tab_host, sizeof t.t);
     return t;
 }
 

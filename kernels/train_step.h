@@ -323,6 +323,7 @@ void fl_cuda_dev_free(void *p);
 int fl_cuda_dev_put(void *dst, const void *src, size_t bytes);
 int fl_cuda_dev_get(void *dst, const void *src, size_t bytes);
 int fl_cuda_dev_zero(void *p, size_t bytes);
+int fl_cuda_dev_copy(void *dst, const void *src, size_t bytes); /* device to device */
 int fl_cuda_dev_sync(void); /* waits for the device's work so far; 0, or -1 after a message */
 
 /* Blocks of 256 threads for a grid-stride loop over n items (the step's elementwise kernels, train_step.cu

@@ -54,7 +54,7 @@ void fl_cast_counts_flags(fl_cast_counts *k, uint32_t flags);
 /* reduction(fl_cnt_add : k) in an OpenMP loop sums fl_cast_counts over the threads. */
 #ifdef _OPENMP
 #pragma omp declare reduction(fl_cnt_add : fl_cast_counts : fl_cast_counts_add(&omp_out, &omp_in)) \
-    initializer(omp_priv = (fl_cast_counts){ 0 })
+    initializer(omp_priv = (fl_cast_counts){ 0, 0, 0, 0, 0, 0 })
 #endif
 
 /* What a cast rounds to. */

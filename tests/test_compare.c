@@ -202,6 +202,54 @@ static void check_compare(void)
            ratio, e);
 }
 
+/* The clip mass of a saturated cast on the step (a current scale 2^6 too large: every cast saturates) with
+   activation act:
+   sites.csv's clip_mass at step 0 is a number at every site, not NaN, and the harness's figure where the
+   tensor is the harness's (the first Linear's input and every weight: bit for bit), near it elsewhere. */
+static void check_twins_clip_mass(const char *act)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    const char *h[] = { "train", "--steps", "1", TINY, "--recipe", "fp8-current", "--margin", "-6", "--seed", "1", "--act", act,
+                        "--out", P("%s/cmh-%s", tmp, act), NULL };
+    const char *a[] = { "train", "--steps", "1", TINY, "--recipe", "fp8-current", "--margin", "-6", "--seed", "1", "--act", act,
+                        "--device", "twins", "--out", P("%s/cmt-%s", tmp, act), NULL };
+    CHECK(run(err, h) == 0 && run(err, a) == 0, "%s: fp8-current --margin -6 runs, harness and --device twins", act);
+    char *rows[2];
+    for (int k = 0; k < 2; k++)
+        rows[k] = strdup(dir_slurp(P("%s/%s-%s", tmp, k ? "cmt" : "cmh", act), "sites.csv"));
+    CHECK(rows[0] && rows[1], "memory");
+    int sites = 0, exact = 0;
+    char *save[2] = { NULL, NULL }, *line[2];
+    line[0] = strtok_r(rows[0], "\n", &save[0]);
+    line[1] = strtok_r(rows[1], "\n", &save[1]);
+    for (;;) { /* step,site,amax,amax_from,staleness,saturated,clip_mass,... */
+        line[0] = strtok_r(NULL, "\n", &save[0]);
+        line[1] = strtok_r(NULL, "\n", &save[1]);
+        if (!line[0] || !line[1])
+            break;
+        char site[2][64];
+        double cm[2];
+        long long sat[2];
+        for (int k = 0; k < 2; k++)
+            CHECK(sscanf(line[k], "0,%63[^,],%*[^,],%*[^,],%*[^,],%lld,%lf", site[k], &sat[k], &cm[k]) == 3,
+                  "sites.csv row: %s", line[k]);
+        CHECK(!strcmp(site[0], site[1]), "the same sites in order: %s / %s", site[0], site[1]);
+        CHECK(sat[0] > 0 && sat[1] > 0, "%s %s: the cast saturated (harness %lld, twins %lld)", act, site[0], sat[0], sat[1]);
+        CHECK(!isnan(cm[1]) && cm[1] > 0.0, "%s: the step's clip mass is %g (the harness's %g)", site[0], cm[1], cm[0]);
+        CHECK(fabs(cm[1] - cm[0]) <= 1e-6 * cm[0], "%s: the step's clip mass %.9g, the harness's %.9g", site[0], cm[1], cm[0]);
+        const int same_tensor = !strcmp(site[0], "L0.qkv.in") || strstr(site[0], ".w") != NULL;
+        CHECK(!same_tensor || cm[1] == cm[0], "%s: the same tensor, the clip mass %.9g, the harness's %.9g", site[0], cm[1], cm[0]);
+        exact += same_tensor;
+        sites++;
+    }
+    CHECK(sites >= 8 && exact >= 4, "%d sites compared, %d exactly", sites, exact);
+    free(rows[0]);
+    free(rows[1]);
+    printf("  --device twins, %s, a saturating current scale: the clip mass at all %d sites (exactly the harness's at %d)\n",
+           act, sites, exact);
+}
+
 /* --device twins under fp8-delayed and paper-gaudi2 (its e5m2 backward copies counted in): the casts'
    statistics come from the step (sites.csv's step 0 rows are the harness's); under fp8-delayed summary.json
    counts, and a resume from a kept checkpoint (the delayed histories in it) ends with metrics.csv and
@@ -237,8 +285,14 @@ static void check_twins_fp8(void)
           "summary.json counts the device's casts under fp8-delayed");
     json_decref(sum);
     resume_same("f8t", 1);
+    /* the paper's recipe with FP8 Adam moments (--pow2 --fp8-adam): the cast moments in the checkpoint, a
+       resume byte-identical */
+    const char *fa[] = { "train", "--steps", "20", TINY, "--recipe", "fp8-delayed", "--pow2", "--fp8-adam", "--device",
+                         "twins", "--keep-ckpt", "9", "--seed", "1", "--out", P("%s/fat", tmp), NULL };
+    CHECK(run(err, fa) == 0, "--device twins --pow2 --fp8-adam runs");
+    resume_same("fat", 1);
     printf("  --device twins, fp8-delayed and paper-gaudi2: sites.csv's step 0 the harness's; fp8-delayed: counters "
-           "measured, resumed from step 9 byte-identical (metrics.csv, sites.csv); the same with --fp8-gemm\n");
+           "measured, resumed from step 9 byte-identical (metrics.csv, sites.csv); the same with --fp8-gemm and with --pow2 --fp8-adam\n");
 }
 
 /* --accum 2 (two micro-batches a step): the twins run AGREEs with the harness's within the envelope of
@@ -414,7 +468,7 @@ static void check_gpu_script(void)
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && contains(P("%s/gtc2/train-check.md", tmp), "DISAGREE"),
           "gpu_train_check.sh with a wrong step (--clip 0): exit 1 and DISAGREE in the report (status %d)", rc);
     printf("  gpu_train_check.sh (twins mode): swiglu under bf16, fp32, fp8-delayed and paper-gaudi2, gelu and polyrelu3 "
-           "under bf16, fp8-delayed --fp8-gemm AGREE, resume byte-identical, the demo on the step runs; a step "
+           "under bf16, fp8-delayed --fp8-gemm and --pow2 --fp8-adam AGREE, resume byte-identical, the demo on the step runs; a step "
            "without clipping fails it\n");
 }
 
@@ -479,6 +533,8 @@ int main(void)
     check_compare();
     check_twins();
     check_twins_fp8();
+    check_twins_clip_mass("swiglu");
+    check_twins_clip_mass("smooth_swiglu"); /* the down projection's input smoothed: its scales from the device */
     check_twins_chan();
     check_accum();
     check_gpu_script();

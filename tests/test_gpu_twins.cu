@@ -356,6 +356,20 @@ static void case_swiglu(fl_format fi, fl_format fo, fl_format fg, size_t R, size
 
 // ---- 3. the FP8 GEMM ------------------------------------------------------------------------------------
 
+// Column m of A (K, M) dotted with column n of B (K, N), the FP8 codes decoded, summed in double (each
+// product exact), and the sum of |products| into *sum_abs.
+static double exact_dot(const tensor &A, const tensor &B, size_t m, size_t n, size_t K, double *sum_abs)
+{
+    double s = 0, sa = 0;
+    for (size_t k = 0; k < K; k++) {
+        const double p = (double)fl_decode(A.fmt, A.h[m * K + k]) * fl_decode(B.fmt, B.h[n * K + k]);
+        s += p;
+        sa += fabs(p);
+    }
+    *sum_abs = sa;
+    return s;
+}
+
 static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t M, size_t N, size_t K)
 {
     tensor A(fa, M * K), B(fb, N * K), D(fd, M * N);
@@ -377,12 +391,8 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
     double worst = 0, worst_fast = 0, amax_bound = 0;
     for (size_t n = 0; n < N; n++)
         for (size_t m = 0; m < M; m++) {
-            double s = 0, sa = 0;
-            for (size_t k = 0; k < K; k++) {
-                const double p = (double)fl_decode(fa, A.h[m * K + k]) * fl_decode(fb, B.h[n * K + k]);
-                s += p;
-                sa += fabs(p);
-            }
+            double sa;
+            const double s = exact_dot(A, B, m, n, K, &sa);
             const double f = as * bs, v = f * s;
             uint32_t cg = 0, cc = 0;
             memcpy(&cg, &gd[(n * M + m) * fl_format_storage_bytes(fd)], fl_format_storage_bytes(fd));
@@ -421,6 +431,58 @@ static void case_gemm(fl_format fa, fl_format fb, fl_format fd, int fast, size_t
 }
 
 // ---- 4. the training-step kernels ----------------------------------------------------------------
+
+// The FP8 GEMM as the GPU step calls it (--fp8-gemm, gstep.c's gemm8): fp32 D, both dequantization
+// factors in one allocation (a_scale, a_scale + 1), D a view doff bytes into a larger buffer (aligned 16,
+// not 256), and with beta = 1 C = D (the planes and the weight gradient accumulate).  Judged against the
+// sum in double (its own error far below the bound) within the fp32 bound, the accumulated C counted as one more term.
+static void case_gemm_step(fl_format fa, fl_format fb, size_t M, size_t N, size_t K, float beta, size_t doff)
+{
+    tensor A(fa, M * K), B(fb, N * K);
+    A.fill(4.0, 0);
+    B.fill(4.0, 0);
+    std::vector<float> c(M * N);
+    for (size_t i = 0; i < c.size(); i++)
+        c[i] = (float)(rnd() - 0.5) * 64.0f;
+    uint8_t *dbuf;
+    CK(cudaMalloc(&dbuf, M * N * sizeof(float) + doff));
+    float *dd = (float *)(dbuf + doff);
+    CK(cudaMemcpy(dd, c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice));
+    const float sc[2] = { 0.5f, 0.25f };
+    float *dsc;
+    CK(cudaMalloc(&dsc, sizeof sc));
+    CK(cudaMemcpy(dsc, sc, sizeof sc, cudaMemcpyHostToDevice));
+    fl_gemm_fp8 g;
+    memset(&g, 0, sizeof g);
+    g.m = M, g.n = N, g.k = K;
+    g.a_fmt = fa, g.a = (const uint8_t *)A.d(), g.lda = K;
+    g.b_fmt = fb, g.b = (const uint8_t *)B.d(), g.ldb = K;
+    g.d_fmt = FL_FMT_FP32, g.d = dd, g.ldd = M;
+    g.c = beta != 0.0f ? dd : nullptr, g.ldc = M;
+    g.alpha = 1.0f, g.beta = beta;
+    g.a_scale = dsc, g.b_scale = dsc + 1;
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    CHECK(fl_cuda_gemm_fp8(&g, nullptr, ws, 32 << 20, nullptr) == 0, "gemm (the step's call) M=%zu N=%zu K=%zu beta %g D offset %zu",
+          M, N, K, (double)beta, doff);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> gd(M * N);
+    CK(cudaMemcpy(gd.data(), dd, gd.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const double f = (double)sc[0] * sc[1];
+    for (size_t n = 0; n < N; n++)
+        for (size_t m = 0; m < M; m++) {
+            double sa;
+            const double s = exact_dot(A, B, m, n, K, &sa);
+            const double cv = beta != 0.0f ? (double)c[n * M + m] : 0.0, v = f * s + cv;
+            const double bound = fl_gemm_fp32_bound(K + 1, f * sa + fabs(cv), fabs(v));
+            CHECK(fabs((double)gd[n * M + m] - v) <= bound, "gemm (the step's call) M=%zu N=%zu K=%zu beta %g m=%zu n=%zu gpu=%a double=%a bound=%g",
+                  M, N, K, (double)beta, m, n, gd[n * M + m], v, bound);
+        }
+    cudaFree(ws);
+    cudaFree(dsc);
+    cudaFree(dbuf);
+    cases++;
+}
 
 static void case_adamw(size_t n)
 {
@@ -1012,7 +1074,7 @@ int main()
             }
     for (int order = 2; order <= 4; order++) { // float32 I/O: the GPU training step's
         case_polyrelu(order, FL_FMT_FP32, FL_FMT_FP32, big, 0);
-        case_polyrelu(order, FL_FMT_FP32, FL_FMT_FP32, 1000, 1);
+        case_polyrelu(order, FL_FMT_FP32, FL_FMT_FP32, 1000, 4); // 4 bytes: not 16-byte aligned
     }
     printf("  polyrelu (scales, amax, coefficient gradients; float32 I/O): ok\n");
     for (int order = 2; order <= 4; order++)
@@ -1027,7 +1089,7 @@ int main()
     for (int order = 2; order <= 4; order++) { // float32 I/O: the GPU training step's (never kept in registers)
         case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 33, 768, 0);
         case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 5, 4101, 0);
-        case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 7, 16, 1);
+        case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 7, 16, 4); // 4 bytes: not 16-byte aligned
         case_polynorm(order, FL_FMT_FP32, FL_FMT_FP32, 3, 8192, 0);
     }
     printf("  polynorm (scales, amax, coefficient gradients; float32 I/O): ok\n");
@@ -1043,6 +1105,14 @@ int main()
         case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, fd, 0, 256, 128, 1024);
     case_gemm(FL_FMT_E5M2, FL_FMT_E4M3, FL_FMT_BF16, 0, 128, 256, 512);
     case_gemm(FL_FMT_E4M3, FL_FMT_E4M3, FL_FMT_FP32, 1, 128, 128, 4096);
+    // the step's three GEMMs of a Linear (width 64, 192 outputs, 1024 tokens): forward, dgrad on e5m2
+    // gradients, wgrad accumulating; D aligned 256 and 16
+    for (size_t doff : { (size_t)0, (size_t)16 }) {
+        case_gemm_step(FL_FMT_E4M3, FL_FMT_E4M3, 192, 1024, 64, 0.0f, doff);
+        case_gemm_step(FL_FMT_E4M3, FL_FMT_E5M2, 64, 1024, 192, 1.0f, doff);
+        case_gemm_step(FL_FMT_E4M3, FL_FMT_E5M2, 64, 192, 1024, 1.0f, doff);
+    }
+    printf("  gemm as the GPU step calls it (fp32 D, scales in one allocation, beta 0 and 1 into D, D aligned 256 and 16): ok\n");
     case_adamw(1000003);
     case_adamw(17);
     printf("  adamw (p, m, v; Inf / NaN / zero gradients): ok\n");

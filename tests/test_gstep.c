@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { STEPS = 30, NK = 3 };
 
@@ -54,6 +55,8 @@ static void cfg_of(fl_train_cfg *c, fl_act_kind act, int recipe)
     c->seed = 5;
 }
 
+
+static float *g_m0; /* not NULL: harness_run and gstep_run store the AdamW moments after step 0 there (m, then v) */
 
 /* The harness's steps (train.c's order) with GEMM blocks kc: the loss of every step into loss; the
    gradients after step 0 into g0 (nparams floats) when not NULL. */
@@ -81,6 +84,10 @@ static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, do
         fl_recipe_step_end(&h.rec);
         if (s == 0 && g0)
             memcpy(g0, h.m.grads, h.m.nparams * sizeof *g0);
+        if (s == 0 && g_m0) {
+            memcpy(g_m0, am, h.m.nparams * sizeof *am);
+            memcpy(g_m0 + h.m.nparams, av, h.m.nparams * sizeof *av);
+        }
     }
     free(am);
     free(av);
@@ -90,6 +97,8 @@ static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, do
 
 /* The GPU step on the host table from the harness's initial weights; cfg_step: the configuration its
    optimizer uses (the control changes it). */
+static int g_trace; /* gstep_run's runs traced (FP8LAB_GSTEP_TRACE's s->trace) */
+
 static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const fl_data *d, double *loss, float *g0,
                       fl_gstep_prof *prof, int fp8_gemm)
 {
@@ -102,6 +111,7 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     CHECK(!s.fp8 || !fl_gstep_set_recipe(&s, &h.rec), "gstep recipe");
     CHECK(!fp8_gemm || !fl_gstep_set_fp8_gemm(&s), "gstep --fp8-gemm");
     s.prof = prof;
+    s.trace = g_trace;
     uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
     CHECK(batch, "memory");
     for (uint64_t t = 0; t < STEPS; t++) {
@@ -114,6 +124,8 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
         loss[t] = l;
         if (t == 0 && g0)
             CHECK(!fl_gstep_grads(&s, g0), "get");
+        if (t == 0 && g_m0)
+            CHECK(!fl_gstep_get_moments(&s, g_m0, g_m0 + h.m.nparams), "moments");
     }
     free(batch);
     fl_gstep_free(&s);
@@ -258,6 +270,34 @@ static void check_config(fl_act_kind act, int recipe)
         ptot += prof.secs[k];
     }
     CHECK(ptot > 0.0, "profile: no time measured");
+    /* 5. the trace (FP8LAB_GSTEP_TRACE): the same bits, and one line per operation before it runs: as many
+       GEMM lines as the profile counted GEMM calls (one configuration: the trace is long) */
+    if (act == FL_ACT_SWIGLU && recipe == FL_RECIPE_BF16) {
+        FILE *tf = tmpfile();
+        CHECK(tf, "tmpfile");
+        fflush(stderr);
+        const int saved = dup(2);
+        CHECK(saved >= 0 && dup2(fileno(tf), 2) >= 0, "redirect stderr");
+        g_trace = 1;
+        gstep_run(&c, &c, &d, prl, gp, NULL, 0);
+        g_trace = 0;
+        fflush(stderr);
+        CHECK(dup2(saved, 2) >= 0, "restore stderr");
+        close(saved);
+        CHECK(!memcmp(prl, step, sizeof prl) && !memcmp(gp, gs, np * sizeof *gp), "tracing changed the step's bits");
+        rewind(tf);
+        char line[512];
+        uint64_t lines = 0, gemms = 0;
+        while (fgets(line, sizeof line, tf)) {
+            CHECK(!strncmp(line, "gstep trace: line ", 18), "trace line %llu: %s", (unsigned long long)lines, line);
+            lines++;
+            gemms += strstr(line, ": s->ops->gemm(s->ctx, &g)") != NULL;
+        }
+        fclose(tf);
+        CHECK(gemms == prof.calls[FL_GP_LIN_GEMM] + prof.calls[FL_GP_ATT_GEMM], "trace: %llu GEMM lines, the profile %llu calls",
+              (unsigned long long)gemms, (unsigned long long)(prof.calls[FL_GP_LIN_GEMM] + prof.calls[FL_GP_ATT_GEMM]));
+        CHECK(lines > gemms, "trace: only GEMMs named");
+    }
     free(gp);
 
     printf("  %-8s %-4s step-0 gradients within %.2g (relative); loss AGREE, largest ratio %.3g of the bound (envelope "
@@ -265,6 +305,57 @@ static void check_config(fl_act_kind act, int recipe)
            fl_act_table[act].name, fl_recipe_name((fl_recipe_kind)recipe), worst, ratio, env, ctl_msg, g8_msg);
     free(gh);
     free(gs);
+    fl_data_free(&d);
+}
+
+/* --fp8-adam (the paper's recipe: --pow2 --fp8-adam under fp8-delayed, SwiGLU) on the step: its step-0
+   gradients are the harness's bit for bit, so the moments after step 0, cast to e4m3 / e5m2 with their
+   current scales, must be the harness's bit for bit; the casts must have changed some (against the same run
+   without them); and the loss AGREEs within the envelope over the run. */
+static void check_fp8_adam(void)
+{
+    fl_train_cfg c;
+    cfg_of(&c, FL_ACT_SWIGLU, FL_RECIPE_FP8_DELAYED);
+    c.recipe.fp8_adam = 1;
+    c.recipe.pow2 = 1;
+    CHECK(!fl_train_cfg_check(&c), "config: %s", fl_train_cfg_check(&c));
+    fl_data d;
+    CHECK(!fl_data_synthetic(&d, c.seed, 1 << 16), "data");
+    size_t sizes[FL_P_COUNT];
+    const size_t np = fl_model_param_sizes(&c.model, sizes);
+    float *mh = malloc(2 * np * sizeof *mh), *ms = malloc(2 * np * sizeof *ms), *mp = malloc(2 * np * sizeof *mp);
+    CHECK(mh && ms && mp, "memory");
+    double ref[STEPS], step[STEPS], pert[NK][STEPS], plain[STEPS];
+    g_m0 = mh;
+    harness_run(&c, &d, 0, ref, NULL);
+    g_m0 = ms;
+    gstep_run(&c, &c, &d, step, NULL, NULL, 0);
+    fl_train_cfg c0 = c;
+    c0.recipe.fp8_adam = 0;
+    g_m0 = mp;
+    harness_run(&c0, &d, 0, plain, NULL);
+    g_m0 = NULL;
+    size_t first = 2 * np, changed = 0;
+    for (size_t i = 0; i < 2 * np; i++) {
+        if (first == 2 * np && fl_f32_bits(mh[i]) != fl_f32_bits(ms[i]))
+            first = i;
+        changed += fl_f32_bits(mh[i]) != fl_f32_bits(mp[i]);
+    }
+    CHECK(first == 2 * np, "--fp8-adam: the step's moment %zu after step 0 is %a, the harness's %a", first % np,
+          first < 2 * np ? ms[first] : 0.0f, first < 2 * np ? mh[first] : 0.0f);
+    CHECK(changed > np / 4, "--fp8-adam: the casts changed only %zu of %zu moments", changed, 2 * np);
+    static const uint32_t ks[NK] = { 4, 8, 32 };
+    for (int k = 0; k < NK; k++)
+        harness_run(&c, &d, ks[k], pert[k], NULL);
+    const double *pp[NK] = { pert[0], pert[1], pert[2] };
+    fl_envelope_result r;
+    const int v = fl_loss_envelope(&r, NULL, ref, step, pp, NK, STEPS, 4.0, 4.0, FL_BOUND_WINDOW);
+    CHECK(v == 0, "--fp8-adam: the step's loss %s the harness's (ratio %.3g)", fl_envelope_name(v), r.worst_ratio);
+    printf("  swiglu   fp8-delayed --pow2 --fp8-adam: the moments after step 0 the harness's bit for bit (%zu of %zu changed "
+           "by the casts); loss AGREE, largest ratio %.3g of the bound\n", changed, 2 * np, r.worst_ratio);
+    free(mh);
+    free(ms);
+    free(mp);
     fl_data_free(&d);
 }
 
@@ -279,6 +370,7 @@ int main(void)
         check_config(acts[a], FL_RECIPE_FP8_CURRENT);
         check_config(acts[a], FL_RECIPE_PAPER_GAUDI2);
     }
+    check_fp8_adam();
     /* recipes and sites without a device path are refused with a message */
     fl_gstep s;
     test_model h;

@@ -1339,8 +1339,13 @@ int fl_cmd_demo(int argc, char **argv)
     double la[3] = { -1, -1, -1 };
     if (getloadavg(la, 3) < 0)
         la[0] = -1;
-    say("\n  verdict: %s\n  (%.0f s wall for %d runs, %d at a time; load average %.2f at the end; plots of seed %llu in %s/*.png)\n",
-        v.text, wall, d.nruns, d.jobs, la[0], (unsigned long long)d.base.seed, d.out);
+    char plots[DIR_MAX + 64];
+    if (prc == FL_EXIT_OK)
+        snprintf(plots, sizeof plots, "plots of seed %llu in %s/*.png", (unsigned long long)d.base.seed, d.out);
+    else
+        snprintf(plots, sizeof plots, "no plots: gnuplot failed, above");
+    say("\n  verdict: %s\n  (%.0f s wall for %d runs, %d at a time; load average %.2f at the end; %s)\n", v.text, wall,
+        d.nruns, d.jobs, la[0], plots);
     fp4_preds fp;
     static sqrt3_preds sq;
     if (d.sqrt3) {

@@ -39,11 +39,26 @@ static void prof_end(const fl_gstep *s, fl_gstep_part k, double t0)
     s->prof->calls[k]++;
 }
 
+/* FP8LAB_GSTEP_TRACE=1 (s->trace): each operation's source line on stderr before it runs, and the device
+   drained after it, so that the last line printed names the operation that failed or never returned. */
+static int trace_after(const fl_gstep *s, int line)
+{
+    if (s->ops->sync(s->ctx)) {
+        fprintf(stderr, "gstep trace: line %d: the device failed while draining after it\n", line);
+        return -1;
+    }
+    return 0;
+}
+
 /* call (an operation returning 0 or -1) in part k of the profile. */
 #define OP(k, call)                                                                                        \
     do {                                                                                                   \
+        if (s->trace)                                                                                      \
+            fprintf(stderr, "gstep trace: line %d: %s\n", __LINE__, #call);                                \
         const double t0_ = prof_begin(s);                                                                  \
         if (call)                                                                                          \
+            return -1;                                                                                     \
+        if (s->trace && trace_after(s, __LINE__))                                                          \
             return -1;                                                                                     \
         prof_end(s, (k), t0_);                                                                             \
     } while (0)
@@ -219,7 +234,7 @@ void fl_gstep_free(fl_gstep *s)
                     s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
                     s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
                     s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf, s->sm_s, s->sm_si, s->x8, s->xt8, s->w8,
-                    s->wt8, s->g8, s->gt8 };
+                    s->wt8, s->g8, s->gt8, s->mq };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             s->ops->release(s->ctx, dev[i]);
@@ -282,6 +297,36 @@ int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec)
     return 0;
 }
 
+/* The clip mass of site si's cast of x (n elements, scale sc, *cf, smoothing sm) that saturated: x and the
+   smoothing's scales copied to the host and the harness's pass over them (fl_recipe_dev_clip_mass), so the
+   figure is the harness's for the same tensor.  Only casts that saturated pay for it. */
+static int clip_mass_of(fl_gstep *s, int si, const float *x, size_t n, const fl_cast_smooth *sm, float sc, const fl_cast_fmt *cf)
+{
+    const double t0 = prof_begin(s);
+    const size_t C = sm && sm->C ? sm->C : (n ? n : 1), R = n / C;
+    float *hx = malloc((n ? n : 1) * sizeof *hx), *rs = NULL, *rsi = NULL, *cs = NULL, *csi = NULL;
+    int fail = !hx || s->ops->get(s->ctx, hx, x, n * sizeof *hx);
+    if (!fail && sm && sm->rs) {
+        rs = malloc(2 * (R ? R : 1) * sizeof *rs);
+        rsi = rs ? rs + R : NULL;
+        fail = !rs || s->ops->get(s->ctx, rs, sm->rs, R * sizeof *rs) || s->ops->get(s->ctx, rsi, sm->rsi, R * sizeof *rsi);
+    }
+    if (!fail && sm && sm->cs) {
+        cs = malloc(2 * C * sizeof *cs);
+        csi = cs ? cs + C : NULL;
+        fail = !cs || s->ops->get(s->ctx, cs, sm->cs, C * sizeof *cs) || s->ops->get(s->ctx, csi, sm->csi, C * sizeof *csi);
+    }
+    if (!fail) {
+        const fl_cast_smooth_host hs = { rs, rsi, cs, csi };
+        fl_recipe_dev_clip_mass(s->rec, si, hx, R, C, sc, cf, sm ? &hs : NULL);
+    }
+    free(hx);
+    free(rs);
+    free(cs);
+    prof_end(s, FL_GP_HOST, t0);
+    return fail ? -1 : 0;
+}
+
 /* The fake-quantised copy of x (n elements) at site si into y, as fl_recipe_cast's forward cast: the
    current scale from x's amax where the site needs it, the counts and amax into the site's statistics
    and its delayed history.  *op: y, or x itself where the site is fp32; the cast's parameters into
@@ -308,7 +353,8 @@ static int cast_site(fl_gstep *s, int si, float *y, const float *x, size_t n, co
         OP(FL_GP_CAST, s->ops->cast8(s->ctx, codes, x, n, *sc, cf, 0, &k, &am));
     else
         OP(FL_GP_CAST, s->ops->cast_fq(s->ctx, y, x, n, *sc, *sinv, cf, 0, sm, &k, &am));
-    fl_recipe_dev_cast_end(r, si, &k, am, n, *sc, cf, 1);
+    if (fl_recipe_dev_cast_end(r, si, &k, am, n, *sc, cf, 1) && clip_mass_of(s, si, x, n, sm, *sc, cf))
+        return -1;
     *op = y;
     return 0;
 }
@@ -652,6 +698,31 @@ static int backward(fl_gstep *s)
     return 0;
 }
 
+/* --fp8-adam: the moment x (n) <- decode(encode(x s)) / s in fmt, s the per-tensor current scale of its amax,
+   RNE, saturating; the elements flushed to zero into s->adam_ftz (optim.c, moment_cast).  The device's
+   cast writes into s->mq (fl_cast_fq is not in place), copied back. */
+static int moment_cast(fl_gstep *s, float *x, size_t n, fl_format fmt)
+{
+    if (!s->mq) {
+        size_t most = 0;
+        for (int k = 0; k < FL_P_COUNT; k++)
+            most = s->sizes[k] > most ? s->sizes[k] : most;
+        s->mq = s->ops->alloc(s->ctx, most * sizeof *s->mq);
+        if (!s->mq)
+            return -1;
+        s->bytes += most * sizeof *s->mq;
+    }
+    float amax = 0.0f, am = 0.0f;
+    OP(FL_GP_ADAMW, s->ops->amax_rms(s->ctx, &amax, NULL, x, 1, n));
+    const float sc = fl_scale_from_amax(fmt, amax, 1.0f, 0, 0), si = 1.0f / sc;
+    const fl_cast_fmt cf = { fmt, 0, 0, 0, 0, 0 };
+    fl_cast_counts k = { 0, 0, 0, 0, 0, 0 };
+    OP(FL_GP_ADAMW, s->ops->cast_fq(s->ctx, s->mq, x, n, sc, si, &cf, 0, NULL, &k, &am));
+    OP(FL_GP_ADAMW, s->ops->copy(s->ctx, x, s->mq, n * sizeof *x));
+    s->adam_ftz += k.ftz;
+    return 0;
+}
+
 /* train.c's step: the gradient norm, clipping and the micro-batches' mean (fl_train_accum_scale), AdamW
    (optim.c, fl_adamw_step). */
 static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gnorm)
@@ -668,6 +739,10 @@ static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gn
         const fl_adamw_hp hp = { .b1 = cfg->beta1, .b2 = cfg->beta2, .bc1 = bc1, .bc2 = bc2, .eps = cfg->adam_eps,
                                  .lr = lr, .wd = fl_param_decays(k) ? cfg->wd : 0.0f, .gscale = gscale };
         OP(FL_GP_ADAMW, s->ops->adamw(s->ctx, s->p[k], s->g[k], s->am + off, s->av + off, s->sizes[k], &hp));
+        if (cfg->recipe.fp8_adam && s->sizes[k]) {
+            TRY(moment_cast(s, s->am + off, s->sizes[k], FL_FMT_E4M3));
+            TRY(moment_cast(s, s->av + off, s->sizes[k], FL_FMT_E5M2));
+        }
     }
     return 0;
 }
@@ -675,10 +750,6 @@ static int update(fl_gstep *s, const fl_train_cfg *cfg, uint64_t step, float *gn
 int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, uint64_t step, float *loss,
                   float *gnorm)
 {
-    if (cfg->recipe.fp8_adam) {
-        fprintf(stderr, "fp8lab: the GPU step has no --fp8-adam (yet)\n");
-        return -1;
-    }
     if (s->fp8 && !s->rec) {
         fprintf(stderr, "fp8lab: the GPU step under an FP8 recipe needs its recipe state (fl_gstep_set_recipe)\n");
         return -1;

@@ -51,6 +51,7 @@ typedef struct {
     void (*release)(void *ctx, void *p);
     int (*put)(void *ctx, void *dst, const void *src, size_t bytes); /* host to device */
     int (*get)(void *ctx, void *dst, const void *src, size_t bytes); /* device to host */
+    int (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* device to device */
     int (*zero)(void *ctx, void *p, size_t bytes);
     int (*sync)(void *ctx); /* waits for the work so far (the profile's clock) */
     int (*gemm)(void *ctx, const fl_gstep_gemm *g);
@@ -180,6 +181,10 @@ typedef struct {
     float loss;
     size_t bytes; /* device memory the step's tensors take (its allocations, summed) */
     fl_gstep_prof *prof; /* NULL, or where the step's time is summed (set after fl_gstep_init) */
+    int trace;           /* FP8LAB_GSTEP_TRACE=1: each operation named on stderr, the device drained after it */
+    float *mq;           /* --fp8-adam: a moment's fake-quantised copy (the largest tensor's size; allocated at
+                            the first update that needs it) */
+    uint64_t adam_ftz;   /* --fp8-adam: the moments' elements flushed to zero by their casts, summed (optim.c) */
     /* --fp8-gemm (fl_gstep_set_fp8_gemm): the codes of a Linear's X, W, dY and their transposes */
     int fp8_gemm;
     uint8_t *x8, *w8, *g8, *xt8, *wt8, *gt8;

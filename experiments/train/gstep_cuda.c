@@ -46,6 +46,11 @@ static int c_put(void *ctx, void *dst, const void *src, size_t bytes)
     (void)ctx;
     return bytes ? fl_cuda_dev_put(dst, src, bytes) : 0;
 }
+static int c_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    return bytes ? fl_cuda_dev_copy(dst, src, bytes) : 0;
+}
 static int c_get(void *ctx, void *dst, const void *src, size_t bytes)
 {
     (void)ctx;
@@ -287,6 +292,7 @@ static const fl_gstep_ops cuda_ops = {
     .alloc = c_alloc,
     .release = c_release,
     .put = c_put,
+    .copy = c_copy,
     .get = c_get,
     .zero = c_zero,
     .sync = c_sync,

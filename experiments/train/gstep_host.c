@@ -241,6 +241,7 @@ const fl_gstep_ops fl_gstep_host = {
     .release = h_release,
     .put = h_copy,
     .get = h_copy,
+    .copy = h_copy,
     .zero = h_zero,
     .sync = h_sync,
     .gemm = h_gemm,

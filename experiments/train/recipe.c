@@ -1085,17 +1085,28 @@ void fl_recipe_dev_copy_end(fl_recipe *r, int si, const fl_cast_counts *k, size_
     cast_record_stats(&r->sites[si], &kk, n, 1, 1, NULL); /* counts only: amax and mass are the forward cast's */
 }
 
-void fl_recipe_dev_cast_end(fl_recipe *r, int si, const fl_cast_counts *k, float amax, size_t n, float s,
-                            const fl_cast_fmt *cf, int record)
+int fl_recipe_dev_cast_end(fl_recipe *r, int si, const fl_cast_counts *k, float amax, size_t n, float s,
+                           const fl_cast_fmt *cf, int record)
 {
     fl_site *site = &r->sites[si];
     const cast_counts kk = { *k, amax };
     cast_record_stats(site, &kk, n, 1, 0, NULL);
+    int want = 0; /* it saturated: the clip mass takes a pass over x (fl_recipe_dev_clip_mass); NaN until then */
     if ((site->scaling == FL_SCALING_DELAYED || site->scaling == FL_SCALING_TENSOR) && cf->fmt != FL_FMT_BF16 &&
-        amax * s > fl_cast_fmax(cf))
-        site->st.clip_mass = NAN; /* it saturated; the harness's pass over x for the mass is not made */
+        amax * s > fl_cast_fmax(cf)) {
+        site->st.clip_mass = NAN;
+        want = 1;
+    }
     if (site->scaling == FL_SCALING_DELAYED && record)
         delayed_record(r, site, amax);
+    return want;
+}
+
+void fl_recipe_dev_clip_mass(fl_recipe *r, int si, const float *x, size_t R, size_t C, float s, const fl_cast_fmt *cf,
+                             const fl_cast_smooth_host *sm)
+{
+    const cast_smoothing smo = { sm ? sm->cs : NULL, sm ? sm->csi : NULL, sm ? sm->rs : NULL, sm ? sm->rsi : NULL };
+    r->sites[si].st.clip_mass = clip_mass(x, R, C, s, cf, &smo);
 }
 
 /* ---- state ------------------------------------------------------------------------------------ */

@@ -293,7 +293,9 @@ int fl_recipe_needs_bwd_copy(const fl_recipe *r, int site);
    without such a cast (fp32, block / MX scales).
    fl_recipe_dev_cast_end: that cast's counts and amax (n elements, cast with scale s and *cf) into the
    site's statistics as fl_recipe_cast records them, and into the delayed history when record (once a
-   step).  The clip mass of a cast that saturated is NaN: the device makes no pass for it.  No moments. */
+   step).  1 when the cast saturated: its clip mass is then NaN until fl_recipe_dev_clip_mass makes the
+   harness's pass over x (R rows of C, as the cast saw them: scale s, *cf, the smoothing's scales on the
+   host, sm NULL for none); else 0.  No moments. */
 const char *fl_recipe_dev_check(const fl_recipe *r);
 /* paper-gaudi2's backward copies on the device: fl_recipe_dev_copy_begin gives the e5m2 copy's format and
    scale (the one the site's forward cast read this step; bf16 unscaled in the bf16 start), -1 for a site
@@ -302,8 +304,14 @@ const char *fl_recipe_dev_check(const fl_recipe *r);
 int fl_recipe_dev_copy_begin(fl_recipe *r, int site, fl_cast_fmt *cf, float *s, float *s_inv);
 void fl_recipe_dev_copy_end(fl_recipe *r, int site, const fl_cast_counts *k, size_t n);
 int fl_recipe_dev_cast_begin(fl_recipe *r, int site, float amax, fl_cast_fmt *cf, float *s, float *s_inv);
-void fl_recipe_dev_cast_end(fl_recipe *r, int site, const fl_cast_counts *k, float amax, size_t n, float s,
-                            const fl_cast_fmt *cf, int record);
+int fl_recipe_dev_cast_end(fl_recipe *r, int site, const fl_cast_counts *k, float amax, size_t n, float s,
+                           const fl_cast_fmt *cf, int record);
+/* A smoothed cast's scales in host memory: per row (rs, rsi) or per column (cs, csi), NULL where none. */
+typedef struct {
+    const float *rs, *rsi, *cs, *csi;
+} fl_cast_smooth_host;
+void fl_recipe_dev_clip_mass(fl_recipe *r, int site, const float *x, size_t R, size_t C, float s, const fl_cast_fmt *cf,
+                             const fl_cast_smooth_host *sm);
 
 /* Serialised state of the delayed-scaling histories and run totals (for checkpoints; a site's dl_bwd
    follows its dl). */

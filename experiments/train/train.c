@@ -123,9 +123,9 @@ const char *fl_train_cfg_check(const fl_train_cfg *c)
         if (c->fp8_gemm && c->recipe.kind != FL_RECIPE_FP8_DELAYED && c->recipe.kind != FL_RECIPE_FP8_CURRENT)
             return "--fp8-gemm applies to fp8-delayed and fp8-current (paper-gaudi2's backward multiplies e5m2 by e5m2, "
                    "which cuBLASLt's FP8 GEMM does not)";
-        if (c->recipe.fp8_adam || c->gemm_kchunk || c->attn_kchunk)
-            return "--device twins / cuda: no --fp8-adam, --gemm-kchunk or --attn-kchunk (the harness's; the GPU step "
-                   "has none of them yet)";
+        if (c->gemm_kchunk || c->attn_kchunk)
+            return "--device twins / cuda: no --gemm-kchunk or --attn-kchunk (the harness's perturbations of its own "
+                   "summation orders)";
     }
     if (c->accum > 1 && (c->chan_every || fl_recipe_is_fp4((fl_recipe_kind)c->recipe.kind)))
         return "--accum above 1 takes no --chan-every and no FP4 recipe (their per-step records are of one batch)";
@@ -782,6 +782,14 @@ static int run_open_files(train_run *r)
 
 /* Data, model and a fork's parent first (nothing written), then the folder, then the logs.  A run
    refused before its folder holds anything leaves no folder behind. */
+/* FP8LAB_GSTEP_TRACE=1: the GPU step's phases on stderr as they begin (gstep.c traces its operations) */
+static void gs_trace(const char *what, long long step)
+{
+    const char *pt = getenv("FP8LAB_GSTEP_TRACE");
+    if (pt && !strcmp(pt, "1"))
+        fprintf(stderr, "gstep trace: %s %lld\n", what, step);
+}
+
 static int run_setup(train_run *r)
 {
     int rc = run_open_data(r);
@@ -795,9 +803,9 @@ static int run_setup(train_run *r)
         else if (!fl_gstep_cuda_open) {
             fprintf(stderr, "fp8lab train: --device cuda: this fp8lab has no CUDA step (build/fp8lab-cuda has it: make cuda)\n");
             rc = FL_EXIT_USAGE;
-        } else if (!(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
+        } else if (gs_trace("open the device", -1), !(r->gs_ops = fl_gstep_cuda_open(&r->gs_ctx, r->cfg.model.act)))
             rc = FL_EXIT_USAGE; /* no device (said why): refused before any work */
-        if (rc == FL_EXIT_OK && fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind))
+        if (rc == FL_EXIT_OK && (gs_trace("init", -1), fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind)))
             rc = FL_EXIT_USAGE; /* the step's tensors do not fit (or a recipe it does not run): said why, nothing done */
         else if (rc == FL_EXIT_OK && r->gs.fp8 &&
                  (fl_gstep_set_recipe(&r->gs, &r->rec) || (r->cfg.fp8_gemm && fl_gstep_set_fp8_gemm(&r->gs)))) {
@@ -808,11 +816,13 @@ static int run_setup(train_run *r)
         const char *pe = getenv("FP8LAB_GSTEP_PROFILE");
         if (r->gs_ready && pe && !strcmp(pe, "1"))
             r->gs.prof = &r->prof;
+        const char *pt = getenv("FP8LAB_GSTEP_TRACE");
+        r->gs.trace = r->gs_ready && pt && !strcmp(pt, "1");
     }
     if (rc != FL_EXIT_OK)
         return rc;
     rc = run_claim_folder(r);
-    if (rc == FL_EXIT_OK && r->gs_ready && fl_gstep_upload(&r->gs, r->m.params, r->am, r->av)) /* the restored state */
+    if (rc == FL_EXIT_OK && r->gs_ready && (gs_trace("upload", -1), fl_gstep_upload(&r->gs, r->m.params, r->am, r->av))) /* the restored state */
         rc = FL_EXIT_FAIL;
     if (rc == FL_EXIT_OK)
         rc = run_open_files(r);
@@ -876,14 +886,18 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
             r->m.chan_on = chan_rows ? 2 : 1;
             r->gs.chan = &r->m;
         }
+        gs_trace("step", (long long)step);
         if (fl_gstep_step(&r->gs, cfg, r->batch, step, &loss, gnorm)) {
             fprintf(stderr, "fp8lab train: the GPU step failed at step %llu (%s); the last checkpoint stands\n",
                     (unsigned long long)step, r->gs.ops->name);
             exit(FL_EXIT_FAIL);
         }
         memcpy(r->m.ffn, r->gs.ffn, sizeof r->m.ffn);
+        r->st.adam_ftz += r->gs.adam_ftz; /* --fp8-adam: the moments' casts (optim.c counts the harness's) */
+        r->gs.adam_ftz = 0;
         if (cfg->chan_every) /* with the host's FFN weights of the forward: the copy of the step before */
             fl_chan_rows(r->fc, r->fr, step, &r->m, chan_rows);
+        gs_trace("read the weights after step", (long long)step);
         if (fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
             fprintf(stderr, "fp8lab train: the GPU step's weights could not be read at step %llu (%s); the last "
                             "checkpoint stands\n", (unsigned long long)step, r->gs.ops->name);
