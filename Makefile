@@ -235,7 +235,8 @@ endif
 # kernels/gpu_report.c) -> $(GPU_OUT)/bench.json and bench.md.
 # gpu-check: gpu-test, gpu-bench, then every input of the elementwise kernels (all bf16 codes, all 2^32
 # bf16 SwiGLU pairs) run on the device and judged by `fp8lab ulp`, all in $(GPU_OUT)/gpu-check.json and
-# gpu-check.md (tests/gpu_check.sh; GPU_CHECK_JUDGE=0: the sweep compared with the twins bit for bit only,
+# gpu-check.md (tests/gpu_check.sh; GPU_CHECK_QUICK=1: gpu-test, the training part and gpu-bench only, for a
+# short loan of a device; GPU_CHECK_JUDGE=0: the sweep compared with the twins bit for bit only,
 # not judged, and no accuracy table).  Without a device both say so and exit 0.
 GPU_BENCH := $(BUILD)/tests/gpu_bench
 GPU_OUT   ?= $(BUILD)/gpu-check

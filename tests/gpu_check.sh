@@ -16,7 +16,13 @@
 # GPU_CHECK_JUDGE=0: the sweep runs the same inputs and compares them with the twins bit for bit, without
 # `fp8lab ulp` (MPFR judging is nearly all of the sweep's time); gpu-check.json/md then say that the sweep
 # was not judged and carry no accuracy table.
+# GPU_CHECK_QUICK=1 (a short lease of a device): gpu-test, the training part, gpu-bench, in that order, and
+# no sweep (gpu-check.json/md are not written; each part's own files are).  Every part runs under
+# GPU_CHECK_PART_S seconds (default 3600), killed 10 s after: a hung part fails, the next one runs.
 set -u
+part_s=${GPU_CHECK_PART_S:-3600}
+lim=
+command -v timeout >/dev/null 2>&1 && lim="timeout -k 10 $part_s"
 build=$1
 out=$2
 mkdir -p "$out" || exit 1
@@ -27,11 +33,23 @@ if ! "$bench" info | tee "$out/device.txt" | grep -q "^device:"; then
 fi
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv | tee -a "$out/device.txt"
 echo "== gpu-test"
-"$build/tests/test_gpu_twins" >"$out/gpu_test.log" 2>&1
+$lim "$build/tests/test_gpu_twins" >"$out/gpu_test.log" 2>&1
 test_rc=$?
 cat "$out/gpu_test.log"
+if [ "${GPU_CHECK_QUICK:-0}" = 1 ]; then
+    echo "== training step"
+    $lim sh "$(dirname "$0")/gpu_train_check.sh" "$build" "$out"
+    train_rc=$?
+    echo "== gpu-bench"
+    $lim "$bench" bench "$out" >"$out/bench.log" 2>&1
+    bench_rc=$?
+    cat "$out/bench.log"
+    echo "gpu-check (GPU_CHECK_QUICK=1, no sweep): gpu-test exit $test_rc, training exit $train_rc, gpu-bench exit $bench_rc"
+    [ "$test_rc" -eq 0 ] && [ "$train_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+    exit $?
+fi
 echo "== gpu-bench"
-"$bench" bench "$out" >"$out/bench.log" 2>&1 || { cat "$out/bench.log"; echo "gpu-check: gpu-bench failed"; exit 1; }
+$lim "$bench" bench "$out" >"$out/bench.log" 2>&1 || { cat "$out/bench.log"; echo "gpu-check: gpu-bench failed"; exit 1; }
 cat "$out/bench.log"
 judge=
 if [ "${GPU_CHECK_JUDGE:-1}" = 0 ]; then
@@ -40,12 +58,12 @@ if [ "${GPU_CHECK_JUDGE:-1}" = 0 ]; then
 else
     echo "== device ULP sweep"
 fi
-/usr/bin/env time -f "   sweep wall %e s" "$bench" sweep "$build/fp8lab" "$out" $judge --pairs-chunks "${GPU_CHECK_PAIR_CHUNKS:-16}" --bwd-pairs-chunks "${GPU_CHECK_BWD_PAIR_CHUNKS:-1}"
+$lim /usr/bin/env time -f "   sweep wall %e s" "$bench" sweep "$build/fp8lab" "$out" $judge --pairs-chunks "${GPU_CHECK_PAIR_CHUNKS:-16}" --bwd-pairs-chunks "${GPU_CHECK_BWD_PAIR_CHUNKS:-1}"
 sweep_rc=$?
 "$bench" assemble "$out" "$test_rc" || exit 1
 cat "$out/gpu-check.md"
 echo "== training step"
-sh "$(dirname "$0")/gpu_train_check.sh" "$build" "$out"
+$lim sh "$(dirname "$0")/gpu_train_check.sh" "$build" "$out"
 train_rc=$?
 if [ "$test_rc" -ne 0 ] || [ "$sweep_rc" -ne 0 ] || [ "$train_rc" -ne 0 ]; then
     echo "gpu-check: FAILED (gpu-test exit $test_rc, sweep exit $sweep_rc, training exit $train_rc)"

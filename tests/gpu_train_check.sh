@@ -9,7 +9,8 @@
 #      differ", stage 3);
 #   2. the bf16 and fp8-delayed GPU runs resumed from their step-25 checkpoints: metrics.csv and sites.csv
 #      byte-identical; `demo --device` over its nine arms (1 seed, 40 steps) runs to a verdict;
-#   3. speed at the 124m preset (bf16, fp8-delayed, and fp8-delayed --fp8-gemm, one micro-batch of 16 x 1024
+#   3. speed at the 124m preset (bf16, fp8-delayed, fp8-delayed --fp8-gemm, paper-gaudi2 with and without the
+#      bf16 GEMMs of its exact FP8 values (FP8LAB_GSTEP_BF16_EXACT=0), one micro-batch of 16 x 1024
 #      tokens per step, 10 steps each): steps/s after the first step from summary.json, tokens/s, the FP8/BF16 ratios, and model
 #      FLOPs per second from the plan's FLOPs per token, beside 989 TFLOP/s (the dense BF16 peak NVIDIA
 #      gives for the H100 SXM and H200); the step's device tensors beside the plan's peak; then 4 profiled
@@ -68,7 +69,10 @@ for row in swiglu:bf16 swiglu:fp32 swiglu:fp8-delayed swiglu:paper-gaudi2 gelu:b
     chan= # the per-channel telemetry on the device, in the bf16 SwiGLU run (its resume compares the files)
     [ "$row" = swiglu:bf16 ] && chan="--chan-every 10"
     if ! $lim "$cuda" train $model --act $act --recipe $rec $both --device $dev --keep-ckpt 25 $chan $g8 ${GPU_TRAIN_CHECK_FLAGS:-} --out "$d/gpu"; then
-        echo "| $act | $rec $g8 $both | the GPU run failed | |" >>"$report"
+        # one step again with FP8LAB_GSTEP_TRACE=1: the last operation started, for the report
+        FP8LAB_GSTEP_TRACE=1 $lim "$cuda" train $model --act $act --recipe $rec $both --device $dev $g8 --steps 1 \
+            --out "$d/trace" >"$d/trace.txt" 2>&1
+        echo "| $act | $rec $g8 $both | the GPU run failed; the last operation traced: \`$(grep "gstep trace: line" "$d/trace.txt" | tail -1 | cut -c1-160)\` | |" >>"$report"
         fail=1
         continue
     fi
@@ -173,12 +177,29 @@ if $lim "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --step
         echo "- 124m preset, fp8-delayed --fp8-gemm: **the GPU run failed**." >>"$report"
         fail=1
     fi
+    # and paper-gaudi2 (the demo's recipe): power-of-two scales, so its FP8 values are exact in bf16 and its
+    # Linears multiply them in bf16 GEMMs; FP8LAB_GSTEP_BF16_EXACT=0 the same run on fp32 GEMMs
+    spg= spg0=
+    rm -rf "$s-g2" "$s-g20"
+    if $lim "$cuda" train --preset 124m --accum 1 --recipe paper-gaudi2 --device cuda --steps 10 --log-every 1 --quiet --out "$s-g2" &&
+        FP8LAB_GSTEP_BF16_EXACT=0 $lim "$cuda" train --preset 124m --accum 1 --recipe paper-gaudi2 --device cuda --steps 10 \
+            --log-every 1 --quiet --out "$s-g20"; then
+        spg=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-g2/summary.json")
+        spg0=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-g20/summary.json")
+        rm -f "$s-g2"/checkpoint*.bin "$s-g20"/checkpoint*.bin
+    else
+        echo "- 124m preset, paper-gaudi2: **a GPU run failed**." >>"$report"
+        fail=1
+    fi
     speed_line bf16 "$s"
     [ -f "$s-fp8/summary.json" ] && speed_line fp8-delayed "$s-fp8"
+    [ -n "$spg" ] && speed_line "paper-gaudi2 (bf16 GEMMs of the exact FP8 values)" "$s-g2"
+    [ -n "$spg0" ] && speed_line "paper-gaudi2 with FP8LAB_GSTEP_BF16_EXACT=0 (fp32 GEMMs)" "$s-g20"
     [ -f "$s-g8/summary.json" ] && speed_line "fp8-delayed --fp8-gemm" "$s-g8"
     sps=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s/summary.json")
     [ -n "$sps8" ] && awk -v a="$sps8" -v b="$sps" 'BEGIN { printf "- fp8-delayed / bf16 tokens/s at 124m: %.3g (casts on the device, the values multiplied in fp32 GEMMs).\n", a / b }' >>"$report"
     [ -n "$sg8" ] && awk -v a="$sg8" -v b="$sps" 'BEGIN { printf "- fp8-delayed --fp8-gemm / bf16 tokens/s at 124m: %.3g (the Linears in FP8 GEMMs; the attention stays fp32).\n", a / b }' >>"$report"
+    [ -n "$spg" ] && awk -v a="$spg" -v z="$spg0" -v b="$sps" 'BEGIN { printf "- paper-gaudi2 / bf16 tokens/s at 124m: %.3g with bf16 GEMMs of the exact FP8 values, %.3g with fp32 GEMMs.\n", a / b, z / b }' >>"$report"
     # memory: the step's tensors as built (summary.json) beside the plan's peak for one micro-batch
     tb=$(sed -n 's/.*"device_tensor_bytes": \([0-9]*\).*/\1/p' "$s/summary.json")
     pk=$("$cli" train --preset 124m --recipe bf16 --device cuda --plan --accum 1 | sed -n 's/.*= peak .* (\([0-9]*\) bytes).*/\1/p')

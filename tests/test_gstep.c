@@ -56,6 +56,7 @@ static void cfg_of(fl_train_cfg *c, fl_act_kind act, int recipe)
 }
 
 
+static int g_bfq_off; /* gstep_run's runs without the bf16 GEMMs of exact FP8 values (fl_gstep.bfq_off) */
 static float *g_m0; /* not NULL: harness_run and gstep_run store the AdamW moments after step 0 there (m, then v) */
 
 /* The harness's steps (train.c's order) with GEMM blocks kc: the loss of every step into loss; the
@@ -108,6 +109,7 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     CHECK(!fl_gstep_init(&s, &fl_gstep_host, NULL, &h.m.cfg, (int)c->recipe.kind) &&
               !fl_gstep_upload(&s, h.m.params, NULL, NULL),
           "gstep init");
+    s.bfq_off = g_bfq_off;
     CHECK(!s.fp8 || !fl_gstep_set_recipe(&s, &h.rec), "gstep recipe");
     CHECK(!fp8_gemm || !fl_gstep_set_fp8_gemm(&s), "gstep --fp8-gemm");
     s.prof = prof;
@@ -171,6 +173,18 @@ static void check_config(fl_act_kind act, int recipe)
     for (int k = 0; k < NK; k++)
         harness_run(&c, &d, ks[k], pert[k], NULL);
     gstep_run(&c, &c, &d, step, gs, NULL, 0);
+    if (c.recipe.pow2) { /* 0. the bf16 GEMMs of exact FP8 values (fl_gstep.bfq) against fp32 GEMMs: the same bits */
+        double sb[STEPS];
+        float *gb = malloc(np * sizeof *gb);
+        CHECK(gb, "memory");
+        g_bfq_off = 1;
+        gstep_run(&c, &c, &d, sb, gb, NULL, 0);
+        g_bfq_off = 0;
+        CHECK(!memcmp(sb, step, sizeof sb) && !memcmp(gb, gs, np * sizeof *gb),
+              "%s/%s: the bf16 GEMMs of the exact FP8 values changed the step's bits", fl_act_table[act].name,
+              fl_recipe_name((fl_recipe_kind)recipe));
+        free(gb);
+    }
 
     /* 1. gradients of step 0, tensor by tensor */
     const int fp8 = recipe == FL_RECIPE_FP8_DELAYED || recipe == FL_RECIPE_FP8_CURRENT || recipe == FL_RECIPE_PAPER_GAUDI2;
@@ -242,7 +256,7 @@ static void check_config(fl_act_kind act, int recipe)
     gstep_run(&c, &c, &d, prl, gp, &prof, 0);
     CHECK(!memcmp(prl, step, sizeof prl) && !memcmp(gp, gs, np * sizeof *gp), "profiling changed the step's bits");
     const uint64_t L = c.model.L, G = fl_act_gated(c.model.act) ? 2 : 1, B = c.model.B;
-    const uint64_t bf = recipe == FL_RECIPE_BF16, sm = fl_act_smooth_axis(c.model.act) >= 0;
+    const uint64_t bf = recipe == FL_RECIPE_BF16, sm = fl_act_smooth_axis(c.model.act) >= 0, pw = fp8 && c.recipe.pow2;
     const struct { fl_gstep_part k; uint64_t per_step; } want[] = {
         { FL_GP_ZERO, 1 },
         { FL_GP_LIN_GEMM, L * (9 + 3 * G) + 3 },  /* forward qkv, proj, G planes, down, head; backward two each */
@@ -252,7 +266,9 @@ static void check_config(fl_act_kind act, int recipe)
                           fp8 * (5 * (4 * L + 1) +     /* FP8: X, W forward, dY and again X, W backward per Linear, */
                                  (recipe == FL_RECIPE_FP8_CURRENT) * (3 * 4 * L - sm * L) + /* current amaxes but the
                                                                  head's and the smoothed down inputs' (from their scales) */
-                                 sm * 2 * L) },                /* the down inputs' smoothing scales, forward and backward */
+                                 sm * 2 * L +                  /* the down inputs' smoothing scales, forward and backward */
+                                 pw * (5 * (4 * L + 1) - 3 * sm * L)) }, /* power-of-two scales: bf16 copies of X, W
+                                 forward, dY, W, X backward (a smoothed input: dY and W backward only) */
         { FL_GP_STATS, 2 * L },
         { FL_GP_NORM, 1 },
         { FL_GP_ADAMW, FL_P_COUNT },

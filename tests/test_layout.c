@@ -54,7 +54,7 @@ static void target_folder(char *out, size_t n, const char *inc)
     out[0] = 0;
     if (!slash || (size_t)(slash - inc) >= n)
         return;
-    char d[256];
+    char d[12 + 256]; /* "experiments/" and out (at most 255 characters) */
     memcpy(out, inc, (size_t)(slash - inc));
     out[slash - inc] = 0;
     snprintf(d, sizeof d, "experiments/%s", out);

@@ -234,7 +234,7 @@ void fl_gstep_free(fl_gstep *s)
                     s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
                     s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
                     s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf, s->sm_s, s->sm_si, s->x8, s->xt8, s->w8,
-                    s->wt8, s->g8, s->gt8, s->mq };
+                    s->wt8, s->g8, s->gt8, s->mq, s->wbq };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             s->ops->release(s->ctx, dev[i]);
@@ -294,7 +294,41 @@ int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec)
         return -1;
     }
     s->rec = rec;
+    if (s->fp8 && rec->cfg.pow2 && !s->bfq_off && !s->bfq) { /* bf16 copies of the exact FP8 values */
+        const size_t N = ntok(s);
+        size_t kmax, gmax, wmax;
+        lin_maxima(s, &kmax, &gmax, &wmax);
+        int fail = 0;
+        s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
+        s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
+        s->wbq = dalloc(s, wmax * sizeof(uint16_t), &fail);
+        if (fail) {
+            fprintf(stderr, "fp8lab: the GPU step: no memory for the bf16 copies of the FP8 values (%.2f GiB in all)\n",
+                    (double)s->bytes / 1073741824.0);
+            return -1;
+        }
+        s->bfq = 1;
+    }
     return 0;
+}
+
+/* Whether the values of a cast with format and rounding *cf and inverse scale si (decode(code) * si, and
+   no smoothing) are all exact in bf16: bf16 itself unscaled (the bf16 start), or an FP8 format with a
+   power-of-two si under which the format's smallest step stays at or above bf16's (2^-133) and its largest
+   value below bf16's.  An FP8 value has at most 4 significant bits, bf16 8. */
+static int bf16_exact(const fl_cast_fmt *cf, float si)
+{
+    if (cf->fmt == FL_FMT_BF16)
+        return si == 1.0f;
+    if (cf->fmt != FL_FMT_E4M3 && cf->fmt != FL_FMT_E5M2)
+        return 0;
+    const uint32_t b = fl_f32_bits(si), e = (b >> 23) & 0xFFu;
+    if ((b & 0x807FFFFFu) || e == 0 || e == 0xFFu) /* a positive normal power of two */
+        return 0;
+    static const fl_format_desc g2 = FL_DESC_E4M3_GAUDI2;
+    const fl_format_desc *d = cf->gaudi2 ? &g2 : fl_format_get(cf->fmt);
+    const int p = (int)e - 127, step = 1 - d->bias - d->mbits; /* si = 2^p; the format's smallest step 2^step */
+    return step + p >= -133 && (double)fl_cast_fmax(cf) * ldexp(1.0, p) <= 0x1.fep127;
 }
 
 /* The clip mass of site si's cast of x (n elements, scale sc, *cf, smoothing sm) that saturated: x and the
@@ -509,12 +543,32 @@ static int lin_fwd(fl_gstep *s, int li, float *Y, const float *X, const float *W
             return 0;
         }
         x = xo, w = wo, xf = FL_FMT_FP32;
+        if (s->bfq && !sm && q->xq && q->wq && bf16_exact(&q->xf, q->xsi) && bf16_exact(&q->wf, q->wsi)) {
+            OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->xq, xo, N * K));
+            OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->wbq, wo, M * K));
+            x = s->xq, w = s->wbq, xf = wf = FL_FMT_BF16;
+        }
     } else {
         TRY(operand(s, &x, &xf, s->xq, X, N * K));
     }
     for (size_t p = 0; p < P; p++)
         TRY(gemm(s, FL_GP_LIN_GEMM, 0, 1, N, Mp, K, x, xf, K, 0, at(w, wf, p * Mp * K), wf, K, 0, 0.0f, Y + p * N * Mp, Mp,
                  0, 1));
+    return 0;
+}
+
+/* The backward GEMMs of a Linear: dX (N, K) = sum_p dY_p . W_p, planes added in order, with dY as ga (format
+   gaf); dW_p (Mp, K) += dY_p^T . X with dY as gb (gbf): the same values in either format. */
+static int lin_bwd_gemms(fl_gstep *s, float *dX, float *dW, const void *ga, fl_format gaf, const void *gb, fl_format gbf,
+                         const void *w, fl_format wf, const void *x, fl_format xf, size_t K, size_t Mp, size_t P)
+{
+    const size_t N = ntok(s);
+    for (size_t p = 0; p < P; p++) {
+        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 0, N, K, Mp, at(ga, gaf, p * N * Mp), gaf, Mp, 0, at(w, wf, p * Mp * K), wf, K, 0,
+                 p ? 1.0f : 0.0f, dX, K, 0, 1));
+        TRY(gemm(s, FL_GP_LIN_GEMM, 1, 0, Mp, K, N, at(gb, gbf, p * N * Mp), gbf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K,
+                 K, 0, 1));
+    }
     return 0;
 }
 
@@ -548,17 +602,28 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
         if (q->g8)
             return lin_bwd8(s, q, dX, dW, cf.fmt, sinv, K, Mp, P);
         g = go, x = xo, w = wo, gf = xf = FL_FMT_FP32;
+        if (s->bfq && gq && bf16_exact(&cf, sinv)) { /* per GEMM: dX reads dY and W, dW reads dY and X */
+            const int xe = !sm && (q->xc ? bf16_exact(&q->xcf, q->xcsi) : q->xq && bf16_exact(&q->xf, q->xsi));
+            const int we = q->wc ? bf16_exact(&q->wcf, q->wcsi) : q->wq && bf16_exact(&q->wf, q->wsi);
+            if (xe || we)
+                OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->gq, go, P * N * Mp));
+            if (we) {
+                OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->wbq, wo, M * K));
+                w = s->wbq, wf = FL_FMT_BF16;
+            }
+            if (xe) {
+                OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->xq, xo, N * K));
+                x = s->xq, xf = FL_FMT_BF16;
+            }
+            const void *gbq = s->gq, *gfp = go;
+            return lin_bwd_gemms(s, dX, dW, we ? gbq : gfp, we ? FL_FMT_BF16 : FL_FMT_FP32, xe ? gbq : gfp,
+                                 xe ? FL_FMT_BF16 : FL_FMT_FP32, w, wf, x, xf, K, Mp, P);
+        }
     } else {
         TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));
         TRY(operand(s, &x, &xf, s->xq, X, N * K));
     }
-    for (size_t p = 0; p < P; p++) {
-        TRY(gemm(s, FL_GP_LIN_GEMM, 0, 0, N, K, Mp, at(g, gf, p * N * Mp), gf, Mp, 0, at(w, wf, p * Mp * K), wf, K, 0,
-                 p ? 1.0f : 0.0f, dX, K, 0, 1));
-        TRY(gemm(s, FL_GP_LIN_GEMM, 1, 0, Mp, K, N, at(g, gf, p * N * Mp), gf, Mp, 0, x, xf, K, 0, 1.0f, dW + p * Mp * K, K,
-                 0, 1));
-    }
-    return 0;
+    return lin_bwd_gemms(s, dX, dW, g, gf, g, gf, w, wf, x, xf, K, Mp, P);
 }
 
 /* ---- attention: per sequence b, the H heads as one batch of GEMMs ---------------------------------- */

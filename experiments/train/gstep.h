@@ -174,6 +174,11 @@ typedef struct {
     double *tokloss;
     float *dres, *dln, *datty, *dqkv, *dpre, *dh, *dp, *ds;
     uint16_t *xq, *gq; /* bf16 copies of a GEMM input and of an output gradient */
+    uint16_t *wbq;     /* FP8 recipes: a Linear's weight as bf16 (with xq, gq: fl_gstep_set_recipe, power-of-two
+                          scales) */
+    int bfq;           /* FP8 recipes with power-of-two scales: a GEMM whose operands are FP8 values exact in bf16
+                          reads bf16 copies of them (the same values; tensor-core GEMMs on a device) */
+    int bfq_off;       /* set before fl_gstep_set_recipe: never (FP8LAB_GSTEP_BF16_EXACT=0; fp32 GEMMs throughout) */
     fl_ffn_fwd_stats ffn[FL_MODEL_MAX_L]; /* the last forward's FFN statistics (in_rms not computed: NaN) */
     /* host */
     int *htok, *htgt, *hetoks, *hestarts, *herows;

@@ -807,10 +807,13 @@ static int run_setup(train_run *r)
             rc = FL_EXIT_USAGE; /* no device (said why): refused before any work */
         if (rc == FL_EXIT_OK && (gs_trace("init", -1), fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind)))
             rc = FL_EXIT_USAGE; /* the step's tensors do not fit (or a recipe it does not run): said why, nothing done */
-        else if (rc == FL_EXIT_OK && r->gs.fp8 &&
-                 (fl_gstep_set_recipe(&r->gs, &r->rec) || (r->cfg.fp8_gemm && fl_gstep_set_fp8_gemm(&r->gs)))) {
-            fl_gstep_free(&r->gs); /* the FP8 recipes' state; --fp8-gemm's codes */
-            rc = FL_EXIT_FAIL;
+        if (rc == FL_EXIT_OK && r->gs.fp8) {
+            const char *pb = getenv("FP8LAB_GSTEP_BF16_EXACT"); /* "0": fp32 GEMMs on the FP8 values throughout */
+            r->gs.bfq_off = pb && !strcmp(pb, "0");
+            if (fl_gstep_set_recipe(&r->gs, &r->rec) || (r->cfg.fp8_gemm && fl_gstep_set_fp8_gemm(&r->gs))) {
+                fl_gstep_free(&r->gs); /* the FP8 recipes' state; --fp8-gemm's codes */
+                rc = FL_EXIT_FAIL;
+            }
         }
         r->gs_ready = rc == FL_EXIT_OK;
         const char *pe = getenv("FP8LAB_GSTEP_PROFILE");
