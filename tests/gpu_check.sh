@@ -16,13 +16,13 @@
 # GPU_CHECK_JUDGE=0: the sweep runs the same inputs and compares them with the twins bit for bit, without
 # `fp8lab ulp` (MPFR judging is nearly all of the sweep's time); gpu-check.json/md then say that the sweep
 # was not judged and carry no accuracy table.
-# GPU_CHECK_QUICK=1 (a short lease of a device): gpu-test, the training part, gpu-bench, in that order, and
-# no sweep (gpu-check.json/md are not written; each part's own files are).  Every part runs under
-# GPU_CHECK_PART_S seconds (default 3600), killed 10 s after: a hung part fails, the next one runs.
+# GPU_CHECK_QUICK=1 (a short loan of a device): gpu-test, the training part, gpu-bench, in that order, and
+# no sweep (gpu-check.json/md are not written; each part's own files are).  GPU_CHECK_PART_S=N: every part
+# runs under N seconds, killed 10 s after, so that a hung part fails and the next one runs (unset: no limit;
+# a judged sweep can take hours).
 set -u
-part_s=${GPU_CHECK_PART_S:-3600}
 lim=
-command -v timeout >/dev/null 2>&1 && lim="timeout -k 10 $part_s"
+[ -n "${GPU_CHECK_PART_S:-}" ] && command -v timeout >/dev/null 2>&1 && lim="timeout -k 10 $GPU_CHECK_PART_S"
 build=$1
 out=$2
 mkdir -p "$out" || exit 1
