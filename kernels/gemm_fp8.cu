@@ -105,7 +105,7 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
     // With beta = 0 C is not read; for an FP8 D, whose C type (bf16) differs from D's, it stays NULL.
     const void *cptr = g->c ? g->c : (tc == td ? g->d : nullptr);
     // the operands' alignment as it is (at least 16: checked above), not cuBLASLt's default of 256
-    const size_t db = g->d_fmt == FL_FMT_FP32 ? 4 : g->d_fmt == FL_FMT_BF16 ? 2 : 1, cb = tc == CUDA_R_32F ? 4 : 2;
+    const size_t db = (size_t)fl_format_get(g->d_fmt)->bits / 8, cb = tc == CUDA_R_32F ? 4 : 2;
     const uint32_t al[4] = { fl::align_of(g->a, g->lda, 0, 1), fl::align_of(g->b, g->ldb, 0, 1),
                              cptr ? fl::align_of(cptr, (g->c ? g->ldc : g->ldd) * cb, 0, 1) : 256u,
                              fl::align_of(g->d, g->ldd * db, 0, 1) };

@@ -33,15 +33,16 @@ __global__ void __launch_bounds__(256) adamw_kernel(float *__restrict__ p, const
     }
 }
 
-// RMSNorm: a warp per 32 rows.  The warp stages a 32 x 32 tile (32 rows, 32 channels) in shared memory
-// with coalesced loads; lane j then adds row j's 32 values to its sum in channel order, so each row's sum
-// runs over c = 0, 1, ... in order, the twin's.  The outputs are written a row at a time across the lanes.
+// RMSNorm, in two launches each way.  The row sums: a warp per 32 rows stages 32 x 32 tiles (32 rows, 32
+// channels) in shared memory with coalesced loads; lane j then adds row j's 32 values to its sum in
+// channel order, so each row's sum runs over c = 0, 1, ..., as the twin's.  The outputs: an element
+// kernel over every row and channel (rms_rows_kernel below), which has the whole device's parallelism;
+// writing them from the sums' warps (N / 32 warps in all, a load's latency per element) was the slow part.
 constexpr int RMS_WARPS = 4; // the backward's two tiles: 4 x 2 x 32 x 33 floats = 33.8 KB of shared memory
 
-__global__ void __launch_bounds__(RMS_WARPS * 32) rms_fwd_kernel(float *__restrict__ y, float *__restrict__ rstd,
-                                                                   const float *__restrict__ x,
-                                                                   const float *__restrict__ gain, size_t N, size_t C,
-                                                                   float eps)
+__global__ void __launch_bounds__(RMS_WARPS * 32) rms_fwd_sums_kernel(float *__restrict__ rstd,
+                                                                        const float *__restrict__ x, size_t N,
+                                                                        size_t C, float eps)
 {
     __shared__ float tile[RMS_WARPS][32][33];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -49,21 +50,17 @@ __global__ void __launch_bounds__(RMS_WARPS * 32) rms_fwd_kernel(float *__restri
     if (r0 >= N)
         return;
     const float ss = fl_row_sum_tiled(tile[w], x, r0, N, C, lane, 0.0f, [](float s, float v) { return s + v * v; });
-    const float r = fl_rms_r(ss, (float)C, eps);
     if (r0 + lane < N)
-        rstd[r0 + lane] = r;
-    for (int j = 0; j < 32 && r0 + j < N; j++) {
-        const float rj = __shfl_sync(0xFFFFFFFFu, r, j);
-        for (size_t c = lane; c < C; c += 32)
-            y[(r0 + j) * C + c] = fl_rms_y(x[(r0 + j) * C + c], rj, gain[c]);
-    }
+        rstd[r0 + lane] = fl_rms_r(ss, (float)C, eps);
 }
 
-__global__ void __launch_bounds__(RMS_WARPS * 32) rms_bwd_kernel(float *__restrict__ dx, const float *__restrict__ dy,
-                                                                   const float *__restrict__ x,
-                                                                   const float *__restrict__ rstd,
-                                                                   const float *__restrict__ gain, size_t N, size_t C,
-                                                                   int accumulate)
+// The backward's row sums d = sum_c (dy_c g_c) x_c, and k = fl_rms_k(r, d, C) into k[row].
+__global__ void __launch_bounds__(RMS_WARPS * 32) rms_bwd_sums_kernel(float *__restrict__ k,
+                                                                        const float *__restrict__ dy,
+                                                                        const float *__restrict__ x,
+                                                                        const float *__restrict__ rstd,
+                                                                        const float *__restrict__ gain, size_t N,
+                                                                        size_t C)
 {
     __shared__ float tdy[RMS_WARPS][32][33], tx[RMS_WARPS][32][33];
     __shared__ float tg[RMS_WARPS][32];
@@ -84,15 +81,82 @@ __global__ void __launch_bounds__(RMS_WARPS * 32) rms_bwd_kernel(float *__restri
             d += tdy[w][lane][c] * tg[w][c] * tx[w][lane][c];
         __syncwarp();
     }
-    const float r = r0 + lane < N ? rstd[r0 + lane] : 0.0f, k = fl_rms_k(r, d, (float)C);
-    for (int j = 0; j < 32 && r0 + j < N; j++) {
-        const float rj = __shfl_sync(0xFFFFFFFFu, r, j), kj = __shfl_sync(0xFFFFFFFFu, k, j);
-        for (size_t c = lane; c < C; c += 32) {
-            const size_t i = (r0 + j) * C + c;
-            const float v = fl_rms_dx(rj, dy[i], gain[c], kj, x[i]);
-            dx[i] = accumulate ? dx[i] + v : v;
+    if (r0 + lane < N)
+        k[r0 + lane] = fl_rms_k(rstd[r0 + lane], d, (float)C);
+}
+
+// The outputs, element by element: rows by blockIdx.y (grid-stride), V consecutive channels per thread
+// (V = 4: 16-byte loads and stores, where C % 4 == 0 and every pointer is 16-byte aligned).
+//   forward  (k == NULL): y = fl_rms_y(x, r, g)
+//   backward (k != NULL): dx = fl_rms_dx(r, dy, g, k, x), added to dx under accumulate
+template <int V>
+__global__ void __launch_bounds__(256) rms_rows_kernel(float *__restrict__ out, const float *__restrict__ dy,
+                                                       const float *__restrict__ x, const float *__restrict__ rstd,
+                                                       const float *__restrict__ k, const float *__restrict__ gain,
+                                                       size_t N, size_t C, int accumulate)
+{
+    const size_t cv = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * V;
+    if (cv >= C)
+        return;
+    float g[V];
+    for (int e = 0; e < V; e++)
+        g[e] = gain[cv + e];
+    for (size_t row = blockIdx.y; row < N; row += gridDim.y) {
+        const size_t i = row * C + cv;
+        const float r = rstd[row];
+        float xv[V], o[V];
+        if (V == 4)
+            *(float4 *)xv = *(const float4 *)(x + i);
+        else
+            xv[0] = x[i];
+        if (!k) {
+            for (int e = 0; e < V; e++)
+                o[e] = fl_rms_y(xv[e], r, g[e]);
+        } else {
+            const float kr = k[row];
+            float dv[V], prev[V];
+            if (V == 4) {
+                *(float4 *)dv = *(const float4 *)(dy + i);
+                if (accumulate)
+                    *(float4 *)prev = *(const float4 *)(out + i);
+            } else {
+                dv[0] = dy[i];
+                if (accumulate)
+                    prev[0] = out[i];
+            }
+            for (int e = 0; e < V; e++) {
+                const float v = fl_rms_dx(r, dv[e], g[e], kr, xv[e]);
+                o[e] = accumulate ? prev[e] + v : v;
+            }
         }
+        if (V == 4)
+            *(float4 *)(out + i) = *(const float4 *)o;
+        else
+            out[i] = o[0];
     }
+}
+
+// One launch of rms_rows_kernel: blocks of up to 256 threads across a row's C / V groups, and rows on
+// blockIdx.y (at most 65535; more rows are taken grid-stride).
+int launch_rms_rows(float *out, const float *dy, const float *x, const float *rstd, const float *k, const float *gain,
+                    size_t N, size_t C, int accumulate, cudaStream_t st)
+{
+    const uintptr_t al = (uintptr_t)out | (uintptr_t)x | (uintptr_t)gain | (uintptr_t)(dy ? dy : x);
+    const int v4 = C % 4 == 0 && al % 16 == 0;
+    const size_t groups = v4 ? C / 4 : C;
+    const size_t threads = groups < 256 ? (groups + 31) / 32 * 32 : 256;
+    const size_t bx = (groups + threads - 1) / threads;
+    if (bx > 0x7FFFFFFFu) {
+        fprintf(stderr, "RMSNorm: %zu channels is too many\n", C);
+        return -1;
+    }
+    const dim3 grid((unsigned)bx, (unsigned)(N < 65535 ? N : 65535));
+    if (v4)
+        rms_rows_kernel<4><<<grid, (unsigned)threads, 0, st>>>(out, dy, x, rstd, k, gain, N, C, accumulate);
+    else
+        rms_rows_kernel<1><<<grid, (unsigned)threads, 0, st>>>(out, dy, x, rstd, k, gain, N, C, accumulate);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
 }
 
 // The gain's gradient: channel c's terms dy x rstd added over the rows in order, as the twin.  A block takes
@@ -463,13 +527,13 @@ extern "C" int fl_cuda_rmsnorm_fwd(float *y, float *rstd, const float *x, const 
         fprintf(stderr, "fl_cuda_rmsnorm_fwd: %zu rows is too many\n", N);
         return -1;
     }
-    rms_fwd_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(y, rstd, x, gain, N, C, eps);
+    rms_fwd_sums_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(rstd, x, N, C, eps);
     FL_CUDA_CHECK(cudaGetLastError());
-    return 0;
+    return launch_rms_rows(y, nullptr, x, rstd, nullptr, gain, N, C, 0, (cudaStream_t)stream);
 }
 
 extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
-                                   const float *gain, size_t N, size_t C, int accumulate, void *stream)
+                                   const float *gain, size_t N, size_t C, int accumulate, float *ws, void *stream)
 {
     if (!N || !C)
         return 0;
@@ -477,8 +541,10 @@ extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, con
         fprintf(stderr, "fl_cuda_rmsnorm_bwd: %zu rows is too many\n", N);
         return -1;
     }
-    rms_bwd_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(dx, dy, x, rstd, gain, N, C, accumulate);
+    rms_bwd_sums_kernel<<<rms_blocks(N), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(ws, dy, x, rstd, gain, N, C);
     FL_CUDA_CHECK(cudaGetLastError());
+    if (launch_rms_rows(dx, dy, x, rstd, ws, gain, N, C, accumulate, (cudaStream_t)stream))
+        return -1;
     rms_dgain_kernel<<<(unsigned)((C + 31) / 32), 256, 0, (cudaStream_t)stream>>>(dgain, dy, x, rstd, N, C);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;

@@ -73,14 +73,15 @@ FL_HD float fl_rms_dx(float r, float dy, float g, float k, float x) { return r *
 
 /* RMSNorm forward: y (N, C) and rstd (N) from x (N, C) and gain (C).  Backward: dx (N, C) = the input
    gradient (accumulate: added to dx), dgain (C) += the gain's.  Twins (host) and launchers (device
-   pointers).  0, or -1 after printing why. */
+   pointers; the backward's ws: N floats of device scratch, for the rows' k).  0, or -1 after printing
+   why. */
 int fl_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps);
 int fl_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd, const float *gain,
                    size_t N, size_t C, int accumulate);
 int fl_cuda_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps,
                         void *stream);
 int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, const float *x, const float *rstd, const float *gain,
-                        size_t N, size_t C, int accumulate, void *stream);
+                        size_t N, size_t C, int accumulate, float *ws, void *stream);
 
 /* The FP8 cast of a GEMM input (per-tensor scale s): codes[i] = the cast engine's code of x[i] * s
    (cast.h: e4m3 / e5m2 / Gaudi2's e4m3, RNE or SR drawing fl_sr_bits(f->key, off + i), saturating

@@ -36,12 +36,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cuda_test.h"
 #include "gemm_fp8.h"
 #include "kernels.h"
+#include "train_step.h"
 extern "C" {
 #include "convert.h"
 #include "gpu_report.h"
@@ -294,6 +296,119 @@ static void bench_elementwise(std::vector<fl_gpu_overhead> &over)
     }
     CK(cudaFree(one));
     CK(cudaFree(amax));
+}
+
+// ---- the training step's row kernels at the 124m preset's shapes -----------------------------------------
+// Each against a copy of the same bytes (inputs read once, outputs written once; what a kernel must move at
+// least), timed in the same run.  These kernels keep the harness's sequential sums (kernels/train_step.h),
+// so the elementwise goal is not theirs: the figures say where a step's time goes, for `make gpu-check`'s
+// training part (its profile at 124m) to be read against.
+struct step_row {
+    std::string kernel, shape;
+    double ms, copy_ms, bytes;
+};
+
+static void bench_step(std::vector<step_row> &rows)
+{
+    const size_t B = 16, T = 1024, C = 768, H = 12, V = 50257, F = 2048, N = B * T, R = B * H * T;
+    uint64_t tab[32];
+    fl_expf_table(tab);
+    auto row = [&](const char *kernel, const std::string &shape, double bytes, const std::function<int()> &launch) {
+        step_row r{ kernel, shape, time_ms(launch), copy_ms(bytes), bytes };
+        printf("  %-34s %-28s %8.3f ms  %6.0f GB/s  %5.1f%% of copy\n", kernel, shape.c_str(), r.ms,
+               fl_gpu_gbps(bytes, r.ms), 100 * r.copy_ms / r.ms);
+        fflush(stdout);
+        rows.push_back(r);
+    };
+    char sh[64];
+    {
+        float *x = (float *)dfill(FL_FMT_FP32, N * C, 4.0f, 21), *dy = (float *)dfill(FL_FMT_FP32, N * C, 1.0f, 22);
+        float *g = (float *)dfill(FL_FMT_FP32, C, 1.0f, 23), *y = (float *)dalloc(N * C * 4), *rs = (float *)dalloc(N * 4);
+        float *dg = (float *)dalloc(C * 4), *ws = (float *)dalloc(N * 4);
+        snprintf(sh, sizeof sh, "N %zu, C %zu", N, C);
+        row("RMSNorm fwd (y, rstd)", sh, 8.0 * N * C, [&] { return fl_cuda_rmsnorm_fwd(y, rs, x, g, N, C, 1e-5f, nullptr); });
+        row("RMSNorm bwd (dx, dgain)", sh, 12.0 * N * C,
+            [&] { return fl_cuda_rmsnorm_bwd(y, dg, dy, x, rs, g, N, C, 0, ws, nullptr); });
+        row("RMSNorm bwd, accumulating dx", sh, 16.0 * N * C,
+            [&] { return fl_cuda_rmsnorm_bwd(y, dg, dy, x, rs, g, N, C, 1, ws, nullptr); });
+        unsigned long long *cnt = (unsigned long long *)dalloc(8 * sizeof(unsigned long long));
+        float *amd = (float *)dalloc(4);
+        fl_cast_fmt cf;
+        memset(&cf, 0, sizeof cf);
+        cf.fmt = FL_FMT_E4M3; /* saturating, RNE */
+        row("FP8 cast, fake-quantised (e4m3)", sh, 8.0 * N * C,
+            [&] { return fl_cuda_cast_fq(y, amd, cnt, x, N * C, 1.0f, 1.0f, &cf, 0, nullptr); });
+        for (void *p : { (void *)x, (void *)dy, (void *)g, (void *)y, (void *)rs, (void *)dg, (void *)ws, (void *)cnt, (void *)amd })
+            CK(cudaFree(p));
+    }
+    {
+        float *S = (float *)dfill(FL_FMT_FP32, R * T, 4.0f, 24), *P = (float *)dalloc(R * T * 4);
+        snprintf(sh, sizeof sh, "%zu rows of %zu", R, T);
+        row("attention softmax fwd", sh, 8.0 * R * T, [&] { return fl_cuda_attn_softmax_fwd(P, S, R, T, 0.125f, tab, nullptr); });
+        float *dP = (float *)dfill(FL_FMT_FP32, R * T, 1.0f, 25);
+        row("attention softmax bwd", sh, 12.0 * R * T, [&] { return fl_cuda_attn_softmax_bwd(S, P, dP, R, T, 0.125f, nullptr); });
+        for (void *p : { (void *)S, (void *)P, (void *)dP })
+            CK(cudaFree(p));
+    }
+    {
+        float *z0 = (float *)dfill(FL_FMT_FP32, N * V, 8.0f, 26), *z = (float *)dalloc(N * V * 4);
+        double *tl = (double *)dalloc(N * 8);
+        std::vector<int> ht(N);
+        for (size_t i = 0; i < N; i++)
+            ht[i] = (int)(i * 7919 % V);
+        int *tgt = (int *)dalloc(N * sizeof(int));
+        CK(cudaMemcpy(tgt, ht.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+        snprintf(sh, sizeof sh, "N %zu, V %zu", N, V);
+        // in place: each launch starts from the same logits (the copy back is timed with it, and counted)
+        row("cross-entropy fwd (+ a copy of z)", sh, 16.0 * N * V, [&] {
+            if (cudaMemcpyAsync(z, z0, N * V * 4, cudaMemcpyDeviceToDevice) != cudaSuccess)
+                return -1;
+            return fl_cuda_xent_fwd(z, tl, tgt, N, V, tab, nullptr);
+        });
+        row("cross-entropy bwd", sh, 8.0 * N * V, [&] { return fl_cuda_xent_bwd(z, tgt, N, V, nullptr); });
+        for (void *p : { (void *)z0, (void *)z, (void *)tl, (void *)tgt })
+            CK(cudaFree(p));
+    }
+    {
+        const size_t n = 12 * (3 * C * C + C * C + 3 * C * F) + V * C + T * C; // the 124m SwiGLU model's weights
+        float *p = (float *)dfill(FL_FMT_FP32, n, 0.1f, 27), *g = (float *)dfill(FL_FMT_FP32, n, 0.01f, 28);
+        float *m = (float *)dfill(FL_FMT_FP32, n, 0.01f, 29), *v = (float *)dalloc(n * 4);
+        CK(cudaMemset(v, 0, n * 4));
+        fl_adamw_hp h;
+        memset(&h, 0, sizeof h);
+        h.b1 = 0.9f, h.b2 = 0.95f, h.bc1 = 0.1f, h.bc2 = 0.05f, h.eps = 1e-8f, h.lr = 6e-4f, h.wd = 0.1f, h.gscale = 1.0f;
+        snprintf(sh, sizeof sh, "%zu parameters", n);
+        row("AdamW", sh, 28.0 * n, [&] { return fl_cuda_adamw(p, g, m, v, n, &h, nullptr); });
+        for (void *q : { (void *)p, (void *)g, (void *)m, (void *)v })
+            CK(cudaFree(q));
+    }
+}
+
+static int cmd_step(const char *outdir)
+{
+    fl_gpu_info g;
+    if (device_info(&g)) {
+        printf("gpu-bench step: no CUDA device found; skipped\n");
+        return 0;
+    }
+    print_info(&g);
+    printf("the training step's kernels at the 124m preset's shapes (B 16, T 1024, C 768, H 12, V 50257):\n");
+    std::vector<step_row> rows;
+    bench_step(rows);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/step-kernels.md", outdir);
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write %s", path);
+    fprintf(f, "Device: %s (sm_%d%d, %d SMs).  Median of %d launches after %d; \"of copy\": a copy of the same bytes "
+               "(inputs read once, outputs written once) timed in the same run.\n\n",
+            g.name, g.cc_major, g.cc_minor, g.sm_count, k_reps, k_warm);
+    fprintf(f, "| kernel | shape | MB moved | median ms | GB/s | of copy |\n|---|---|---:|---:|---:|---:|\n");
+    for (auto &r : rows)
+        fprintf(f, "| %s | %s | %.0f | %.3f | %.0f | %.1f%% |\n", r.kernel.c_str(), r.shape.c_str(), r.bytes / 1e6, r.ms,
+                fl_gpu_gbps(r.bytes, r.ms), 100 * r.copy_ms / r.ms);
+    CHECK(fclose(f) == 0, "cannot write %s", path);
+    printf("gpu-bench step: wrote %s\n", path);
+    return 0;
 }
 
 // ---- GEMMs ----------------------------------------------------------------------------------------------
@@ -580,6 +695,8 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && !strcmp(argv[1], "bench"))
         return cmd_bench(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "step"))
+        return cmd_step(argv[2]);
     if (argc >= 4 && !strcmp(argv[1], "sweep")) {
         int twin = 0, judge = 1, chunks = 16, bwd_chunks = 1, from = 0;
         for (int i = 4; i < argc; i++) {
@@ -633,7 +750,7 @@ int main(int argc, char **argv)
         printf("gpu-check: wrote %s/gpu-check.json and %s/gpu-check.md\n", argv[2], argv[2]);
         return 0;
     }
-    fprintf(stderr, "usage: gpu_bench info | bench OUTDIR | sweep FP8LAB OUTDIR [--twin] [--no-judge] [--pairs-chunks N] [--pairs-from F] [--bwd-pairs-chunks M]\n"
+    fprintf(stderr, "usage: gpu_bench info | bench OUTDIR | step OUTDIR | sweep FP8LAB OUTDIR [--twin] [--no-judge] [--pairs-chunks N] [--pairs-from F] [--bwd-pairs-chunks M]\n"
                     "       gpu_bench assemble OUTDIR GPU_TEST_EXIT_STATUS\n");
     return 2;
 }

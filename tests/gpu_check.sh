@@ -16,6 +16,8 @@
 # GPU_CHECK_JUDGE=0: the sweep runs the same inputs and compares them with the twins bit for bit, without
 # `fp8lab ulp` (MPFR judging is nearly all of the sweep's time); gpu-check.json/md then say that the sweep
 # was not judged and carry no accuracy table.
+# Every run times the training step's kernels at the 124m preset's shapes after gpu-test (gpu_bench step:
+# step-kernels.md; a failure there is reported and the check goes on).
 # GPU_CHECK_QUICK=1 (a short loan of a device): gpu-test, the training part, gpu-bench, in that order, and
 # no sweep (gpu-check.json/md are not written; each part's own files are).  GPU_CHECK_PART_S=N: every part
 # runs under N seconds, killed 10 s after, so that a hung part fails and the next one runs (unset: no limit;
@@ -36,6 +38,10 @@ echo "== gpu-test"
 $lim "$build/tests/test_gpu_twins" >"$out/gpu_test.log" 2>&1
 test_rc=$?
 cat "$out/gpu_test.log"
+echo "== the training step's kernels at 124m shapes"
+$lim "$bench" step "$out" >"$out/step-kernels.log" 2>&1
+step_rc=$?
+cat "$out/step-kernels.log"
 if [ "${GPU_CHECK_QUICK:-0}" = 1 ]; then
     echo "== training step"
     $lim sh "$(dirname "$0")/gpu_train_check.sh" "$build" "$out"
@@ -44,8 +50,8 @@ if [ "${GPU_CHECK_QUICK:-0}" = 1 ]; then
     $lim "$bench" bench "$out" >"$out/bench.log" 2>&1
     bench_rc=$?
     cat "$out/bench.log"
-    echo "gpu-check (GPU_CHECK_QUICK=1, no sweep): gpu-test exit $test_rc, training exit $train_rc, gpu-bench exit $bench_rc"
-    [ "$test_rc" -eq 0 ] && [ "$train_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+    echo "gpu-check (GPU_CHECK_QUICK=1, no sweep): gpu-test exit $test_rc, step kernels exit $step_rc, training exit $train_rc, gpu-bench exit $bench_rc"
+    [ "$test_rc" -eq 0 ] && [ "$step_rc" -eq 0 ] && [ "$train_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
     exit $?
 fi
 echo "== gpu-bench"
@@ -65,8 +71,8 @@ cat "$out/gpu-check.md"
 echo "== training step"
 $lim sh "$(dirname "$0")/gpu_train_check.sh" "$build" "$out"
 train_rc=$?
-if [ "$test_rc" -ne 0 ] || [ "$sweep_rc" -ne 0 ] || [ "$train_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (gpu-test exit $test_rc, sweep exit $sweep_rc, training exit $train_rc)"
+if [ "$test_rc" -ne 0 ] || [ "$step_rc" -ne 0 ] || [ "$sweep_rc" -ne 0 ] || [ "$train_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (gpu-test exit $test_rc, step kernels exit $step_rc, sweep exit $sweep_rc, training exit $train_rc)"
     exit 1
 fi
 echo "gpu-check: passed"

@@ -538,7 +538,9 @@ static void expect_same(const char *what, const std::vector<float> &cpu, const f
         }
 }
 
-static void case_rmsnorm(size_t N, size_t C, int accumulate)
+// off: the tensors start off floats into their allocations (1: not 16-byte aligned, the launchers' scalar
+// path for the outputs).
+static void case_rmsnorm(size_t N, size_t C, int accumulate, size_t off = 0)
 {
     std::vector<float> x(N * C), dy(N * C), g(C), y(N * C), r(N), dx(N * C, accumulate ? 0.25f : 0.0f), dg(C, 0.125f);
     for (size_t i = 0; i < N * C; i++) {
@@ -547,12 +549,17 @@ static void case_rmsnorm(size_t N, size_t C, int accumulate)
     }
     for (size_t c = 0; c < C; c++)
         g[c] = (float)(0.5 + rnd());
-    float *dx_ = dev_copy(x), *ddy = dev_copy(dy), *dg_ = dev_copy(g), *dy_ = dev_copy(y), *dr = dev_copy(r),
-          *ddx = dev_copy(dx), *ddg = dev_copy(dg);
+    auto at = [&](const std::vector<float> &h) {
+        std::vector<float> p(off, 0.0f);
+        p.insert(p.end(), h.begin(), h.end());
+        return dev_copy(p) + off;
+    };
+    float *dx_ = at(x), *ddy = at(dy), *dg_ = at(g), *dy_ = at(y), *dr = dev_copy(r), *ddx = at(dx), *ddg = dev_copy(dg),
+          *dk = dev_copy(r);
     if (fl_rmsnorm_fwd(y.data(), r.data(), x.data(), g.data(), N, C, 1e-5f) ||
         fl_cuda_rmsnorm_fwd(dy_, dr, dx_, dg_, N, C, 1e-5f, nullptr) ||
         fl_rmsnorm_bwd(dx.data(), dg.data(), dy.data(), x.data(), r.data(), g.data(), N, C, accumulate) ||
-        fl_cuda_rmsnorm_bwd(ddx, ddg, ddy, dx_, dr, dg_, N, C, accumulate, nullptr)) {
+        fl_cuda_rmsnorm_bwd(ddx, ddg, ddy, dx_, dr, dg_, N, C, accumulate, dk, nullptr)) {
         fprintf(stderr, "FAIL rmsnorm: a launcher returned an error\n");
         exit(1);
     }
@@ -561,7 +568,9 @@ static void case_rmsnorm(size_t N, size_t C, int accumulate)
     expect_same("rmsnorm rstd", r, dr);
     expect_same("rmsnorm dx", dx, ddx);
     expect_same("rmsnorm dgain", dg, ddg);
-    for (float *p : { dx_, ddy, dg_, dy_, dr, ddx, ddg })
+    for (float *p : { dx_, ddy, dg_, dy_, ddx })
+        cudaFree(p - off);
+    for (float *p : { dr, ddg, dk })
         cudaFree(p);
     cases++;
 }
@@ -1119,7 +1128,9 @@ int main()
     case_rmsnorm(16 * 1024, 768, 0);
     case_rmsnorm(1000, 200, 1);
     case_rmsnorm(33, 31, 0);
-    printf("  rmsnorm forward and backward (accumulating or not, overflowing rows, ragged shapes): ok\n");
+    case_rmsnorm(40, 64, 1, 1);  // misaligned: the outputs' scalar path with C % 4 == 0
+    case_rmsnorm(70000, 8, 1);   // more rows than a grid's y (65535)
+    printf("  rmsnorm forward and backward (accumulating or not, overflowing rows, ragged shapes, misaligned, > 65535 rows): ok\n");
     for (int sr = 0; sr <= 1; sr++) {
         for (int nosat = 0; nosat <= 1; nosat++) {
             case_cast_fp8(FL_FMT_E4M3, 0, nosat, sr);

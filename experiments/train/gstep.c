@@ -102,6 +102,19 @@ static void lin_maxima(const fl_gstep *s, size_t *kmax, size_t *gmax, size_t *wm
     *wmax = *wmax > V * C ? *wmax : V * C;
 }
 
+/* The bf16 operand copies of the Linears' inputs and output gradients (under the bf16 recipe), and of a
+   weight (wbq, for the exact FP8 values under power-of-two scales). */
+static void alloc_bf16_operands(fl_gstep *s, int with_w, int *fail)
+{
+    const size_t N = ntok(s);
+    size_t kmax, gmax, wmax;
+    lin_maxima(s, &kmax, &gmax, &wmax);
+    s->xq = dalloc(s, N * kmax * sizeof(uint16_t), fail);
+    s->gq = dalloc(s, N * gmax * sizeof(uint16_t), fail);
+    if (with_w)
+        s->wbq = dalloc(s, wmax * sizeof(uint16_t), fail);
+}
+
 int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_model_cfg *mc, int recipe)
 {
     memset(s, 0, sizeof *s);
@@ -163,10 +176,8 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->ds = dalloc(s, B * H * T * T * f4, &fail);
     size_t kmax, gmax, wmax;
     lin_maxima(s, &kmax, &gmax, &wmax);
-    if (s->bf16) {
-        s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
-        s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
-    }
+    if (s->bf16)
+        alloc_bf16_operands(s, 0, &fail);
     if (s->fp8) {
         s->xf = dalloc(s, N * kmax * f4, &fail);
         s->wf = dalloc(s, wmax * f4, &fail);
@@ -295,13 +306,8 @@ int fl_gstep_set_recipe(fl_gstep *s, fl_recipe *rec)
     }
     s->rec = rec;
     if (s->fp8 && rec->cfg.pow2 && !s->bfq_off && !s->bfq) { /* bf16 copies of the exact FP8 values */
-        const size_t N = ntok(s);
-        size_t kmax, gmax, wmax;
-        lin_maxima(s, &kmax, &gmax, &wmax);
         int fail = 0;
-        s->xq = dalloc(s, N * kmax * sizeof(uint16_t), &fail);
-        s->gq = dalloc(s, N * gmax * sizeof(uint16_t), &fail);
-        s->wbq = dalloc(s, wmax * sizeof(uint16_t), &fail);
+        alloc_bf16_operands(s, 1, &fail);
         if (fail) {
             fprintf(stderr, "fp8lab: the GPU step: no memory for the bf16 copies of the FP8 values (%.2f GiB in all)\n",
                     (double)s->bytes / 1073741824.0);
@@ -615,9 +621,10 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
                 OP(FL_GP_CAST, s->ops->to_bf16(s->ctx, s->xq, xo, N * K));
                 x = s->xq, xf = FL_FMT_BF16;
             }
-            const void *gbq = s->gq, *gfp = go;
-            return lin_bwd_gemms(s, dX, dW, we ? gbq : gfp, we ? FL_FMT_BF16 : FL_FMT_FP32, xe ? gbq : gfp,
-                                 xe ? FL_FMT_BF16 : FL_FMT_FP32, w, wf, x, xf, K, Mp, P);
+            /* dY as each GEMM reads it: in bf16 where its other operand is */
+            const void *g_dx = we ? (const void *)s->gq : go, *g_dw = xe ? (const void *)s->gq : go;
+            const fl_format gf_dx = we ? FL_FMT_BF16 : FL_FMT_FP32, gf_dw = xe ? FL_FMT_BF16 : FL_FMT_FP32;
+            return lin_bwd_gemms(s, dX, dW, g_dx, gf_dx, g_dw, gf_dw, w, wf, x, xf, K, Mp, P);
         }
     } else {
         TRY(operand(s, &g, &gf, s->gq, dY, P * N * Mp));

@@ -153,8 +153,8 @@ static int c_rms_fwd(void *ctx, float *y, float *rstd, const float *x, const flo
 static int c_rms_bwd(void *ctx, float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
                      const float *gain, size_t N, size_t C, int accumulate)
 {
-    (void)ctx;
-    return fl_cuda_rmsnorm_bwd(dx, dgain, dy, x, rstd, gain, N, C, accumulate, NULL);
+    cuda_ctx *c = ctx; /* the rows' k in the scratch: N floats */
+    return scratch(c, N / 2 + 1) ? -1 : fl_cuda_rmsnorm_bwd(dx, dgain, dy, x, rstd, gain, N, C, accumulate, (float *)c->sq, NULL);
 }
 static int c_softmax_fwd(void *ctx, float *P, const float *S, size_t R, size_t T, float scale)
 {

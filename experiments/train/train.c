@@ -782,11 +782,20 @@ static int run_open_files(train_run *r)
 
 /* Data, model and a fork's parent first (nothing written), then the folder, then the logs.  A run
    refused before its folder holds anything leaves no folder behind. */
+/* Whether the environment variable name is set to exactly val (the GPU step's switches). */
+static int env_is(const char *name, const char *val)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, val);
+}
+
 /* FP8LAB_GSTEP_TRACE=1: the GPU step's phases on stderr as they begin (gstep.c traces its operations) */
 static void gs_trace(const char *what, long long step)
 {
-    const char *pt = getenv("FP8LAB_GSTEP_TRACE");
-    if (pt && !strcmp(pt, "1"))
+    static int on = -1; /* read once: the environment does not change during a run */
+    if (on < 0)
+        on = env_is("FP8LAB_GSTEP_TRACE", "1");
+    if (on)
         fprintf(stderr, "gstep trace: %s %lld\n", what, step);
 }
 
@@ -808,19 +817,16 @@ static int run_setup(train_run *r)
         if (rc == FL_EXIT_OK && (gs_trace("init", -1), fl_gstep_init(&r->gs, r->gs_ops, r->gs_ctx, &r->cfg.model, (int)r->cfg.recipe.kind)))
             rc = FL_EXIT_USAGE; /* the step's tensors do not fit (or a recipe it does not run): said why, nothing done */
         if (rc == FL_EXIT_OK && r->gs.fp8) {
-            const char *pb = getenv("FP8LAB_GSTEP_BF16_EXACT"); /* "0": fp32 GEMMs on the FP8 values throughout */
-            r->gs.bfq_off = pb && !strcmp(pb, "0");
+            r->gs.bfq_off = env_is("FP8LAB_GSTEP_BF16_EXACT", "0"); /* fp32 GEMMs on the FP8 values throughout */
             if (fl_gstep_set_recipe(&r->gs, &r->rec) || (r->cfg.fp8_gemm && fl_gstep_set_fp8_gemm(&r->gs))) {
                 fl_gstep_free(&r->gs); /* the FP8 recipes' state; --fp8-gemm's codes */
                 rc = FL_EXIT_FAIL;
             }
         }
         r->gs_ready = rc == FL_EXIT_OK;
-        const char *pe = getenv("FP8LAB_GSTEP_PROFILE");
-        if (r->gs_ready && pe && !strcmp(pe, "1"))
+        if (r->gs_ready && env_is("FP8LAB_GSTEP_PROFILE", "1"))
             r->gs.prof = &r->prof;
-        const char *pt = getenv("FP8LAB_GSTEP_TRACE");
-        r->gs.trace = r->gs_ready && pt && !strcmp(pt, "1");
+        r->gs.trace = r->gs_ready && env_is("FP8LAB_GSTEP_TRACE", "1");
     }
     if (rc != FL_EXIT_OK)
         return rc;
