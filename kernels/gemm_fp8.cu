@@ -74,10 +74,9 @@ extern "C" int fl_cuda_gemm_fp8(const fl_gemm_fp8 *g, void *lt_handle, void *wor
         FL_CUBLAS_CHECK(cublasLtCreate(&lt.handle));
         lt.own_handle = true;
     }
-    cudaDataType_t ta, tb, td, tc;
-    cuda_type(&ta, g->a_fmt);
-    cuda_type(&tb, g->b_fmt);
-    cuda_type(&td, g->d_fmt);
+    cudaDataType_t ta = CUDA_R_8F_E4M3, tb = CUDA_R_8F_E4M3, td = CUDA_R_32F, tc; // the formats were checked above
+    if (!cuda_type(&ta, g->a_fmt) || !cuda_type(&tb, g->b_fmt) || !cuda_type(&td, g->d_fmt))
+        return -1; // (lt's destructor releases its handle)
     tc = g->d_fmt == FL_FMT_FP32 ? CUDA_R_32F : CUDA_R_16BF; // C is bf16 whenever D is bf16 or FP8
 
     FL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));

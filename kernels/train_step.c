@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__SSE__)
 #include <immintrin.h>
@@ -354,6 +355,44 @@ double fl_sumsq(const float *x, size_t n)
         total += lane[0];
     }
     return total;
+}
+
+int fl_heads_copy(float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld, int to_heads)
+{
+    if (H * hs > ld) {
+        fprintf(stderr, "fl_heads_copy: %zu heads of %zu do not fit in rows of %zu\n", H, hs, ld);
+        return -1;
+    }
+#pragma omp parallel for schedule(static) if (B * T * H * hs > 1000000)
+    for (size_t r = 0; r < B * T; r++) {
+        const size_t b = r / T, t = r % T;
+        for (size_t h = 0; h < H; h++) {
+            float *d = to_heads ? dst + ((b * H + h) * T + t) * hs : dst + r * ld + h * hs;
+            const float *x = to_heads ? src + r * ld + h * hs : src + ((b * H + h) * T + t) * hs;
+            memcpy(d, x, hs * sizeof *d);
+        }
+    }
+    return 0;
+}
+
+int fl_ffn_wsums(double *out, const float *W, size_t L, size_t F, size_t C, int gated)
+{
+    const size_t G = gated ? 2 : 1;
+#pragma omp parallel for schedule(static) if (L * F * C > 1000000)
+    for (size_t r = 0; r < L * F; r++) {
+        const size_t l = r / F, i = r % F;
+        const float *g = W + (l * G * F + i) * C, *u = gated ? g + F * C : NULL;
+        double gg = 0, uu = 0, gu = 0;
+        for (size_t k = 0; k < C; k++) {
+            gg += (double)g[k] * g[k];
+            if (u) {
+                uu += (double)u[k] * u[k];
+                gu += (double)g[k] * u[k];
+            }
+        }
+        out[3 * r] = gg, out[3 * r + 1] = uu, out[3 * r + 2] = gu;
+    }
+    return 0;
 }
 
 int fl_amax_rms(float *amax, float *rms, const float *x, size_t R, size_t C)

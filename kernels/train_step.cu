@@ -159,6 +159,62 @@ int launch_rms_rows(float *out, const float *dy, const float *x, const float *rs
     return 0;
 }
 
+// The head layout copy (fl_heads_copy): a block per token row (grid-stride over rows), its threads over the
+// row's H hs values: coalesced on the token-major side, runs of hs floats on the other.
+__global__ void __launch_bounds__(256) heads_copy_kernel(float *__restrict__ dst, const float *__restrict__ src,
+                                                         size_t BT, size_t T, unsigned H, unsigned hs, size_t ld,
+                                                         int to_heads)
+{
+    for (size_t r = blockIdx.x; r < BT; r += gridDim.x) {
+        const size_t b = r / T, t = r % T;
+        for (unsigned c = threadIdx.x; c < H * hs; c += blockDim.x) {
+            const unsigned h = c / hs, d = c % hs;
+            const size_t hi = ((b * H + h) * T + t) * hs + d, ti = r * ld + c;
+            if (to_heads)
+                dst[hi] = src[ti];
+            else
+                dst[ti] = src[hi];
+        }
+    }
+}
+
+// The FFN weights' sums (fl_ffn_wsums): a warp per 32 rows, as the RMSNorm sums: 32 x 32 tiles of the gate
+// rows and of the up rows in shared memory, lane j adding row j's products in channel order in double.
+__global__ void __launch_bounds__(RMS_WARPS * 32) ffn_wsums_kernel(double *__restrict__ out,
+                                                                     const float *__restrict__ W, size_t R, size_t F,
+                                                                     size_t C, int gated)
+{
+    __shared__ float tg[RMS_WARPS][32][33], tu[RMS_WARPS][32][33];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t r0 = ((size_t)blockIdx.x * RMS_WARPS + w) * 32, G = gated ? 2 : 1;
+    if (r0 >= R)
+        return;
+    const size_t rl = r0 + lane < R ? r0 + lane : r0;
+    const unsigned long long own = ((rl / F) * G * F + rl % F) * C; // lane's row: its gate row's offset
+    double gg = 0.0, uu = 0.0, gu = 0.0;
+    for (size_t c0 = 0; c0 < C; c0 += 32) {
+        for (int j = 0; j < 32; j++) {
+            const size_t o = (size_t)__shfl_sync(0xFFFFFFFFu, own, j) + c0 + lane;
+            const int ok = r0 + j < R && c0 + lane < C;
+            tg[w][j][lane] = ok ? W[o] : 0.0f;
+            tu[w][j][lane] = ok && gated ? W[o + F * C] : 0.0f;
+        }
+        __syncwarp();
+        for (int c = 0; c < 32 && c0 + c < C; c++) {
+            const double a = tg[w][lane][c], b = tu[w][lane][c];
+            gg += a * a;
+            uu += b * b;
+            gu += a * b;
+        }
+        __syncwarp();
+    }
+    if (r0 + lane < R) {
+        out[3 * (r0 + lane)] = gg;
+        out[3 * (r0 + lane) + 1] = gated ? uu : 0.0;
+        out[3 * (r0 + lane) + 2] = gated ? gu : 0.0;
+    }
+}
+
 // The gain's gradient: channel c's terms dy x rstd added over the rows in order, as the twin.  A block takes
 // 32 channels: its 8 warps read tiles of DG_ROWS rows (coalesced across the channels) into shared memory,
 // each term computed as the twin computes it, and warp 0's lane j adds channel j's terms in row order.
@@ -380,6 +436,25 @@ __global__ void __launch_bounds__(256) gelu_bwd_kernel(float *__restrict__ dx, c
 
 constexpr int XENT_WARPS = 8;
 
+// A row's maximum by value over the warp's lanes (xor shuffles; a NaN never wins a comparison).
+__device__ inline float warp_max(float m)
+{
+    for (int o = 16; o > 0; o /= 2) {
+        const float u = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
+// Lane 0 adds the chunk's min(32, left) values t[0], t[1], ... to acc in order (the rows' sums in key order;
+// the caller brackets it with __syncwarp).
+template <typename Acc> __device__ inline void lane0_add(Acc &acc, const float *t, size_t left, int lane)
+{
+    if (lane == 0)
+        for (size_t c = 0; c < 32 && c < left; c++)
+            acc += t[c];
+}
+
 __global__ void __launch_bounds__(XENT_WARPS * 32) xent_fwd_kernel(float *__restrict__ z, double *__restrict__ tokloss,
                                                                      const int *__restrict__ tgt, size_t N, size_t V,
                                                                      expf_tab tab)
@@ -393,10 +468,7 @@ __global__ void __launch_bounds__(XENT_WARPS * 32) xent_fwd_kernel(float *__rest
     float m = -INFINITY;
     for (size_t v = lane; v < V; v += 32)
         m = zr[v] > m ? zr[v] : m;
-    for (int o = 16; o > 0; o /= 2) {
-        const float u = __shfl_xor_sync(0xFFFFFFFFu, m, o);
-        m = u > m ? u : m;
-    }
+    m = warp_max(m);
     double sum = 0.0;
     for (size_t v0 = 0; v0 < V; v0 += 32) {
         const size_t v = v0 + lane;
@@ -407,9 +479,7 @@ __global__ void __launch_bounds__(XENT_WARPS * 32) xent_fwd_kernel(float *__rest
         }
         tile[w][lane] = e;
         __syncwarp();
-        if (lane == 0)
-            for (size_t c = 0; c < 32 && v0 + c < V; c++)
-                sum += tile[w][c];
+        lane0_add(sum, tile[w], V - v0, lane);
         __syncwarp();
     }
     sum = __shfl_sync(0xFFFFFFFFu, sum, 0);
@@ -431,74 +501,78 @@ __global__ void __launch_bounds__(256) xent_bwd_kernel(float *__restrict__ z, co
     }
 }
 
-// The causal softmax: a warp per row, as the cross-entropy: the maximum by value, the exponentials
-// (and in the backward the products p dP) 32 at a time through shared memory, lane 0 adding them in
-// key order in float.
+// The causal softmax: a warp per row, as the cross-entropy: the maximum by value, the exponentials (and in
+// the backward the products p dP) 32 at a time, lane 0 adding them in key order in float.  ROW (rows of
+// T <= SMX_T keys, every preset): the warp keeps its row in shared memory -- the scores, then their
+// exponentials; or P and dP -- so that S is read once and P written once.  Longer rows stage the scores
+// and exponentials in P's row itself and read P and dP twice.  The same operations in the same order
+// either way, so the same bits.  (Kept in registers instead, 32 values per lane, ptxas spilled around the
+// exponential's call.)
+constexpr int SMX_T = 1024, SMX_BWD_WARPS = 4; // the backward's two rows: 4 x 2 x 4 KB of shared memory
+
+template <bool ROW>
 __global__ void __launch_bounds__(XENT_WARPS * 32) attn_softmax_fwd_kernel(float *__restrict__ P,
                                                                              const float *__restrict__ S, size_t R,
                                                                              size_t T, float scale, expf_tab tab)
 {
-    __shared__ float tile[XENT_WARPS][32];
+    __shared__ float row[ROW ? XENT_WARPS : 1][ROW ? SMX_T : 1];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const size_t i = (size_t)blockIdx.x * XENT_WARPS + w;
     if (i >= R)
         return;
     const size_t n = i % T + 1;
     const float *s = S + i * T;
-    float *p = P + i * T, m = -INFINITY;
+    float *p = P + i * T, *v = ROW ? row[w] : p, m = -INFINITY;
     for (size_t j = lane; j < n; j += 32) {
-        const float v = scale != 1.0f ? s[j] * scale : s[j];
-        m = v > m ? v : m;
+        v[j] = scale != 1.0f ? s[j] * scale : s[j];
+        m = v[j] > m ? v[j] : m;
     }
-    for (int o = 16; o > 0; o /= 2) {
-        const float u = __shfl_xor_sync(0xFFFFFFFFu, m, o);
-        m = u > m ? u : m;
-    }
+    m = warp_max(m);
     float sum = 0.0f;
     for (size_t j0 = 0; j0 < n; j0 += 32) {
         const size_t j = j0 + lane;
-        float e = 0.0f;
-        if (j < n) {
-            e = fl_expf_glibc((scale != 1.0f ? s[j] * scale : s[j]) - m, tab.t);
-            p[j] = e;
-        }
-        tile[w][lane] = e;
-        __syncwarp();
-        if (lane == 0)
-            for (size_t c = 0; c < 32 && j0 + c < n; c++)
-                sum += tile[w][c];
+        if (j < n)
+            v[j] = fl_expf_glibc(v[j] - m, tab.t);
+        __syncwarp(); // (orders the lanes' writes before lane 0's reads, shared or global)
+        lane0_add(sum, v + j0, n - j0, lane);
         __syncwarp();
     }
     const float inv = 1.0f / __shfl_sync(0xFFFFFFFFu, sum, 0);
     for (size_t j = lane; j < T; j += 32)
-        p[j] = j < n ? p[j] * inv : 0.0f;
+        p[j] = j < n ? v[j] * inv : 0.0f;
 }
 
-__global__ void __launch_bounds__(XENT_WARPS * 32) attn_softmax_bwd_kernel(float *__restrict__ dS,
-                                                                             const float *__restrict__ P,
-                                                                             const float *__restrict__ dP, size_t R,
-                                                                             size_t T, float scale)
+template <bool ROW>
+__global__ void __launch_bounds__((ROW ? SMX_BWD_WARPS : XENT_WARPS) * 32) attn_softmax_bwd_kernel(
+    float *__restrict__ dS, const float *__restrict__ P, const float *__restrict__ dP, size_t R, size_t T, float scale)
 {
-    __shared__ float tile[XENT_WARPS][32];
+    constexpr int W = ROW ? SMX_BWD_WARPS : XENT_WARPS;
+    __shared__ float rp[ROW ? W : 1][ROW ? SMX_T : 1], rd[ROW ? W : 1][ROW ? SMX_T : 1], tile[W][32];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const size_t i = (size_t)blockIdx.x * XENT_WARPS + w;
+    const size_t i = (size_t)blockIdx.x * W + w;
     if (i >= R)
         return;
     const size_t n = i % T + 1;
     const float *p = P + i * T, *dp = dP + i * T;
+    const float *pv = ROW ? rp[w] : p, *dv = ROW ? rd[w] : dp;
     float d = 0.0f;
     for (size_t j0 = 0; j0 < n; j0 += 32) {
         const size_t j = j0 + lane;
-        tile[w][lane] = j < n ? p[j] * dp[j] : 0.0f;
+        float t = 0.0f;
+        if (j < n) {
+            const float a = p[j], b = dp[j];
+            if (ROW)
+                rp[w][j] = a, rd[w][j] = b;
+            t = a * b;
+        }
+        tile[w][lane] = t;
         __syncwarp();
-        if (lane == 0)
-            for (size_t c = 0; c < 32 && j0 + c < n; c++)
-                d += tile[w][c];
+        lane0_add(d, tile[w], n - j0, lane);
         __syncwarp();
     }
     d = __shfl_sync(0xFFFFFFFFu, d, 0);
     for (size_t j = lane; j < T; j += 32)
-        dS[i * T + j] = j < n ? p[j] * (dp[j] - d) * scale : 0.0f;
+        dS[i * T + j] = j < n ? pv[j] * (dv[j] - d) * scale : 0.0f;
 }
 
 // Blocks of XENT_WARPS rows (a warp per row) for R rows into *blocks; -1 with a message when there are
@@ -546,6 +620,38 @@ extern "C" int fl_cuda_rmsnorm_bwd(float *dx, float *dgain, const float *dy, con
     if (launch_rms_rows(dx, dy, x, rstd, ws, gain, N, C, accumulate, (cudaStream_t)stream))
         return -1;
     rms_dgain_kernel<<<(unsigned)((C + 31) / 32), 256, 0, (cudaStream_t)stream>>>(dgain, dy, x, rstd, N, C);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_heads_copy(float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld,
+                                  int to_heads, void *stream)
+{
+    if (H * hs > ld || H * hs > 0xFFFFFFFFu) {
+        fprintf(stderr, "fl_cuda_heads_copy: %zu heads of %zu do not fit in rows of %zu\n", H, hs, ld);
+        return -1;
+    }
+    const size_t BT = B * T;
+    if (!BT || !H || !hs)
+        return 0;
+    heads_copy_kernel<<<(unsigned)(BT < 65535u * 16 ? BT : 65535u * 16), 256, 0, (cudaStream_t)stream>>>(
+        dst, src, BT, T, (unsigned)H, (unsigned)hs, ld, to_heads);
+    FL_CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fl_cuda_ffn_wsums(double *out, const float *W, size_t L, size_t F, size_t C, int gated, void *stream)
+{
+    const size_t R = L * F;
+    if (!R)
+        return 0;
+    if (R > (size_t)RMS_WARPS * 32 * 0x7FFFFFFFu) {
+        fprintf(stderr, "fl_cuda_ffn_wsums: %zu rows is too many\n", R);
+        return -1;
+    }
+    if (!C)
+        return cudaMemsetAsync(out, 0, 3 * R * sizeof *out, (cudaStream_t)stream) == cudaSuccess ? 0 : -1;
+    ffn_wsums_kernel<<<rms_blocks(R), RMS_WARPS * 32, 0, (cudaStream_t)stream>>>(out, W, R, F, C, gated);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -695,7 +801,10 @@ extern "C" int fl_cuda_attn_softmax_fwd(float *P, const float *S, size_t R, size
     unsigned blocks;
     if (warp_row_blocks("fl_cuda_attn_softmax_fwd", R, &blocks))
         return -1;
-    attn_softmax_fwd_kernel<<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(P, S, R, T, scale, t);
+    if (T <= SMX_T)
+        attn_softmax_fwd_kernel<true><<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(P, S, R, T, scale, t);
+    else
+        attn_softmax_fwd_kernel<false><<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(P, S, R, T, scale, t);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }
@@ -708,7 +817,11 @@ extern "C" int fl_cuda_attn_softmax_bwd(float *dS, const float *P, const float *
     unsigned blocks;
     if (warp_row_blocks("fl_cuda_attn_softmax_bwd", R, &blocks))
         return -1;
-    attn_softmax_bwd_kernel<<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(dS, P, dP, R, T, scale);
+    if (T <= SMX_T)
+        attn_softmax_bwd_kernel<true><<<(unsigned)((R + SMX_BWD_WARPS - 1) / SMX_BWD_WARPS), SMX_BWD_WARPS * 32, 0,
+                                        (cudaStream_t)stream>>>(dS, P, dP, R, T, scale);
+    else
+        attn_softmax_bwd_kernel<false><<<blocks, XENT_WARPS * 32, 0, (cudaStream_t)stream>>>(dS, P, dP, R, T, scale);
     FL_CUDA_CHECK(cudaGetLastError());
     return 0;
 }

@@ -327,6 +327,28 @@ int fl_cuda_dev_zero(void *p, size_t bytes);
 int fl_cuda_dev_copy(void *dst, const void *src, size_t bytes); /* device to device */
 int fl_cuda_dev_sync(void); /* waits for the device's work so far; 0, or -1 after a message */
 
+/* The attention's head layout: the heads of B sequences of T tokens, H heads of hs values each, between
+   the token-major rows of the QKV projection's output (or of the attention output and its gradient), row
+   (b T + t) of ld floats holding head h at columns h hs ..., and one (T, hs) matrix per (sequence, head),
+   in order b H + h:
+       to_heads = 1:  dst[((b H + h) T + t) hs + d] = src[(b T + t) ld + h hs + d]
+       to_heads = 0:  dst[(b T + t) ld + h hs + d] = src[((b H + h) T + t) hs + d]
+   A copy (the same bits), so that the attention's GEMMs run as one batch of B H instead of one of H per
+   sequence.  The twin (host) and the launcher (device pointers).  0, or -1 after printing why. */
+int fl_heads_copy(float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld, int to_heads);
+int fl_cuda_heads_copy(float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld, int to_heads,
+                       void *stream);
+
+/* The FFN weights' sums behind the gate/up alignment telemetry (experiments/train/model.c, fl_model_align;
+   channels.c, fl_chan_weights).  W is the (L, G F, C) stack of the FFN's first weights (G = 2 gated: channel
+   i's gate row i and up row F + i of its layer; G = 1: row i).  For each of the L F rows r (layer r / F,
+   channel r % F), in double from +0 in order k = 0, 1, ..., C - 1 (every product of two floats is exact in
+   double, so a fused multiply-add gives the same bits):
+       out[3 r] = sum_k g_k^2,   out[3 r + 1] = sum_k u_k^2,   out[3 r + 2] = sum_k g_k u_k   (0, 0 ungated)
+   The twin (host) and the launcher (device pointers, out: 3 L F doubles).  0, or -1 after printing why. */
+int fl_ffn_wsums(double *out, const float *W, size_t L, size_t F, size_t C, int gated);
+int fl_cuda_ffn_wsums(double *out, const float *W, size_t L, size_t F, size_t C, int gated, void *stream);
+
 /* Blocks of 256 threads for a grid-stride loop over n items (the step's elementwise kernels, train_step.cu
    and step_ops.cu): one item per thread, capped at 4 x 65535 blocks. */
 static inline unsigned fl_step_grid(size_t n)

@@ -538,6 +538,66 @@ static void expect_same(const char *what, const std::vector<float> &cpu, const f
         }
 }
 
+// The FFN weight sums of the alignment telemetry (fl_ffn_wsums): L layers of (G F, C) weights, doubles
+// compared bit for bit.  Zero rows and rows of weights near 1e30 (squares near 1e60) included.
+static void case_ffn_wsums(size_t L, size_t F, size_t C, int gated)
+{
+    const size_t G = gated ? 2 : 1, n = L * G * F * C, R = L * F;
+    std::vector<float> w(n);
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)((rnd() - 0.5) * (i / C % 11 == 4 ? 0.0 : i / C % 13 == 6 ? 1e30 : 0.2));
+    std::vector<double> cpu(3 * R), gpu(3 * R);
+    float *dw = dev_copy(w);
+    double *dout;
+    CK(cudaMalloc(&dout, 3 * R * sizeof(double)));
+    if (fl_ffn_wsums(cpu.data(), w.data(), L, F, C, gated) || fl_cuda_ffn_wsums(dout, dw, L, F, C, gated, nullptr)) {
+        fprintf(stderr, "FAIL ffn_wsums: a launcher returned an error\n");
+        exit(1);
+    }
+    CK(cudaMemcpy(gpu.data(), dout, 3 * R * sizeof(double), cudaMemcpyDeviceToHost));
+    if (memcmp(cpu.data(), gpu.data(), 3 * R * sizeof(double))) {
+        for (size_t i = 0; i < 3 * R; i++)
+            if (memcmp(&cpu[i], &gpu[i], sizeof(double))) {
+                fprintf(stderr, "FAIL ffn_wsums L=%zu F=%zu C=%zu gated=%d: row %zu sum %zu cpu %a gpu %a\n", L, F, C,
+                        gated, i / 3, i % 3, cpu[i], gpu[i]);
+                break;
+            }
+        exit(1);
+    }
+    cudaFree(dw);
+    cudaFree(dout);
+    cases++;
+}
+
+// The attention's head layout copy (fl_heads_copy) both ways, bit for bit (a copy: NaN payloads kept).
+static void case_heads_copy(size_t B, size_t T, size_t H, size_t hs, size_t ld)
+{
+    const size_t rows = B * T * ld, mats = B * H * T * hs;
+    std::vector<float> tok(rows), hm(mats), out_h(mats, 7.0f), out_t(rows, 7.0f);
+    for (size_t i = 0; i < rows; i++)
+        tok[i] = (float)(rnd() - 0.5);
+    for (size_t i = 0; i < mats; i++)
+        hm[i] = (float)(rnd() - 0.5);
+    hm[mats / 2] = fl_f32_from_bits(0x7FC01234u);
+    float *dtok = dev_copy(tok), *dhm = dev_copy(hm), *dout_h = dev_copy(out_h), *dout_t = dev_copy(out_t);
+    if (fl_heads_copy(out_h.data(), tok.data(), B, T, H, hs, ld, 1) || fl_heads_copy(out_t.data(), hm.data(), B, T, H, hs, ld, 0) ||
+        fl_cuda_heads_copy(dout_h, dtok, B, T, H, hs, ld, 1, nullptr) ||
+        fl_cuda_heads_copy(dout_t, dhm, B, T, H, hs, ld, 0, nullptr)) {
+        fprintf(stderr, "FAIL heads copy: a launcher returned an error\n");
+        exit(1);
+    }
+    std::vector<float> back_h(mats), back_t(rows);
+    CK(cudaMemcpy(back_h.data(), dout_h, mats * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(back_t.data(), dout_t, rows * sizeof(float), cudaMemcpyDeviceToHost));
+    if (memcmp(back_h.data(), out_h.data(), mats * sizeof(float)) || memcmp(back_t.data(), out_t.data(), rows * sizeof(float))) {
+        fprintf(stderr, "FAIL heads copy B=%zu T=%zu H=%zu hs=%zu ld=%zu\n", B, T, H, hs, ld);
+        exit(1);
+    }
+    for (float *p : { dtok, dhm, dout_h, dout_t })
+        cudaFree(p);
+    cases++;
+}
+
 // off: the tensors start off floats into their allocations (1: not 16-byte aligned, the launchers' scalar
 // path for the outputs).
 static void case_rmsnorm(size_t N, size_t C, int accumulate, size_t off = 0)
@@ -1131,6 +1191,11 @@ int main()
     case_rmsnorm(40, 64, 1, 1);  // misaligned: the outputs' scalar path with C % 4 == 0
     case_rmsnorm(70000, 8, 1);   // more rows than a grid's y (65535)
     printf("  rmsnorm forward and backward (accumulating or not, overflowing rows, ragged shapes, misaligned, > 65535 rows): ok\n");
+    case_ffn_wsums(12, 2048, 768, 1); // the 124m preset's SwiGLU
+    case_ffn_wsums(3, 33, 70, 1);
+    case_ffn_wsums(2, 96, 32, 0);
+    case_ffn_wsums(1, 5, 1, 1);
+    printf("  the FFN weight sums of the alignment telemetry (gated or not, ragged, zero and huge rows): ok\n");
     for (int sr = 0; sr <= 1; sr++) {
         for (int nosat = 0; nosat <= 1; nosat++) {
             case_cast_fp8(FL_FMT_E4M3, 0, nosat, sr);
@@ -1158,7 +1223,13 @@ int main()
     printf("  softmax cross-entropy (probabilities, dlogits; losses within 4 ulps): ok\n");
     case_attn_softmax(4 * 12 * 1024, 1024);
     case_attn_softmax(2 * 3 * 37, 37);
+    case_attn_softmax(2 * 2 * 201, 201);   // an odd number of rows per backward block
+    case_attn_softmax(2 * 1 * 1025, 1025); // longer than the row kernels take (shared memory per warp)
     printf("  causal attention softmax forward and backward: ok\n");
+    case_heads_copy(16, 1024, 12, 64, 3 * 768); // the 124m preset's qkv rows
+    case_heads_copy(3, 5, 4, 6, 24);            // the attention output's rows
+    case_heads_copy(2, 7, 3, 5, 3 * 15 + 1);    // a row longer than its heads
+    printf("  the attention's head layout copies, both ways: ok\n");
     case_step_ops(3 * FL_SUMSQ_CHUNK + 77);
     case_step_ops(5);
     printf("  the step's gradient sum of squares (bit for bit in double), FFN amax and rms, residual add, relu, gelu, "

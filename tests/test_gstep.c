@@ -14,7 +14,10 @@
  *     tell there;
  *  4. profiled (fl_gstep_prof), the step gives the same bits, and each part is called as often per step as
  *     the model's structure says;
- *  5. mxfp8 and a block-scaled site are refused with a message.
+ *  5. mxfp8 and a block-scaled site are refused with a message;
+ *  6. in the first three steps of every run, the FFN weight sums the step keeps for the alignment telemetry
+ *     (fl_gstep_wsums) are those of its weights before and after the update, fetched, bit for bit, and the
+ *     alignment statistics and channel columns from them equal those from the weights.
  * Smooth-SwiGLU (per channel and per token) runs the same checks: under the FP8 recipes its down
  * projection's input is cast smoothed, as the harness casts it.  The reruns perturb the attention's order
  * as well as the GEMMs' (--attn-kchunk: the envelope's stage 3, TRAINING.md); with the GEMMs' alone,
@@ -22,6 +25,7 @@
  */
 #include "check.h"
 #include "model_test.h"
+#include "train/channels.h"
 #include "train/data.h"
 #include "train/gstep.h"
 #include "train/optim.h"
@@ -96,6 +100,46 @@ static void harness_run(const fl_train_cfg *c, const fl_data *d, uint32_t kc, do
     test_model_free(&h);
 }
 
+/* The FFN weight sums the step keeps for the alignment telemetry (fl_gstep_wsums): the sums of its
+   parameters before a step (wsums_expect, from the parameters fetched into m, into wb) must be what it calls
+   the step's forward weights' afterwards, and those of its parameters after the step (fetched again) its
+   current ones, bit for bit; the alignment statistics and the channel telemetry's weight columns from the
+   sums (m->ffn_wsums) equal those from the fetched weights. */
+static void wsums_expect(const fl_gstep *s, fl_model *m, double *wb)
+{
+    const fl_model_cfg *c = &m->cfg;
+    CHECK(!fl_gstep_params(s, m->params), "params");
+    fl_ffn_wsums(wb, m->p[FL_P_WFC], c->L, c->F, c->C, fl_act_gated(c->act));
+}
+
+static void wsums_check(const fl_gstep *s, fl_model *m, const double *wb, uint64_t t)
+{
+    const fl_model_cfg *c = &m->cfg;
+    const size_t n = 3 * (size_t)c->L * c->F;
+    double *wa = malloc(n * sizeof *wa);
+    float *a1 = malloc(2 * c->F * sizeof *a1), *a2 = malloc(2 * c->F * sizeof *a2);
+    CHECK(wa && a1 && a2, "memory");
+    CHECK(!memcmp(fl_gstep_wsums(s, 1), wb, n * sizeof *wb), "step %llu: the forward weights' sums differ from "
+          "the fetched weights'", (unsigned long long)t);
+    CHECK(!fl_gstep_params(s, m->params), "params");
+    fl_ffn_wsums(wa, m->p[FL_P_WFC], c->L, c->F, c->C, fl_act_gated(c->act));
+    CHECK(!memcmp(fl_gstep_wsums(s, 0), wa, n * sizeof *wa), "step %llu: the updated weights' sums differ from the "
+          "fetched weights'", (unsigned long long)t);
+    for (uint32_t l = 0; l < c->L; l++) {
+        fl_align_stats x, y;
+        m->ffn_wsums = NULL;
+        fl_model_align(&x, m, l);
+        fl_chan_weights(a1, a1 + c->F, m, l);
+        m->ffn_wsums = fl_gstep_wsums(s, 0);
+        fl_model_align(&y, m, l);
+        fl_chan_weights(a2, a2 + c->F, m, l);
+        m->ffn_wsums = NULL;
+        CHECK(!memcmp(&x, &y, sizeof x) && !memcmp(a1, a2, 2 * c->F * sizeof *a1),
+              "step %llu layer %u: the alignment from the step's sums differs from the weights'", (unsigned long long)t, l);
+    }
+    free(wa), free(a1), free(a2);
+}
+
 /* The GPU step on the host table from the harness's initial weights; cfg_step: the configuration its
    optimizer uses (the control changes it). */
 static int g_trace; /* gstep_run's runs traced (FP8LAB_GSTEP_TRACE's s->trace) */
@@ -115,13 +159,19 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
     s.prof = prof;
     s.trace = g_trace;
     uint16_t *batch = malloc((size_t)c->model.B * (c->model.T + 1) * sizeof *batch);
-    CHECK(batch, "memory");
+    double *wb = malloc(3 * (size_t)c->model.L * c->model.F * sizeof *wb);
+    CHECK(batch && wb, "memory");
     for (uint64_t t = 0; t < STEPS; t++) {
         fl_train_batch(batch, d, c, t);
         float l, gn;
         fl_recipe_step_begin(&h.rec, 0);
         h.rec.step = t;
+        const int wcheck = t < 3 && !prof; /* (its fetches would count in the profile) */
+        if (wcheck)
+            wsums_expect(&s, &h.m, wb);
         CHECK(!fl_gstep_step(&s, cfg_step, batch, t, &l, &gn), "gstep step %llu", (unsigned long long)t);
+        if (wcheck)
+            wsums_check(&s, &h.m, wb, t);
         fl_recipe_step_end(&h.rec);
         loss[t] = l;
         if (t == 0 && g0)
@@ -130,6 +180,7 @@ static void gstep_run(const fl_train_cfg *c, const fl_train_cfg *cfg_step, const
             CHECK(!fl_gstep_get_moments(&s, g_m0, g_m0 + h.m.nparams), "moments");
     }
     free(batch);
+    free(wb);
     fl_gstep_free(&s);
     test_model_free(&h);
 }
@@ -255,13 +306,15 @@ static void check_config(fl_act_kind act, int recipe)
     CHECK(gp, "memory");
     gstep_run(&c, &c, &d, prl, gp, &prof, 0);
     CHECK(!memcmp(prl, step, sizeof prl) && !memcmp(gp, gs, np * sizeof *gp), "profiling changed the step's bits");
-    const uint64_t L = c.model.L, G = fl_act_gated(c.model.act) ? 2 : 1, B = c.model.B;
+    const uint64_t L = c.model.L, G = fl_act_gated(c.model.act) ? 2 : 1;
     const uint64_t bf = recipe == FL_RECIPE_BF16, sm = fl_act_smooth_axis(c.model.act) >= 0, pw = fp8 && c.recipe.pow2;
     const struct { fl_gstep_part k; uint64_t per_step; } want[] = {
         { FL_GP_ZERO, 1 },
         { FL_GP_LIN_GEMM, L * (9 + 3 * G) + 3 },  /* forward qkv, proj, G planes, down, head; backward two each */
-        { FL_GP_ATT_GEMM, 6 * L * B },            /* two per sequence forward, four backward */
+        { FL_GP_ATT_GEMM, 6 * L },                /* two forward, four backward, each over the B H heads */
         { FL_GP_SOFTMAX, 2 * L },
+        { FL_GP_HEADS, 11 * L },                  /* Q, K, V to heads twice, the output back, dO to heads,
+                                                     dQ, dK, dV back */
         { FL_GP_CAST, bf * (1 + 3 * (4 * L + 1)) +   /* bf16: the weights; X forward, dY and X backward per Linear */
                           fp8 * (5 * (4 * L + 1) +     /* FP8: X, W forward, dY and again X, W backward per Linear, */
                                  (recipe == FL_RECIPE_FP8_CURRENT) * (3 * 4 * L - sm * L) + /* current amaxes but the
@@ -269,7 +322,7 @@ static void check_config(fl_act_kind act, int recipe)
                                  sm * 2 * L +                  /* the down inputs' smoothing scales, forward and backward */
                                  pw * (5 * (4 * L + 1) - 3 * sm * L)) }, /* power-of-two scales: bf16 copies of X, W
                                  forward, dY, W, X backward (a smoothed input: dY and W backward only) */
-        { FL_GP_STATS, 2 * L },
+        { FL_GP_STATS, 2 * L + 1 },               /* the FFN's amax and rms; the FFN weights' sums */
         { FL_GP_NORM, 1 },
         { FL_GP_ADAMW, FL_P_COUNT },
         { FL_GP_COPY, 6 },                        /* tokens, targets, the losses back, the embedding index (3) */

@@ -30,6 +30,9 @@
  *     its chunk and lane sizes; fl_amax_rms (the FFN telemetry's reference loops) equals the harness's
  *     vectorised, threaded fl_model_amax_rms bit for bit (NaN, Inf, huge and tiny values, 1 and 2
  *     threads, rows narrower and wider than a vector).
+ *  9. The attention's head layout copy (fl_heads_copy): token rows to per-head matrices puts row (b, t)'s
+ *     head h values at ((b H + h) T + t) hs, the way back restores the rows (the columns beyond the heads
+ *     untouched), and heads wider than the row are refused.
  * The GPU side (each launcher against its twin) is checked by tests/test_gpu_twins.cu.
  */
 #include "check.h"
@@ -494,6 +497,28 @@ static void check_step_sums(void)
            "amax_rms bit for bit\n");
 }
 
+static void check_heads_copy(void)
+{
+    enum { B = 3, T = 5, H = 4, hs = 3, ld = H * hs + 2 };
+    float rows[B * T * ld], mats[B * H * T * hs], back[B * T * ld];
+    for (size_t i = 0; i < B * T * ld; i++)
+        rows[i] = (float)i, back[i] = -1.0f;
+    CHECK(!fl_heads_copy(mats, rows, B, T, H, hs, ld, 1) && !fl_heads_copy(back, mats, B, T, H, hs, ld, 0), "heads copy");
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < ld; c++) {
+                const size_t r = (b * T + t) * ld + c;
+                if (c < H * hs)
+                    CHECK(mats[((b * H + c / hs) * T + t) * hs + c % hs] == rows[r] && back[r] == rows[r],
+                          "heads copy: b %zu t %zu column %zu", b, t, c);
+                else
+                    CHECK(back[r] == -1.0f, "heads copy wrote column %zu beyond the heads", c);
+            }
+    fprintf(stderr, "(a refusal is expected next)\n");
+    CHECK(fl_heads_copy(mats, rows, B, T, H, hs, H * hs - 1, 1) == -1, "heads wider than the row accepted");
+    printf("  the attention's head layout copy: per-head matrices and back, wide heads refused\n");
+}
+
 int main(void)
 {
     check_step_sums();
@@ -505,5 +530,6 @@ int main(void)
     check_embed();
     check_xent();
     check_attn_softmax();
+    check_heads_copy();
     PASS("test_train_kernels");
 }

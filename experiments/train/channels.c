@@ -17,19 +17,17 @@ void fl_chan_headers(FILE *fc, FILE *fr)
 
 void fl_chan_weights(float *align, float *wnorm, const fl_model *m, uint32_t l)
 {
-    const size_t C = m->cfg.C, F = m->cfg.F;
+    const size_t F = m->cfg.F;
     const int gated = fl_act_gated(m->cfg.act);
-    const float *W = m->p[FL_P_WFC] + (size_t)l * (gated ? 2 : 1) * F * C;
+    double *buf = malloc(3 * F * sizeof *buf);
+    if (!buf && !m->ffn_wsums) {
+        for (size_t i = 0; i < F; i++)
+            align[i] = wnorm[i] = NAN;
+        return;
+    }
+    const double *ws = fl_model_ffn_wsums(m, l, buf);
     for (size_t i = 0; i < F; i++) {
-        const float *g = W + i * C, *u = gated ? W + (F + i) * C : NULL;
-        double gg = 0, uu = 0, gu = 0;
-        for (size_t k = 0; k < C; k++) {
-            gg += (double)g[k] * g[k];
-            if (u) {
-                uu += (double)u[k] * u[k];
-                gu += (double)g[k] * u[k];
-            }
-        }
+        const double gg = ws[3 * i], uu = ws[3 * i + 1], gu = ws[3 * i + 2];
         if (gated) {
             align[i] = (gg > 0 && uu > 0) ? (float)fabs(gu / sqrt(gg * uu)) : 0.0f;
             wnorm[i] = (float)(sqrt(gg) * sqrt(uu));
@@ -38,6 +36,7 @@ void fl_chan_weights(float *align, float *wnorm, const fl_model *m, uint32_t l)
             wnorm[i] = (float)sqrt(gg);
         }
     }
+    free(buf);
 }
 
 /* Channel order by align, descending, ties by index (qsort with an index tiebreak is deterministic). */

@@ -174,6 +174,9 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     s->dh = dalloc(s, N * F * f4, &fail);
     s->dp = dalloc(s, B * H * T * T * f4, &fail);
     s->ds = dalloc(s, B * H * T * T * f4, &fail);
+    float **heads[] = { &s->hq, &s->hk, &s->hv, &s->ho, &s->hdq, &s->hdk, &s->hdv };
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
+        *heads[i] = dalloc(s, N * C * f4, &fail);
     size_t kmax, gmax, wmax;
     lin_maxima(s, &kmax, &gmax, &wmax);
     if (s->bf16)
@@ -189,11 +192,14 @@ int fl_gstep_init(fl_gstep *s, const fl_gstep_ops *ops, void *ctx, const fl_mode
     }
     s->htok = calloc(N, sizeof(int));
     s->htgt = calloc(N, sizeof(int));
+    s->wsums[0] = calloc(3 * (size_t)L * F, sizeof(double));
+    s->wsums[1] = calloc(3 * (size_t)L * F, sizeof(double));
     s->hetoks = calloc(N, sizeof(int));
     s->hestarts = calloc(N + 1, sizeof(int));
     s->herows = calloc(N, sizeof(int));
     s->htokloss = calloc(N, sizeof(double));
-    if (fail || !s->htok || !s->htgt || !s->hetoks || !s->hestarts || !s->herows || !s->htokloss) {
+    if (fail || !s->htok || !s->htgt || !s->hetoks || !s->hestarts || !s->herows || !s->htokloss || !s->wsums[0] ||
+        !s->wsums[1]) {
         fprintf(stderr, "fp8lab: the GPU step's tensors, %.2f GiB, do not fit in the memory of %s: fewer sequences per "
                         "micro-batch (--batch) with more --accum, or a smaller model\n",
                 (double)s->bytes / 1073741824.0, ops->name);
@@ -227,6 +233,17 @@ static int per_tensor(const fl_gstep *s, float *dev, const float *host_in, float
     return 0;
 }
 
+/* The FFN weight sums of the parameters as they are now into wsums[wcur ^ 1], which becomes wsums[wcur]. */
+static int weight_sums(fl_gstep *s)
+{
+    const fl_model_cfg *c = &s->cfg;
+    s->wcur ^= 1;
+    OP(FL_GP_STATS, s->ops->ffn_wsums(s->ctx, s->wsums[s->wcur], s->p[FL_P_WFC], c->L, c->F, c->C, fl_act_gated(c->act)));
+    return 0;
+}
+
+const double *fl_gstep_wsums(const fl_gstep *s, int before) { return s->wsums[before ? !s->wcur : s->wcur]; }
+
 int fl_gstep_upload(fl_gstep *s, const float *params, const float *am, const float *av)
 {
     TRY(per_tensor(s, s->params, params, NULL));
@@ -234,7 +251,7 @@ int fl_gstep_upload(fl_gstep *s, const float *params, const float *am, const flo
         TRY(per_tensor(s, s->am, am, NULL));
     if (av)
         TRY(per_tensor(s, s->av, av, NULL));
-    return 0;
+    return weight_sums(s);
 }
 
 void fl_gstep_free(fl_gstep *s)
@@ -245,7 +262,7 @@ void fl_gstep_free(fl_gstep *s)
                     s->resid, s->r2, s->ln1, s->rstd1, s->qkv, s->att, s->atty, s->ln2, s->rstd2, s->pre, s->h,
                     s->lnf, s->rstdf, s->logits, s->tokloss, s->dres, s->dln, s->datty, s->dqkv, s->dpre, s->dh,
                     s->dp, s->ds, s->xq, s->gq, s->xf, s->wf, s->gf, s->sm_s, s->sm_si, s->x8, s->xt8, s->w8,
-                    s->wt8, s->g8, s->gt8, s->mq, s->wbq };
+                    s->wt8, s->g8, s->gt8, s->mq, s->wbq, s->hq, s->hk, s->hv, s->ho, s->hdq, s->hdk, s->hdv };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             s->ops->release(s->ctx, dev[i]);
@@ -255,17 +272,14 @@ void fl_gstep_free(fl_gstep *s)
     free(s->hestarts);
     free(s->herows);
     free(s->htokloss);
+    free(s->wsums[0]);
+    free(s->wsums[1]);
     memset(s, 0, sizeof *s);
 }
 
 int fl_gstep_params(const fl_gstep *s, float *out)
 {
     OP(FL_GP_PARAMS, per_tensor(s, s->params, NULL, out));
-    return 0;
-}
-int fl_gstep_param(const fl_gstep *s, int k, float *out)
-{
-    OP(FL_GP_PARAMS, one_tensor(s, k, s->params, NULL, out));
     return 0;
 }
 
@@ -633,22 +647,30 @@ static int lin_bwd(fl_gstep *s, int li, float *dX, float *dW, const float *dY, c
     return lin_bwd_gemms(s, dX, dW, g, gf, g, gf, w, wf, x, xf, K, Mp, P);
 }
 
-/* ---- attention: per sequence b, the H heads as one batch of GEMMs ---------------------------------- */
+/* ---- attention: the B H heads as one batch of GEMMs ------------------------------------------------------- */
+
+/* Q, K and V of qkv (N, 3 C) as per-head matrices (B H, T, hs) into s->hq, hk, hv. */
+static int heads_of_qkv(fl_gstep *s, const float *qkv)
+{
+    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H;
+    float *const dst[3] = { s->hq, s->hk, s->hv };
+    for (int k = 0; k < 3; k++)
+        OP(FL_GP_HEADS, s->ops->heads(s->ctx, dst[k], qkv + k * C, B, T, H, hs, 3 * C, 1));
+    return 0;
+}
 
 /* out (N, C) and P (B, H, T, T) from qkv (N, 3 C): S = Q K^T, P = softmax(S / sqrt(hs)) causal, out = P V
-   (model.c, attn_forward computes the same with its own loops). */
+   (model.c, attn_forward computes the same with its own loops; each element of a GEMM is one chain over
+   k on the host, whatever the layout). */
 static int attn_fwd(fl_gstep *s, float *out, float *P, const float *qkv)
 {
-    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H, C3 = 3 * C, TT = T * T;
+    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H, TT = T * T, Th = T * hs;
     const fl_format f = FL_FMT_FP32;
-    for (size_t b = 0; b < B; b++) {
-        const float *x = qkv + b * T * C3;
-        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 1, T, T, hs, x, f, C3, hs, x + C, f, C3, hs, 0.0f, s->ds + b * H * TT, T, TT, H));
-    }
+    TRY(heads_of_qkv(s, qkv));
+    TRY(gemm(s, FL_GP_ATT_GEMM, 0, 1, T, T, hs, s->hq, f, hs, Th, s->hk, f, hs, Th, 0.0f, s->ds, T, TT, B * H));
     OP(FL_GP_SOFTMAX, s->ops->softmax_fwd(s->ctx, P, s->ds, B * H * T, T, 1.0f / sqrtf((float)hs)));
-    for (size_t b = 0; b < B; b++)
-        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 0, T, hs, T, P + b * H * TT, f, T, TT, qkv + b * T * C3 + 2 * C, f, C3, hs, 0.0f, out + b * T * C, C,
-                 hs, H));
+    TRY(gemm(s, FL_GP_ATT_GEMM, 0, 0, T, hs, T, P, f, T, TT, s->hv, f, hs, Th, 0.0f, s->ho, hs, Th, B * H));
+    OP(FL_GP_HEADS, s->ops->heads(s->ctx, out, s->ho, B, T, H, hs, C, 0));
     return 0;
 }
 
@@ -656,21 +678,18 @@ static int attn_fwd(fl_gstep *s, float *out, float *P, const float *qkv)
    dK = dS^T Q (model.c, attn_backward). */
 static int attn_bwd(fl_gstep *s, float *dqkv, const float *dout, const float *P, const float *qkv)
 {
-    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H, C3 = 3 * C, TT = T * T;
+    const size_t B = s->cfg.B, T = s->cfg.T, C = s->cfg.C, H = s->cfg.H, hs = C / H, TT = T * T, Th = T * hs;
     const fl_format f = FL_FMT_FP32;
-    for (size_t b = 0; b < B; b++) {
-        const float *go = dout + b * T * C, *x = qkv + b * T * C3, *Pb = P + b * H * TT;
-        float *dx = dqkv + b * T * C3;
-        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 1, T, T, hs, go, f, C, hs, x + 2 * C, f, C3, hs, 0.0f, s->dp + b * H * TT, T, TT, H));
-        TRY(gemm(s, FL_GP_ATT_GEMM, 1, 0, T, hs, T, Pb, f, T, TT, go, f, C, hs, 0.0f, dx + 2 * C, C3, hs, H));
-    }
+    TRY(heads_of_qkv(s, qkv));
+    OP(FL_GP_HEADS, s->ops->heads(s->ctx, s->ho, dout, B, T, H, hs, C, 1));
+    TRY(gemm(s, FL_GP_ATT_GEMM, 0, 1, T, T, hs, s->ho, f, hs, Th, s->hv, f, hs, Th, 0.0f, s->dp, T, TT, B * H));
+    TRY(gemm(s, FL_GP_ATT_GEMM, 1, 0, T, hs, T, P, f, T, TT, s->ho, f, hs, Th, 0.0f, s->hdv, hs, Th, B * H));
     OP(FL_GP_SOFTMAX, s->ops->softmax_bwd(s->ctx, s->ds, P, s->dp, B * H * T, T, 1.0f / sqrtf((float)hs)));
-    for (size_t b = 0; b < B; b++) {
-        const float *x = qkv + b * T * C3, *dS = s->ds + b * H * TT;
-        float *dx = dqkv + b * T * C3;
-        TRY(gemm(s, FL_GP_ATT_GEMM, 0, 0, T, hs, T, dS, f, T, TT, x + C, f, C3, hs, 0.0f, dx, C3, hs, H));
-        TRY(gemm(s, FL_GP_ATT_GEMM, 1, 0, T, hs, T, dS, f, T, TT, x, f, C3, hs, 0.0f, dx + C, C3, hs, H));
-    }
+    TRY(gemm(s, FL_GP_ATT_GEMM, 0, 0, T, hs, T, s->ds, f, T, TT, s->hk, f, hs, Th, 0.0f, s->hdq, hs, Th, B * H));
+    TRY(gemm(s, FL_GP_ATT_GEMM, 1, 0, T, hs, T, s->ds, f, T, TT, s->hq, f, hs, Th, 0.0f, s->hdk, hs, Th, B * H));
+    const float *const src[3] = { s->hdq, s->hdk, s->hdv };
+    for (int k = 0; k < 3; k++)
+        OP(FL_GP_HEADS, s->ops->heads(s->ctx, dqkv + k * C, src[k], B, T, H, hs, 3 * C, 0));
     return 0;
 }
 
@@ -845,7 +864,8 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
     }
     if (A > 1)
         *loss = s->loss = (float)(lsum / A);
-    return update(s, cfg, step, gnorm);
+    TRY(update(s, cfg, step, gnorm));
+    return weight_sums(s);
 }
 
 void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device)
@@ -853,7 +873,8 @@ void fl_gstep_prof_print(FILE *f, const fl_gstep_prof *p, const char *device)
     static const char *const name[FL_GP_COUNT] = {
         [FL_GP_ZERO] = "gradients zeroed", [FL_GP_COPY] = "host <-> device copies", [FL_GP_HOST] = "host arithmetic",
         [FL_GP_CAST] = "casts (bf16, FP8)", [FL_GP_LIN_GEMM] = "Linear GEMMs", [FL_GP_ATT_GEMM] = "attention GEMMs",
-        [FL_GP_SOFTMAX] = "attention softmax", [FL_GP_EMBED] = "embeddings", [FL_GP_RMS] = "RMSNorm",
+        [FL_GP_SOFTMAX] = "attention softmax", [FL_GP_HEADS] = "attention head layout",
+        [FL_GP_EMBED] = "embeddings", [FL_GP_RMS] = "RMSNorm",
         [FL_GP_ACT] = "FFN activation", [FL_GP_STATS] = "FFN amax / rms", [FL_GP_ADD] = "residual adds",
         [FL_GP_XENT] = "cross-entropy", [FL_GP_NORM] = "gradient norm", [FL_GP_ADAMW] = "AdamW",
         [FL_GP_PARAMS] = "weights to the host",

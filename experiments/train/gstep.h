@@ -73,6 +73,8 @@ typedef struct {
     int (*rms_fwd)(void *ctx, float *y, float *rstd, const float *x, const float *gain, size_t N, size_t C, float eps);
     int (*rms_bwd)(void *ctx, float *dx, float *dgain, const float *dy, const float *x, const float *rstd,
                    const float *gain, size_t N, size_t C, int accumulate);
+    int (*heads)(void *ctx, float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld,
+                 int to_heads); /* fl_heads_copy */
     int (*softmax_fwd)(void *ctx, float *P, const float *S, size_t R, size_t T, float scale);
     int (*softmax_bwd)(void *ctx, float *dS, const float *P, const float *dP, size_t R, size_t T, float scale);
     int (*act_fwd)(void *ctx, float *h, const float *pre, size_t N, size_t F, fl_act act, const float *coef);
@@ -85,6 +87,8 @@ typedef struct {
        into host arrays am, gm, um (F each) */
     int (*chan_max)(void *ctx, float *am, float *gm, float *um, const float *h, const float *pre, size_t N, size_t F,
                     int gated);
+    /* fl_ffn_wsums of the FFN's first weights W (L, G F, C) into the host array out (3 L F doubles) */
+    int (*ffn_wsums)(void *ctx, double *out, const float *W, size_t L, size_t F, size_t C, int gated);
     /* --fp8-gemm: x's FP8 codes (fl_cast_fp8: scale s, format f, element i drawing at off + i; counts and
        amax host results as cast_fq's), a byte transpose dst (C, R) = src (R, C)^T, and the FP8 GEMM of
        gemm_fp8.h with fp32 D (a_scale, b_scale: host pointers to the dequantisation factors; the host table
@@ -115,15 +119,16 @@ typedef enum {
     FL_GP_LIN_GEMM, /* the Linears' GEMMs */
     FL_GP_ATT_GEMM, /* the attention's GEMMs */
     FL_GP_SOFTMAX,  /* the attention's causal softmax, forward and backward */
+    FL_GP_HEADS,    /* the attention's copies between token rows and per-head matrices (fl_heads_copy) */
     FL_GP_EMBED,
     FL_GP_RMS,
     FL_GP_ACT,      /* the FFN's activation, forward and backward */
-    FL_GP_STATS,    /* the FFN's amax and rms (their values wait for the device) */
+    FL_GP_STATS,    /* the FFN's amax and rms, the FFN weights' sums (their values wait for the device) */
     FL_GP_ADD,      /* the residual adds */
     FL_GP_XENT,
     FL_GP_NORM,     /* the gradient norm's sum of squares */
     FL_GP_ADAMW,
-    FL_GP_PARAMS,   /* weights back to the host: the FFN's each step (fl_gstep_param), all at checkpoints */
+    FL_GP_PARAMS,   /* weights back to the host (at checkpoints) */
     FL_GP_COUNT
 } fl_gstep_part;
 
@@ -173,6 +178,8 @@ typedef struct {
     float *resid, *r2, *ln1, *rstd1, *qkv, *att, *atty, *ln2, *rstd2, *pre, *h, *lnf, *rstdf, *logits;
     double *tokloss;
     float *dres, *dln, *datty, *dqkv, *dpre, *dh, *dp, *ds;
+    float *hq, *hk, *hv, *ho, *hdq, *hdk, *hdv; /* the attention's per-head matrices (B H, T, hs): Q, K, V, the output
+                                                 (forward) or its gradient (backward), dQ, dK, dV */
     uint16_t *xq, *gq; /* bf16 copies of a GEMM input and of an output gradient */
     uint16_t *wbq;     /* FP8 recipes: a Linear's weight as bf16 (with xq, gq: fl_gstep_set_recipe, power-of-two
                           scales) */
@@ -195,6 +202,11 @@ typedef struct {
     uint8_t *x8, *w8, *g8, *xt8, *wt8, *gt8;
     fl_model *chan;      /* NULL, or the host model whose per-channel telemetry the forward fills as the harness's
                             does (chan_on, fl_model_chan_want, the maxima by chan_max; set after fl_gstep_init) */
+    /* host: fl_ffn_wsums of the FFN's first weights (3 L F doubles each), of the weights after the last update
+       (or the upload) in wsums[wcur], of the weights before it in wsums[!wcur]: the alignment telemetry reads
+       these instead of the weights (fl_model.ffn_wsums), which stay on the device between checkpoints */
+    double *wsums[2];
+    int wcur;
 } fl_gstep;
 
 enum { FL_GSTEP_ALIGN = 64 };
@@ -232,9 +244,9 @@ int fl_gstep_step(fl_gstep *s, const fl_train_cfg *cfg, const uint16_t *tokens, 
 
 /* The parameters, or the last step's gradients, back on the host (nparams floats, model.h's order). */
 int fl_gstep_params(const fl_gstep *s, float *out);
-/* Tensor k (model.h's fl_param) of the parameters into its place in out (nparams floats, model.h's
-   order): what the host's telemetry reads each step (the FFN's first weights, for the alignment). */
-int fl_gstep_param(const fl_gstep *s, int k, float *out);
+/* The FFN weight sums (fl_ffn_wsums, 3 L F doubles) of the weights after the last step's update (before = 0;
+   after the upload when no step has run) or of those its forward read (before = 1: the update's inputs). */
+const double *fl_gstep_wsums(const fl_gstep *s, int before);
 int fl_gstep_grads(const fl_gstep *s, float *out);
 /* AdamW's moments back on the host (for a checkpoint). */
 int fl_gstep_get_moments(const fl_gstep *s, float *am, float *av);

@@ -128,6 +128,20 @@ static int c_amax_rms(void *ctx, float *amax, float *rms, const float *x, size_t
     cuda_ctx *c = ctx;
     return scratch(c, R + 1) ? -1 : fl_cuda_amax_rms(amax, rms, x, R, C, c->sq, NULL);
 }
+static int c_heads(void *ctx, float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld,
+                   int to_heads)
+{
+    (void)ctx;
+    return fl_cuda_heads_copy(dst, src, B, T, H, hs, ld, to_heads, NULL);
+}
+static int c_ffn_wsums(void *ctx, double *out, const float *W, size_t L, size_t F, size_t C, int gated)
+{
+    cuda_ctx *c = ctx; /* the sums in the scratch, then to the host */
+    const size_t n = 3 * L * F;
+    if (scratch(c, n) || fl_cuda_ffn_wsums(c->sq, W, L, F, C, gated, NULL))
+        return -1;
+    return n ? fl_cuda_dev_get(out, c->sq, n * sizeof *out) : 0;
+}
 static int c_smooth(void *ctx, float *sc, float *sc_inv, const float *x, size_t R, size_t C, int axis, float *amax)
 {
     cuda_ctx *c = ctx; /* the unsigned scratch (R + C + 1 of them) in the double one */
@@ -307,6 +321,8 @@ static const fl_gstep_ops cuda_ops = {
     .embed_bwd = c_embed_bwd,
     .rms_fwd = c_rms_fwd,
     .rms_bwd = c_rms_bwd,
+    .ffn_wsums = c_ffn_wsums,
+    .heads = c_heads,
     .softmax_fwd = c_softmax_fwd,
     .softmax_bwd = c_softmax_bwd,
     .act_fwd = c_act_fwd,

@@ -142,6 +142,19 @@ static int h_rms_bwd(void *ctx, float *dx, float *dgain, const float *dy, const 
     return fl_rmsnorm_bwd(dx, dgain, dy, x, rstd, gain, N, C, accumulate);
 }
 
+static int h_heads(void *ctx, float *dst, const float *src, size_t B, size_t T, size_t H, size_t hs, size_t ld,
+                   int to_heads)
+{
+    (void)ctx;
+    return fl_heads_copy(dst, src, B, T, H, hs, ld, to_heads);
+}
+
+static int h_ffn_wsums(void *ctx, double *out, const float *W, size_t L, size_t F, size_t C, int gated)
+{
+    (void)ctx;
+    return fl_ffn_wsums(out, W, L, F, C, gated);
+}
+
 static int h_softmax_fwd(void *ctx, float *P, const float *S, size_t R, size_t T, float scale)
 {
     (void)ctx;
@@ -255,6 +268,8 @@ const fl_gstep_ops fl_gstep_host = {
     .embed_bwd = h_embed_bwd,
     .rms_fwd = h_rms_fwd,
     .rms_bwd = h_rms_bwd,
+    .ffn_wsums = h_ffn_wsums,
+    .heads = h_heads,
     .softmax_fwd = h_softmax_fwd,
     .softmax_bwd = h_softmax_bwd,
     .act_fwd = h_act_fwd,

@@ -1229,23 +1229,31 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+const double *fl_model_ffn_wsums(const fl_model *m, uint32_t l, double *buf)
+{
+    const size_t C = m->cfg.C, F = m->cfg.F;
+    const int gated = fl_act_gated(m->cfg.act);
+    if (m->ffn_wsums)
+        return m->ffn_wsums + 3 * (size_t)l * F;
+    fl_ffn_wsums(buf, m->p[FL_P_WFC] + (size_t)l * (gated ? 2 : 1) * F * C, 1, F, C, gated);
+    return buf;
+}
+
 void fl_model_align(fl_align_stats *out, const fl_model *m, uint32_t l)
 {
     memset(out, 0, sizeof *out);
     if (!fl_act_gated(m->cfg.act))
         return;
-    const size_t C = m->cfg.C, F = m->cfg.F;
-    const float *W = m->p[FL_P_WFC] + (size_t)l * 2 * F * C;
+    const size_t F = m->cfg.F;
     float *cs = malloc(F * sizeof *cs);
-    double *ng = malloc(F * sizeof *ng), *nu = malloc(F * sizeof *nu);
+    double *ng = malloc(F * sizeof *ng), *nu = malloc(F * sizeof *nu), *buf = malloc(3 * F * sizeof *buf);
+    if (!cs || !ng || !nu || !buf) {
+        free(cs), free(ng), free(nu), free(buf);
+        return;
+    }
+    const double *ws = fl_model_ffn_wsums(m, l, buf);
     for (size_t i = 0; i < F; i++) {
-        const float *g = W + i * C, *u = W + (F + i) * C;
-        double gg = 0, uu = 0, gu = 0;
-        for (size_t k = 0; k < C; k++) {
-            gg += (double)g[k] * g[k];
-            uu += (double)u[k] * u[k];
-            gu += (double)g[k] * u[k];
-        }
+        const double gg = ws[3 * i], uu = ws[3 * i + 1], gu = ws[3 * i + 2];
         ng[i] = sqrt(gg);
         nu[i] = sqrt(uu);
         cs[i] = (gg > 0 && uu > 0) ? (float)fabs(gu / (ng[i] * nu[i])) : 0.0f;
@@ -1268,7 +1276,5 @@ void fl_model_align(fl_align_stats *out, const fl_model *m, uint32_t l)
         suu += (nu[i] - mu) * (nu[i] - mu);
     }
     out->norm_corr = (sgg > 0 && suu > 0) ? (float)(sgu / sqrt(sgg * suu)) : 0.0f;
-    free(cs);
-    free(ng);
-    free(nu);
+    free(cs), free(ng), free(nu), free(buf);
 }

@@ -129,6 +129,9 @@ typedef struct {
     int chan_on;
     float chan_rec_max[FL_MODEL_MAX_L], chan_prev_max[FL_MODEL_MAX_L]; /* the running maxima; the one a record beat */
     uint8_t chan_have[FL_MODEL_MAX_L], chan_record[FL_MODEL_MAX_L];
+    /* NULL: the alignment telemetry sums the host's FFN weights (fl_model_ffn_wsums); else the GPU step's
+       sums of its weights (3 L F doubles, fl_ffn_wsums' layout), the host's copy being a checkpoint's */
+    const double *ffn_wsums;
 
     /* backward scratch */
     float *dres;  /* (N, C) */
@@ -177,6 +180,11 @@ void fl_model_site_names(const fl_model_cfg *cfg, char *store, const char **name
 float fl_model_forward(fl_model *m, const uint16_t *tokens);
 void fl_model_zero_grad(fl_model *m);
 void fl_model_backward(fl_model *m);
+
+/* Layer l's FFN weight sums (kernels/train_step.h, fl_ffn_wsums: 3 F doubles, channel i's gate and up
+   sums of squares and their dot product): m->ffn_wsums' where set, else computed from the host's weights
+   into buf (3 F doubles).  Returns where they are. */
+const double *fl_model_ffn_wsums(const fl_model *m, uint32_t l, double *buf);
 
 /* SwiGLU alignment of layer l (gated activations only): |cos(w_gate_i, w_up_i)| over the F
    channels (median, p99, max) and the Pearson correlation of the channel norms. */

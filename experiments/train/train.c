@@ -884,8 +884,8 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
     const size_t bt = (size_t)cfg->model.B * (cfg->model.T + 1);
     for (uint32_t a = 0; a < A; a++)
         fl_train_batch(r->batch + a * bt, &r->data, cfg, step * A + a);
-    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the host's FFN weights follow it every step (the
-                          alignment telemetry reads them), all weights and the moments at each checkpoint */
+    if (r->gs_ready) { /* --device twins / cuda: the GPU step; the alignment telemetry reads the sums of its FFN
+                          weights (fl_gstep_wsums), all weights and the moments come back at each checkpoint */
         float loss;
         *lr = fl_lr_at(cfg, step);
         fl_recipe_step_begin(&r->rec, 0); /* the device's casts measure no moments */
@@ -904,14 +904,11 @@ static float train_step(train_run *r, int tele, float *lr, float *gnorm)
         memcpy(r->m.ffn, r->gs.ffn, sizeof r->m.ffn);
         r->st.adam_ftz += r->gs.adam_ftz; /* --fp8-adam: the moments' casts (optim.c counts the harness's) */
         r->gs.adam_ftz = 0;
-        if (cfg->chan_every) /* with the host's FFN weights of the forward: the copy of the step before */
+        if (cfg->chan_every) { /* with the sums of the weights the forward read, as the harness's */
+            r->m.ffn_wsums = fl_gstep_wsums(&r->gs, 1);
             fl_chan_rows(r->fc, r->fr, step, &r->m, chan_rows);
-        gs_trace("read the weights after step", (long long)step);
-        if (fl_gstep_param(&r->gs, FL_P_WFC, r->m.params)) {
-            fprintf(stderr, "fp8lab train: the GPU step's weights could not be read at step %llu (%s); the last "
-                            "checkpoint stands\n", (unsigned long long)step, r->gs.ops->name);
-            exit(FL_EXIT_FAIL);
         }
+        r->m.ffn_wsums = fl_gstep_wsums(&r->gs, 0); /* the metrics' alignment: after the update */
         fl_recipe_step_end(&r->rec);
         return loss;
     }
