@@ -193,6 +193,7 @@ else
 	@echo "make cuda: built $(BUILD)/libfp8lab_cuda.a (PTX sm_90; SASS for compute capabilities $(strip $(CUDA_ARCHS))) with $(NVCC); no register spills; $(CLI_CUDA)"
 	@echo "make cuda: built $(GPU_TEST) and $(GPU_BENCH); running gpu-check here:"
 	@sh tests/gpu_check.sh $(BUILD) $(GPU_OUT)
+	@sh tests/gpu_pack.sh $(BUILD) $(GPU_PACK) && sh tests/gpu_pack_check.sh $(GPU_PACK)
 	@$(MAKE) --no-print-directory sass-proxy || echo "make cuda: sass-proxy failed (a report, not a test)"
 endif
 
@@ -253,6 +254,22 @@ ifeq ($(NVCC),)
 else
 	@$(MAKE) --no-print-directory $(GPU_BENCH)
 	@mkdir -p $(GPU_OUT) && $(GPU_BENCH) bench $(GPU_OUT)
+endif
+
+# gpu-pack: $(GPU_PACK), the binaries gpu-check runs with the shared libraries a GPU machine without this
+# project's Debian packages lacks, and run.sh (tests/gpu_pack.sh; checked by tests/gpu_pack_check.sh, which
+# make cuda runs).  On the GPU machine, from the root of a checkout of the same commit:
+#   tar xJf fp8lab-gpu.tar.xz -C PACK && GPU_CHECK_QUICK=1 sh PACK/run.sh OUTDIR
+# For another machine build with a portable OPT: make gpu-pack BUILD=build-gpu OPT="-O3 -march=x86-64-v3"
+GPU_PACK ?= $(BUILD)/fp8lab-gpu.tar.xz
+.PHONY: gpu-pack
+gpu-pack:
+ifeq ($(NVCC),)
+	@echo "gpu-pack: nvcc not found; skipped"
+else
+	@$(MAKE) --no-print-directory $(GPU_TEST) $(GPU_BENCH) $(CLI) $(CLI_CUDA)
+	@case "$(OPT)" in *native*) echo "gpu-pack: note: OPT=\"$(OPT)\" -- these binaries run only on CPUs with this machine's instruction set";; esac
+	@sh tests/gpu_pack.sh $(BUILD) $(GPU_PACK)
 endif
 
 gpu-check:

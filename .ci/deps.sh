@@ -8,8 +8,9 @@ set -eu
 # python3-pip and python3-setuptools: its test that `pip install ./experiments/python` works);
 # without them that test is skipped.  PyTorch is not a Debian package: `make torch-table` takes it from a venv.
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes), libomp-14-dev (clang's OpenMP) and llvm
-# (llvm-symbolizer: file:line in sanitizer reports) build and run the fuzz targets: make fuzz.
-PKGS="make gcc g++ libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes python3-numpy python3-pytest python3-pip python3-setuptools clang libclang-rt-14-dev libomp-14-dev llvm"
+# (llvm-symbolizer: file:line in sanitizer reports) build and run the fuzz targets: make fuzz.  xz-utils: make
+# gpu-pack's archive (tests/gpu_pack.sh).
+PKGS="make gcc g++ xz-utils libmpfr-dev libgmp-dev libopenblas-dev libopenblas0-openmp libjansson-dev gnuplot-nox libopenmpi-dev openmpi-bin fortunes python3-numpy python3-pytest python3-pip python3-setuptools clang libclang-rt-14-dev libomp-14-dev llvm"
 
 missing=""
 for p in $PKGS; do

@@ -780,8 +780,6 @@ static int run_open_files(train_run *r)
     return FL_EXIT_OK;
 }
 
-/* Data, model and a fork's parent first (nothing written), then the folder, then the logs.  A run
-   refused before its folder holds anything leaves no folder behind. */
 /* Whether the environment variable name is set to exactly val (the GPU step's switches). */
 static int env_is(const char *name, const char *val)
 {
@@ -799,6 +797,8 @@ static void gs_trace(const char *what, long long step)
         fprintf(stderr, "gstep trace: %s %lld\n", what, step);
 }
 
+/* Data, model and a fork's parent first (nothing written), then the folder, then the logs.  A run
+   refused before its folder holds anything leaves no folder behind. */
 static int run_setup(train_run *r)
 {
     int rc = run_open_data(r);
@@ -855,6 +855,7 @@ static void run_free(train_run *r)
         fclose(r->fc);
     if (r->fr)
         fclose(r->fr);
+    r->m.ffn_wsums = NULL; /* (the GPU step's sums go with it) */
     if (r->gs_ready)
         fl_gstep_free(&r->gs);
     if (r->gs_ctx)
