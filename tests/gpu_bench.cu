@@ -36,7 +36,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -180,7 +179,9 @@ static void print_info(const fl_gpu_info *g)
 // ---- bandwidth rows -------------------------------------------------------------------------------------
 static std::vector<fl_gpu_bw_row> g_bw;
 
-template <class F> static double bw_row(const char *family, const char *pass, const char *variant, double elems, double bpe, F launch)
+// One kernel timed beside the copy of its bytes, printed.
+template <class F> static fl_gpu_bw_row measure_row(const char *family, const char *pass, const char *variant, double elems,
+                                                    double bpe, F launch)
 {
     fl_gpu_bw_row r;
     memset(&r, 0, sizeof r);
@@ -193,8 +194,13 @@ template <class F> static double bw_row(const char *family, const char *pass, co
     printf("  %-14s %-4s %-44s %7.3f ms  %6.0f GB/s  %5.1f%% of copy\n", family, pass, variant, r.ms,
            fl_gpu_gbps(elems * bpe, r.ms), 100 * r.copy_ms / r.ms);
     fflush(stdout);
-    g_bw.push_back(r);
-    return r.ms;
+    return r;
+}
+
+template <class F> static double bw_row(const char *family, const char *pass, const char *variant, double elems, double bpe, F launch)
+{
+    g_bw.push_back(measure_row(family, pass, variant, elems, bpe, launch));
+    return g_bw.back().ms;
 }
 
 static const char *fn(fl_format f) { return fl_format_name(f); }
@@ -303,50 +309,42 @@ static void bench_elementwise(std::vector<fl_gpu_overhead> &over)
 // least), timed in the same run.  These kernels keep the harness's sequential sums (kernels/train_step.h),
 // so the elementwise goal is not theirs: the figures say where a step's time goes, for `make gpu-check`'s
 // training part (its profile at 124m) to be read against.
-struct step_row {
-    std::string kernel, shape;
-    double ms, copy_ms, bytes;
-};
-
-static void bench_step(std::vector<step_row> &rows)
+static void bench_step(std::vector<fl_gpu_bw_row> &rows)
 {
     const size_t B = 16, T = 1024, C = 768, H = 12, V = 50257, F = 2048, N = B * T, R = B * H * T;
     uint64_t tab[32];
     fl_expf_table(tab);
-    auto row = [&](const char *kernel, const std::string &shape, double bytes, const std::function<int()> &launch) {
-        step_row r{ kernel, shape, time_ms(launch), copy_ms(bytes), bytes };
-        printf("  %-34s %-28s %8.3f ms  %6.0f GB/s  %5.1f%% of copy\n", kernel, shape.c_str(), r.ms,
-               fl_gpu_gbps(bytes, r.ms), 100 * r.copy_ms / r.ms);
-        fflush(stdout);
-        rows.push_back(r);
+    auto row = [&](const char *family, const char *pass, const char *variant, double elems, double bpe, auto launch) {
+        rows.push_back(measure_row(family, pass, variant, elems, bpe, launch));
     };
     char sh[64];
     {
         float *x = (float *)dfill(FL_FMT_FP32, N * C, 4.0f, 21), *dy = (float *)dfill(FL_FMT_FP32, N * C, 1.0f, 22);
         float *g = (float *)dfill(FL_FMT_FP32, C, 1.0f, 23), *y = (float *)dalloc(N * C * 4), *rs = (float *)dalloc(N * 4);
         float *dg = (float *)dalloc(C * 4), *ws = (float *)dalloc(N * 4);
-        snprintf(sh, sizeof sh, "N %zu, C %zu", N, C);
-        row("RMSNorm fwd (y, rstd)", sh, 8.0 * N * C, [&] { return fl_cuda_rmsnorm_fwd(y, rs, x, g, N, C, 1e-5f, nullptr); });
-        row("RMSNorm bwd (dx, dgain)", sh, 12.0 * N * C,
-            [&] { return fl_cuda_rmsnorm_bwd(y, dg, dy, x, rs, g, N, C, 0, ws, nullptr); });
-        row("RMSNorm bwd, accumulating dx", sh, 16.0 * N * C,
-            [&] { return fl_cuda_rmsnorm_bwd(y, dg, dy, x, rs, g, N, C, 1, ws, nullptr); });
+        const double nc = (double)N * C;
+        snprintf(sh, sizeof sh, "N %zu, C %zu: y, rstd", N, C);
+        row("RMSNorm", "fwd", sh, nc, 8, [&] { return fl_cuda_rmsnorm_fwd(y, rs, x, g, N, C, 1e-5f, nullptr); });
+        snprintf(sh, sizeof sh, "N %zu, C %zu: dx, dgain", N, C);
+        row("RMSNorm", "bwd", sh, nc, 12, [&] { return fl_cuda_rmsnorm_bwd(y, dg, dy, x, rs, g, N, C, 0, ws, nullptr); });
+        snprintf(sh, sizeof sh, "N %zu, C %zu: dx accumulating, dgain", N, C);
+        row("RMSNorm", "bwd", sh, nc, 16, [&] { return fl_cuda_rmsnorm_bwd(y, dg, dy, x, rs, g, N, C, 1, ws, nullptr); });
         unsigned long long *cnt = (unsigned long long *)dalloc(8 * sizeof(unsigned long long));
         float *amd = (float *)dalloc(4);
         fl_cast_fmt cf;
         memset(&cf, 0, sizeof cf);
         cf.fmt = FL_FMT_E4M3; /* saturating, RNE */
-        row("FP8 cast, fake-quantised (e4m3)", sh, 8.0 * N * C,
-            [&] { return fl_cuda_cast_fq(y, amd, cnt, x, N * C, 1.0f, 1.0f, &cf, 0, nullptr); });
+        snprintf(sh, sizeof sh, "%zu x %zu fp32 -> e4m3 values, fake-quantised", N, C);
+        row("FP8 cast", "fwd", sh, nc, 8, [&] { return fl_cuda_cast_fq(y, amd, cnt, x, N * C, 1.0f, 1.0f, &cf, 0, nullptr); });
         for (void *p : { (void *)x, (void *)dy, (void *)g, (void *)y, (void *)rs, (void *)dg, (void *)ws, (void *)cnt, (void *)amd })
             CK(cudaFree(p));
     }
     {
         float *S = (float *)dfill(FL_FMT_FP32, R * T, 4.0f, 24), *P = (float *)dalloc(R * T * 4);
-        snprintf(sh, sizeof sh, "%zu rows of %zu", R, T);
-        row("attention softmax fwd", sh, 8.0 * R * T, [&] { return fl_cuda_attn_softmax_fwd(P, S, R, T, 0.125f, tab, nullptr); });
+        snprintf(sh, sizeof sh, "%zu causal rows of %zu", R, T);
+        row("attn softmax", "fwd", sh, (double)R * T, 8, [&] { return fl_cuda_attn_softmax_fwd(P, S, R, T, 0.125f, tab, nullptr); });
         float *dP = (float *)dfill(FL_FMT_FP32, R * T, 1.0f, 25);
-        row("attention softmax bwd", sh, 12.0 * R * T, [&] { return fl_cuda_attn_softmax_bwd(S, P, dP, R, T, 0.125f, nullptr); });
+        row("attn softmax", "bwd", sh, (double)R * T, 12, [&] { return fl_cuda_attn_softmax_bwd(S, P, dP, R, T, 0.125f, nullptr); });
         for (void *p : { (void *)S, (void *)P, (void *)dP })
             CK(cudaFree(p));
     }
@@ -358,14 +356,15 @@ static void bench_step(std::vector<step_row> &rows)
             ht[i] = (int)(i * 7919 % V);
         int *tgt = (int *)dalloc(N * sizeof(int));
         CK(cudaMemcpy(tgt, ht.data(), N * sizeof(int), cudaMemcpyHostToDevice));
-        snprintf(sh, sizeof sh, "N %zu, V %zu", N, V);
         // in place: each launch starts from the same logits (the copy back is timed with it, and counted)
-        row("cross-entropy fwd (+ a copy of z)", sh, 16.0 * N * V, [&] {
+        snprintf(sh, sizeof sh, "N %zu, V %zu (+ a copy of z)", N, V);
+        row("cross-entropy", "fwd", sh, (double)N * V, 16, [&] {
             if (cudaMemcpyAsync(z, z0, N * V * 4, cudaMemcpyDeviceToDevice) != cudaSuccess)
                 return -1;
             return fl_cuda_xent_fwd(z, tl, tgt, N, V, tab, nullptr);
         });
-        row("cross-entropy bwd", sh, 8.0 * N * V, [&] { return fl_cuda_xent_bwd(z, tgt, N, V, nullptr); });
+        snprintf(sh, sizeof sh, "N %zu, V %zu", N, V);
+        row("cross-entropy", "bwd", sh, (double)N * V, 8, [&] { return fl_cuda_xent_bwd(z, tgt, N, V, nullptr); });
         for (void *p : { (void *)z0, (void *)z, (void *)tl, (void *)tgt })
             CK(cudaFree(p));
     }
@@ -378,7 +377,7 @@ static void bench_step(std::vector<step_row> &rows)
         memset(&h, 0, sizeof h);
         h.b1 = 0.9f, h.b2 = 0.95f, h.bc1 = 0.1f, h.bc2 = 0.05f, h.eps = 1e-8f, h.lr = 6e-4f, h.wd = 0.1f, h.gscale = 1.0f;
         snprintf(sh, sizeof sh, "%zu parameters", n);
-        row("AdamW", sh, 28.0 * n, [&] { return fl_cuda_adamw(p, g, m, v, n, &h, nullptr); });
+        row("AdamW", "step", sh, (double)n, 28, [&] { return fl_cuda_adamw(p, g, m, v, n, &h, nullptr); });
         for (void *q : { (void *)p, (void *)g, (void *)m, (void *)v })
             CK(cudaFree(q));
     }
@@ -393,7 +392,7 @@ static int cmd_step(const char *outdir)
     }
     print_info(&g);
     printf("the training step's kernels at the 124m preset's shapes (B 16, T 1024, C 768, H 12, V 50257):\n");
-    std::vector<step_row> rows;
+    std::vector<fl_gpu_bw_row> rows;
     bench_step(rows);
     char path[4096];
     snprintf(path, sizeof path, "%s/step-kernels.md", outdir);
@@ -402,10 +401,12 @@ static int cmd_step(const char *outdir)
     fprintf(f, "Device: %s (sm_%d%d, %d SMs).  Median of %d launches after %d; \"of copy\": a copy of the same bytes "
                "(inputs read once, outputs written once) timed in the same run.\n\n",
             g.name, g.cc_major, g.cc_minor, g.sm_count, k_reps, k_warm);
-    fprintf(f, "| kernel | shape | MB moved | median ms | GB/s | of copy |\n|---|---|---:|---:|---:|---:|\n");
-    for (auto &r : rows)
-        fprintf(f, "| %s | %s | %.0f | %.3f | %.0f | %.1f%% |\n", r.kernel.c_str(), r.shape.c_str(), r.bytes / 1e6, r.ms,
-                fl_gpu_gbps(r.bytes, r.ms), 100 * r.copy_ms / r.ms);
+    fprintf(f, "| kernel | pass | shape | MB moved | median ms | GB/s | of copy |\n|---|---|---|---:|---:|---:|---:|\n");
+    for (auto &r : rows) {
+        const double bytes = r.elems * r.bytes_per_elem;
+        fprintf(f, "| %s | %s | %s | %.0f | %.3f | %.0f | %.1f%% |\n", r.family, r.pass, r.variant, bytes / 1e6, r.ms,
+                fl_gpu_gbps(bytes, r.ms), 100 * r.copy_ms / r.ms);
+    }
     CHECK(fclose(f) == 0, "cannot write %s", path);
     printf("gpu-bench step: wrote %s\n", path);
     return 0;

@@ -7,7 +7,7 @@
 #             (libcublas*, libcudart*): MPFR, GMP, OpenBLAS, jansson, libgomp, libgfortran, libstdc++ ...;
 #   bin/time  GNU time, which the device sweep calls, where this machine has it;
 #   run.sh    the runner (below); REVISION, the commit the binaries were built from (-dirty: with changes
-#             not committed).
+#             not committed); SYSTEM, the libraries left to the GPU machine.
 # On the GPU machine, in a checkout of that commit, from its root:
 #     tar xJf fp8lab-gpu.tar.xz -C PACK && sh PACK/run.sh OUTDIR
 # runs tests/gpu_check.sh on the packed binaries (GPU_CHECK_QUICK=1 etc. as gpu_check.sh takes them) with
@@ -29,13 +29,15 @@ mkdir -p "$stage/b/tests" "$stage/lib"
 for f in $bins; do
     cp "$build/$f" "$stage/b/$f"
 done
-# ldd's "name => path (address)" lines; the libraries a GPU machine brings itself are left out
+# ldd's "name => path (address)" lines; the libraries a GPU machine brings itself are left out and named in
+# SYSTEM (tests/gpu_pack_check.sh reads it)
+: >"$stage/SYSTEM"
 for f in $bins; do
     ldd "$build/$f"
 done | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u | while read -r name path; do
     case $name in
     linux-vdso* | ld-linux* | libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libcuda.so* | \
-        libnvidia* | libcublas* | libcudart*) ;;
+        libnvidia* | libcublas* | libcudart*) grep -qx "$name" "$stage/SYSTEM" || echo "$name" >>"$stage/SYSTEM" ;;
     *) cp -L "$path" "$stage/lib/$name" ;;
     esac
 done

@@ -146,8 +146,10 @@ if [ "$dev" = twins ]; then
 fi
 # One report line: recipe $1's run $2 (steps/s after the first step, tokens/s, model FLOP/s; $fpt: the plan's
 # model FLOPs per token).
+# a run's steps/s after its first step (summary.json)
+sps_of() { sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$1/summary.json"; }
 speed_line() {
-    sps_=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$2/summary.json")
+    sps_=$(sps_of "$2")
     first_=$(sed -n 's/.*"first_step_s": \([^,}]*\).*/\1/p' "$2/summary.json")
     awk -v r="$1" -v sps="$sps_" -v fpt="$fpt" -v first="$first_" 'BEGIN {
         tps = sps * 16 * 1024
@@ -161,7 +163,7 @@ if $lim "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --step
     sps8=
     rm -rf "$s-fp8"
     if $lim "$cuda" train --preset 124m --accum 1 --recipe fp8-delayed --device cuda --steps 10 --log-every 1 --quiet --out "$s-fp8"; then
-        sps8=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-fp8/summary.json")
+        sps8=$(sps_of "$s-fp8")
         rm -f "$s-fp8"/checkpoint*.bin
     else
         echo "- 124m preset, fp8-delayed: **the GPU run failed**." >>"$report"
@@ -171,7 +173,7 @@ if $lim "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --step
     sg8=
     rm -rf "$s-g8"
     if $lim "$cuda" train --preset 124m --accum 1 --recipe fp8-delayed --fp8-gemm --device cuda --steps 10 --log-every 1 --quiet --out "$s-g8"; then
-        sg8=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-g8/summary.json")
+        sg8=$(sps_of "$s-g8")
         rm -f "$s-g8"/checkpoint*.bin
     else
         echo "- 124m preset, fp8-delayed --fp8-gemm: **the GPU run failed**." >>"$report"
@@ -184,8 +186,8 @@ if $lim "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --step
     if $lim "$cuda" train --preset 124m --accum 1 --recipe paper-gaudi2 --device cuda --steps 10 --log-every 1 --quiet --out "$s-g2" &&
         FP8LAB_GSTEP_BF16_EXACT=0 $lim "$cuda" train --preset 124m --accum 1 --recipe paper-gaudi2 --device cuda --steps 10 \
             --log-every 1 --quiet --out "$s-g20"; then
-        spg=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-g2/summary.json")
-        spg0=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s-g20/summary.json")
+        spg=$(sps_of "$s-g2")
+        spg0=$(sps_of "$s-g20")
         rm -f "$s-g2"/checkpoint*.bin "$s-g20"/checkpoint*.bin
     else
         echo "- 124m preset, paper-gaudi2: **a GPU run failed**." >>"$report"
@@ -196,7 +198,7 @@ if $lim "$cuda" train --preset 124m --accum 1 --recipe bf16 --device cuda --step
     [ -n "$spg" ] && speed_line "paper-gaudi2 (bf16 GEMMs of the exact FP8 values)" "$s-g2"
     [ -n "$spg0" ] && speed_line "paper-gaudi2 with FP8LAB_GSTEP_BF16_EXACT=0 (fp32 GEMMs)" "$s-g20"
     [ -f "$s-g8/summary.json" ] && speed_line "fp8-delayed --fp8-gemm" "$s-g8"
-    sps=$(sed -n 's/.*"steps_per_s_after_first": \([^,}]*\).*/\1/p' "$s/summary.json")
+    sps=$(sps_of "$s")
     [ -n "$sps8" ] && awk -v a="$sps8" -v b="$sps" 'BEGIN { printf "- fp8-delayed / bf16 tokens/s at 124m: %.3g (casts on the device, the values multiplied in fp32 GEMMs).\n", a / b }' >>"$report"
     [ -n "$sg8" ] && awk -v a="$sg8" -v b="$sps" 'BEGIN { printf "- fp8-delayed --fp8-gemm / bf16 tokens/s at 124m: %.3g (the Linears in FP8 GEMMs; the attention stays fp32).\n", a / b }' >>"$report"
     [ -n "$spg" ] && awk -v a="$spg" -v z="$spg0" -v b="$sps" 'BEGIN { printf "- paper-gaudi2 / bf16 tokens/s at 124m: %.3g with bf16 GEMMs of the exact FP8 values, %.3g with fp32 GEMMs.\n", a / b, z / b }' >>"$report"
